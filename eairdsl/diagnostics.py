@@ -1,0 +1,124 @@
+"""Diagnostics as data: code, severity, message, span, hint.
+
+Every stage reports problems by adding to a `Diagnostics` collection instead of
+raising, so one run can show several independent errors, and tests can assert
+on fields rather than on rendered text. The codes are stable and catalogued in
+docs/errors.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from enum import Enum
+
+from pydantic import BaseModel
+
+from eairdsl.source import Span
+
+__all__ = ["Severity", "Diagnostic", "Diagnostics", "did_you_mean", "render", "render_all"]
+
+
+class Severity(str, Enum):
+    """An error stops compilation; a warning is reported and compilation goes on."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Diagnostic(BaseModel):
+    """One located finding about a world."""
+
+    code: str
+    severity: Severity = Severity.ERROR
+    message: str
+    span: Span | None = None
+    hint: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+
+class Diagnostics:
+    """An ordered, de-duplicated collection that every pass appends to."""
+
+    def __init__(self) -> None:
+        self._items: list[Diagnostic] = []
+        self._seen: set[tuple[str, str, str]] = set()
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        key = (diagnostic.code, str(diagnostic.span), diagnostic.message)
+        if key not in self._seen:
+            self._seen.add(key)
+            self._items.append(diagnostic)
+
+    def error(self, code: str, message: str, span: Span | None, hint: str | None = None) -> None:
+        self.add(Diagnostic(code=code, message=message, span=span, hint=hint))
+
+    def warning(self, code: str, message: str, span: Span | None, hint: str | None = None) -> None:
+        self.add(Diagnostic(code=code, severity=Severity.WARNING, message=message, span=span,
+                            hint=hint))
+
+    def extend(self, items: Iterable[Diagnostic]) -> None:
+        for item in items:
+            self.add(item)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self._items)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self._items if d.is_error]
+
+    def sorted(self) -> list[Diagnostic]:
+        """Errors before warnings, then by file and position."""
+        def key(d: Diagnostic) -> tuple[int, str, int, int]:
+            s = d.span
+            return (0 if d.is_error else 1, s.file if s else "", s.line if s else 0,
+                    s.col if s else 0)
+        return sorted(self._items, key=key)
+
+    def __iter__(self) -> Iterator[Diagnostic]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """A hint naming the closest known spelling, if any is close enough."""
+    matches = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"did you mean '{matches[0]}'?" if matches else None
+
+
+def render(diagnostic: Diagnostic, source_lines: dict[str, list[str]] | None = None) -> str:
+    """Render like a compiler: `file:line:col: error[E301]: message`, the line, a caret."""
+    d = diagnostic
+    where = f"{d.span}: " if d.span else ""
+    out = [f"{where}{d.severity.value}[{d.code}]: {d.message}"]
+    if d.span and source_lines is not None:
+        lines = source_lines.get(d.span.file)
+        if lines is not None and 0 < d.span.line <= len(lines):
+            text = lines[d.span.line - 1].expandtabs(1)
+            width = 1
+            if d.span.end_line == d.span.line:
+                width = max(1, d.span.end_col - d.span.col)
+            width = min(width, max(1, len(text) - d.span.col + 1))
+            gutter = f"{d.span.line:>4} | "
+            out.append(gutter + text)
+            out.append(" " * (len(gutter) + d.span.col - 1) + "^" * width)
+    if d.hint:
+        out.append(f"  hint: {d.hint}")
+    return "\n".join(out)
+
+
+def render_all(diagnostics: Iterable[Diagnostic], source_lines: dict[str, list[str]],
+               limit: int = 20) -> str:
+    """Render up to `limit` diagnostics and say how many more there were."""
+    items = list(diagnostics)
+    shown = [render(d, source_lines) for d in items[:limit]]
+    if len(items) > limit:
+        shown.append(f"... and {len(items) - limit} more")
+    return "\n\n".join(shown)

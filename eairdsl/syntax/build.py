@@ -1,0 +1,675 @@
+"""Lark parse tree -> AST.
+
+A lark Transformer with one method per grammar alias. Positions come from
+`propagate_positions`, so each node's span covers exactly the text it was
+parsed from.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lark import Token, Transformer, Tree, v_args
+from lark.tree import Meta
+
+from eairdsl.source import Span
+from eairdsl.syntax import ast as A
+
+__all__ = ["AstBuilder", "decode_string", "DURATION_UNITS"]
+
+#: Minutes per duration unit; the clock of every world counts minutes.
+DURATION_UNITS: dict[str, float] = {
+    "s": 1 / 60, "sec": 1 / 60, "second": 1 / 60, "seconds": 1 / 60,
+    "min": 1, "mins": 1, "minute": 1, "minutes": 1,
+    "h": 60, "hour": 60, "hours": 60,
+    "d": 1440, "day": 1440, "days": 1440,
+    "week": 10080, "weeks": 10080,
+}
+
+
+def decode_string(raw: str) -> str:
+    """Decode a string token: JSON escapes for "...", verbatim (dedented) for triple quotes."""
+    if raw.startswith('"""'):
+        body = raw[3:-3]
+        if body.startswith("\n"):
+            body = body[1:]
+        lines = body.split("\n")
+        indents = [len(ln) - len(ln.lstrip(" ")) for ln in lines if ln.strip()]
+        cut = min(indents) if indents else 0
+        return "\n".join(ln[cut:] for ln in lines).rstrip(" ").rstrip("\n")
+    return str(json.loads(raw))
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
+
+
+class AstBuilder(Transformer[Token, Any]):
+    """Builds `eairdsl.syntax.ast` nodes; `file` is put into every span."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+
+    # ------------------------------------------------------------ helpers
+    def _span(self, meta: Meta | Token) -> Span:
+        if isinstance(meta, Token):
+            return Span(file=self.file, line=meta.line or 1, col=meta.column or 1,
+                        end_line=meta.end_line or meta.line or 1,
+                        end_col=meta.end_column or (meta.column or 1) + 1)
+        if getattr(meta, "empty", True):
+            return Span.point(self.file)
+        return Span(file=self.file, line=meta.line, col=meta.column, end_line=meta.end_line,
+                    end_col=meta.end_column)
+
+    def _clause(self, meta: Meta, key: str, **slots: Any) -> A.Clause:
+        return A.Clause(span=self._span(meta), key=key, **{k: v for k, v in slots.items()
+                                                           if v is not None})
+
+    # ------------------------------------------------------------ leaves
+    def string(self, children: list[Token]) -> str:
+        return decode_string(str(children[0]))
+
+    def string_list(self, children: list[str | None]) -> list[str]:
+        return [c for c in children if c is not None]
+
+    def name_list(self, children: list[Token]) -> list[str]:
+        return [str(c) for c in children]
+
+    def signed(self, children: list[Token]) -> str:
+        return str(children[0])
+
+    def when_clause(self, children: list[Any]) -> Any:
+        return children[0]
+
+    def _kw(self, children: list[Token]) -> str:
+        return str(children[0])
+
+    record_kind = auth_effect = enforcement = aggregate_fn = quantifier_kw = _kw
+    comp_op = text_op = closed = _kw
+
+    # ------------------------------------------------------------ literals
+    @v_args(meta=True)
+    def int_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="int", value=int(c[0]), raw=str(c[0]))
+
+    @v_args(meta=True)
+    def number_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="number", value=float(c[0]),
+                             raw=str(c[0]))
+
+    @v_args(meta=True)
+    def money_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="money", value=_number(str(c[0])[1:]),
+                             raw=str(c[0]))
+
+    @v_args(meta=True)
+    def duration_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        raw = str(c[0])
+        i = 0
+        while i < len(raw) and (raw[i].isdigit() or raw[i] == "."):
+            i += 1
+        amount, unit = float(raw[:i]), raw[i:].strip()
+        minutes = amount * DURATION_UNITS[unit]
+        value: int | float = int(minutes) if float(minutes).is_integer() else minutes
+        return A.LiteralExpr(span=self._span(meta), kind="duration", value=value, raw=raw)
+
+    @v_args(meta=True)
+    def percent_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="percent",
+                             value=_number(str(c[0])[:-1]), raw=str(c[0]))
+
+    @v_args(meta=True)
+    def date_lit(self, meta: Meta, c: list[Token]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="date", value=str(c[0]), raw=str(c[0]))
+
+    @v_args(meta=True)
+    def string_lit(self, meta: Meta, c: list[str]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="text", value=c[0], raw=json.dumps(c[0]))
+
+    @v_args(meta=True)
+    def true_lit(self, meta: Meta, c: list[Any]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="bool", value=True, raw="true")
+
+    @v_args(meta=True)
+    def false_lit(self, meta: Meta, c: list[Any]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="bool", value=False, raw="false")
+
+    @v_args(meta=True)
+    def none_lit(self, meta: Meta, c: list[Any]) -> A.LiteralExpr:
+        return A.LiteralExpr(span=self._span(meta), kind="none", value=None, raw="none")
+
+    # ------------------------------------------------------------ expressions
+    @v_args(meta=True)
+    def name(self, meta: Meta, c: list[Token]) -> A.NameExpr:
+        return A.NameExpr(span=self._span(meta), id=str(c[0]))
+
+    @v_args(meta=True)
+    def attr(self, meta: Meta, c: list[Any]) -> A.AttrExpr:
+        return A.AttrExpr(span=self._span(meta), obj=c[0], name=str(c[1]))
+
+    @v_args(meta=True)
+    def index(self, meta: Meta, c: list[Any]) -> A.IndexExpr:
+        return A.IndexExpr(span=self._span(meta), obj=c[0], index=c[1])
+
+    @v_args(meta=True)
+    def pos_arg(self, meta: Meta, c: list[Any]) -> A.CallArg:
+        return A.CallArg(span=self._span(meta), name=None, value=c[0])
+
+    @v_args(meta=True)
+    def kw_arg(self, meta: Meta, c: list[Any]) -> A.CallArg:
+        return A.CallArg(span=self._span(meta), name=str(c[0]), value=c[1])
+
+    @v_args(meta=True)
+    def call(self, meta: Meta, c: list[Any]) -> A.CallExpr:
+        args = [a for a in c[1:] if a is not None]
+        return A.CallExpr(span=self._span(meta), func=str(c[0]), args=args)
+
+    def _binary(self, meta: Meta, op: str, left: Any, right: Any) -> A.BinaryExpr:
+        return A.BinaryExpr(span=self._span(meta), op=op, left=left, right=right)
+
+    @v_args(meta=True)
+    def or_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "or", c[0], c[1])
+
+    @v_args(meta=True)
+    def and_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "and", c[0], c[1])
+
+    @v_args(meta=True)
+    def not_op(self, meta: Meta, c: list[Any]) -> A.UnaryExpr:
+        return A.UnaryExpr(span=self._span(meta), op="not", operand=c[0])
+
+    @v_args(meta=True)
+    def neg_op(self, meta: Meta, c: list[Any]) -> A.UnaryExpr:
+        return A.UnaryExpr(span=self._span(meta), op="-", operand=c[0])
+
+    @v_args(meta=True)
+    def compare_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, c[1], c[0], c[2])
+
+    @v_args(meta=True)
+    def text_test(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, c[1], c[0], c[2])
+
+    @v_args(meta=True)
+    def in_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "in", c[0], c[1])
+
+    @v_args(meta=True)
+    def add_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "+", c[0], c[1])
+
+    @v_args(meta=True)
+    def sub_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "-", c[0], c[1])
+
+    @v_args(meta=True)
+    def mul_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "*", c[0], c[1])
+
+    @v_args(meta=True)
+    def div_op(self, meta: Meta, c: list[Any]) -> A.BinaryExpr:
+        return self._binary(meta, "/", c[0], c[1])
+
+    @v_args(meta=True)
+    def list_lit(self, meta: Meta, c: list[Any]) -> A.ListExpr:
+        return A.ListExpr(span=self._span(meta), items=[x for x in c if x is not None])
+
+    @v_args(meta=True)
+    def field_init(self, meta: Meta, c: list[Any]) -> A.FieldInit:
+        return A.FieldInit(span=self._span(meta), name=str(c[0]), value=c[1])
+
+    @v_args(meta=True)
+    def record_lit(self, meta: Meta, c: list[Any]) -> A.RecordExpr:
+        return A.RecordExpr(span=self._span(meta), fields=[x for x in c if x is not None])
+
+    @v_args(meta=True)
+    def comp_tail(self, meta: Meta, c: list[Any]) -> A.CompTail:
+        var, source, where, *group = c
+        return A.CompTail(span=self._span(meta), var=str(var), source=source, where=where,
+                          group_by=[g for g in group if g is not None])
+
+    @v_args(meta=True)
+    def comprehension(self, meta: Meta, c: list[Any]) -> A.ComprehensionExpr:
+        return A.ComprehensionExpr(span=self._span(meta), body=c[0], tail=c[1])
+
+    @v_args(meta=True)
+    def aggregate(self, meta: Meta, c: list[Any]) -> A.AggregateExpr:
+        return A.AggregateExpr(span=self._span(meta), func=c[0], body=c[1], tail=c[2])
+
+    @v_args(meta=True)
+    def quantifier(self, meta: Meta, c: list[Any]) -> A.QuantifierExpr:
+        return A.QuantifierExpr(span=self._span(meta), kind=c[0], var=str(c[1]), source=c[2],
+                                body=c[3])
+
+    @v_args(meta=True)
+    def exists(self, meta: Meta, c: list[Any]) -> A.QuantifierExpr:
+        return A.QuantifierExpr(span=self._span(meta), kind="exists", var=str(c[0]),
+                                source=c[1], body=c[2])
+
+    # ------------------------------------------------------------ types
+    @v_args(meta=True)
+    def type_name(self, meta: Meta, c: list[Token]) -> A.TypeRef:
+        return A.TypeRef(span=self._span(meta), kind="name", name=str(c[0]))
+
+    @v_args(meta=True)
+    def type_field(self, meta: Meta, c: list[Token]) -> A.TypeRef:
+        return A.TypeRef(span=self._span(meta), kind="field", name=str(c[0]), field=str(c[1]))
+
+    @v_args(meta=True)
+    def type_app(self, meta: Meta, c: list[Any]) -> A.TypeRef:
+        return A.TypeRef(span=self._span(meta), kind="app", name=str(c[0]), arg=c[1])
+
+    @v_args(meta=True)
+    def type_enum(self, meta: Meta, c: list[Any]) -> A.TypeRef:
+        return A.TypeRef(span=self._span(meta), kind="enum", members=c[0])
+
+    @v_args(meta=True)
+    def type_max(self, meta: Meta, c: list[Any]) -> A.TypeRef:
+        inner: A.TypeRef = c[0]
+        return inner.model_copy(update={"max": int(c[1]), "span": self._span(meta)})
+
+    # ------------------------------------------------------------ fields
+    @v_args(meta=True)
+    def field_decl(self, meta: Meta, c: list[Any]) -> A.FieldDecl:
+        attrs: dict[str, Any] = {}
+        for key, value in c[2:]:
+            attrs[key] = value
+        return A.FieldDecl(span=self._span(meta), name=str(c[0]), type=c[1], **attrs)
+
+    def attr_canary(self, c: list[Any]) -> tuple[str, Any]:
+        return ("canary", True)
+
+    def attr_patterns(self, c: list[Any]) -> tuple[str, Any]:
+        return ("patterns", c[0])
+
+    def attr_epistemic(self, c: list[Any]) -> tuple[str, Any]:
+        return ("epistemic", str(c[0]))
+
+    def attr_default(self, c: list[Any]) -> tuple[str, Any]:
+        return ("default", c[0])
+
+    @v_args(meta=True)
+    def group_decl(self, meta: Meta, c: list[Any]) -> A.GroupDecl:
+        return A.GroupDecl(span=self._span(meta), name=str(c[0]), fields=c[1])
+
+    # ------------------------------------------------------------ declarations
+    @v_args(meta=True)
+    def world_decl(self, meta: Meta, c: list[Any]) -> A.WorldDecl:
+        return A.WorldDecl(span=self._span(meta), name=str(c[0]), clauses=c[1:])
+
+    @v_args(meta=True)
+    def world_title(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "title", text=c[0])
+
+    @v_args(meta=True)
+    def world_risk(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "risk", name=str(c[0]))
+
+    @v_args(meta=True)
+    def world_operation(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "operation", text=c[0])
+
+    @v_args(meta=True)
+    def world_preserves(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "preserves", text=c[0])
+
+    @v_args(meta=True)
+    def world_clock(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "clock", name=str(c[0]))
+
+    @v_args(meta=True)
+    def world_seeds(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "seeds", number=str(c[0]))
+
+    @v_args(meta=True)
+    def world_forbid(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "forbid", strings=c[0])
+
+    @v_args(meta=True)
+    def world_description(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "description", text=c[0])
+
+    @v_args(meta=True)
+    def import_decl(self, meta: Meta, c: list[Any]) -> A.ImportDecl:
+        return A.ImportDecl(span=self._span(meta), path=c[0])
+
+    @v_args(meta=True)
+    def enum_decl(self, meta: Meta, c: list[Any]) -> A.EnumDecl:
+        return A.EnumDecl(span=self._span(meta), name=str(c[0]), members=c[1])
+
+    @v_args(meta=True)
+    def schema_decl(self, meta: Meta, c: list[Any]) -> A.SchemaDecl:
+        return A.SchemaDecl(span=self._span(meta), name=str(c[0]), closed=c[1] is not None,
+                            fields=c[2:])
+
+    @v_args(meta=True)
+    def record_decl(self, meta: Meta, c: list[Any]) -> A.RecordDecl:
+        kind, name, source, key, *items = c
+        return A.RecordDecl(span=self._span(meta), kind=kind, name=str(name), source=source,
+                            key=str(key) if key is not None else None, items=items)
+
+    @v_args(meta=True)
+    def state_decl(self, meta: Meta, c: list[Any]) -> A.StateDecl:
+        return A.StateDecl(span=self._span(meta), name=str(c[0]), type=c[1], value=c[2])
+
+    @v_args(meta=True)
+    def document_decl(self, meta: Meta, c: list[Any]) -> A.DocumentDecl:
+        return A.DocumentDecl(span=self._span(meta), name=str(c[0]), source=c[1],
+                              epistemic=str(c[2]) if c[2] is not None else None)
+
+    @v_args(meta=True)
+    def authorization_decl(self, meta: Meta, c: list[Any]) -> A.AuthorizationDecl:
+        return A.AuthorizationDecl(span=self._span(meta), default=c[0], rules=c[1:])
+
+    @v_args(meta=True)
+    def auth_rule(self, meta: Meta, c: list[Any]) -> A.AuthRule:
+        return A.AuthRule(span=self._span(meta), effect=c[0], principal=str(c[1]),
+                          selectors=c[2:])
+
+    @v_args(meta=True)
+    def field_sel_name(self, meta: Meta, c: list[Token]) -> A.FieldSel:
+        return A.FieldSel(span=self._span(meta), record=str(c[0]), field=str(c[1]))
+
+    @v_args(meta=True)
+    def field_sel_all(self, meta: Meta, c: list[Token]) -> A.FieldSel:
+        return A.FieldSel(span=self._span(meta), record=str(c[0]), field="*")
+
+    @v_args(meta=True)
+    def policy_decl(self, meta: Meta, c: list[Any]) -> A.PolicyDecl:
+        return A.PolicyDecl(span=self._span(meta), name=str(c[0]), enforcement=c[1],
+                            clauses=c[2:])
+
+    @v_args(meta=True)
+    def policy_text(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "text", text=c[0])
+
+    @v_args(meta=True)
+    def policy_source(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "source", name=str(c[0]))
+
+    @v_args(meta=True)
+    def policy_rule(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "rule", expr=c[0])
+
+    @v_args(meta=True)
+    def lever_decl(self, meta: Meta, c: list[Any]) -> A.LeverDecl:
+        return A.LeverDecl(span=self._span(meta), name=str(c[0]), type=c[1], default=c[2],
+                           doc=c[3])
+
+    @v_args(meta=True)
+    def condition_decl(self, meta: Meta, c: list[Any]) -> A.ConditionDecl:
+        name, doc, extends, *assignments = c
+        return A.ConditionDecl(span=self._span(meta), name=str(name), doc=doc,
+                               extends=str(extends) if extends is not None else None,
+                               assignments=assignments)
+
+    @v_args(meta=True)
+    def assignment(self, meta: Meta, c: list[Any]) -> A.Assignment:
+        return A.Assignment(span=self._span(meta), name=str(c[0]), value=c[1])
+
+    @v_args(meta=True)
+    def inducer_decl(self, meta: Meta, c: list[Any]) -> A.InducerDecl:
+        return A.InducerDecl(span=self._span(meta), name=str(c[0]), kind=str(c[1]),
+                             clauses=c[2:])
+
+    @v_args(meta=True)
+    def inducer_roles(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "roles", names=c[0])
+
+    @v_args(meta=True)
+    def inducer_when(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "when", expr=c[0])
+
+    @v_args(meta=True)
+    def inducer_text(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "text", text=c[0])
+
+    @v_args(meta=True)
+    def inducer_at(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "at", expr=c[0])
+
+    @v_args(meta=True)
+    def inducer_every(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "every", expr=c[0])
+
+    @v_args(meta=True)
+    def inducer_from(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "from", name=str(c[0]))
+
+    @v_args(meta=True)
+    def inducer_shift(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "shift", name=str(c[0]), number=c[1])
+
+    @v_args(meta=True)
+    def inducer_cost(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "cost", expr=c[0])
+
+    @v_args(meta=True)
+    def inducer_points(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "points", expr=c[0])
+
+    @v_args(meta=True)
+    def tool_decl(self, meta: Meta, c: list[Any]) -> A.ToolDecl:
+        name = str(c[0])
+        rest = c[1:]
+        params: list[A.Param] = []
+        while rest and (rest[0] is None or isinstance(rest[0], A.Param)):
+            if rest[0] is not None:
+                params.append(rest[0])
+            rest = rest[1:]
+        returns = rest[0] if rest else None
+        return A.ToolDecl(span=self._span(meta), name=name, params=params, returns=returns,
+                          clauses=rest[1:])
+
+    @v_args(meta=True)
+    def param(self, meta: Meta, c: list[Any]) -> A.Param:
+        return A.Param(span=self._span(meta), name=str(c[0]), type=c[1], default=c[2], hint=c[3])
+
+    @v_args(meta=True)
+    def tool_kind(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "kind", name=str(c[0]))
+
+    @v_args(meta=True)
+    def tool_cost(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "cost", expr=c[0])
+
+    @v_args(meta=True)
+    def tool_description(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "description", text=c[0])
+
+    @v_args(meta=True)
+    def tool_require(self, meta: Meta, c: list[Any]) -> A.Clause:
+        action, payload = c[1]
+        if action == "reject":
+            return self._clause(meta, "require", expr=c[0], action="reject", text=payload,
+                                when=c[2])
+        return self._clause(meta, "require", expr=c[0], action="route", target=payload,
+                            when=c[2])
+
+    def guard_reject(self, c: list[Any]) -> tuple[str, str]:
+        return ("reject", c[0])
+
+    def guard_route(self, c: list[Any]) -> tuple[str, str]:
+        return ("route", str(c[0]))
+
+    @v_args(meta=True)
+    def tool_returns(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "returns", expr=c[0])
+
+    @v_args(meta=True)
+    def tool_append(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "append", name=str(c[0]), expr=c[1], when=c[2])
+
+    @v_args(meta=True)
+    def tool_set(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "set", name=str(c[0]), expr=c[1], when=c[2])
+
+    @v_args(meta=True)
+    def tool_delegates(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "delegates", name=str(c[0]) if c[0] is not None else None)
+
+    @v_args(meta=True)
+    def tool_propagates(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "propagates", expr=c[0], when=c[1])
+
+    @v_args(meta=True)
+    def tool_sends(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "sends", expr=c[0])
+
+    @v_args(meta=True)
+    def tool_acl(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "acl", expr=c[0], when=c[1])
+
+    def _party(self, kind: str, meta: Meta, c: list[Any]) -> A.PartyDecl:
+        return A.PartyDecl(span=self._span(meta), kind=kind, name=str(c[0]),  # type: ignore[arg-type]
+                           clauses=c[1:])
+
+    @v_args(meta=True)
+    def role_decl(self, meta: Meta, c: list[Any]) -> A.PartyDecl:
+        return self._party("role", meta, c)
+
+    @v_args(meta=True)
+    def actor_decl(self, meta: Meta, c: list[Any]) -> A.PartyDecl:
+        return self._party("actor", meta, c)
+
+    @v_args(meta=True)
+    def simulator_decl(self, meta: Meta, c: list[Any]) -> A.PartyDecl:
+        return self._party("simulator", meta, c)
+
+    @v_args(meta=True)
+    def party_model(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "model", name=str(c[0]))
+
+    @v_args(meta=True)
+    def party_card(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "card", text=c[0])
+
+    @v_args(meta=True)
+    def party_kpi(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "kpi", text=c[0])
+
+    @v_args(meta=True)
+    def party_memory(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "memory", name=str(c[0]))
+
+    @v_args(meta=True)
+    def party_authority(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "authority", number=str(c[0]))
+
+    @v_args(meta=True)
+    def party_principal(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "principal", expr=c[0])
+
+    @v_args(meta=True)
+    def party_objective(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "objective", text=c[0])
+
+    @v_args(meta=True)
+    def party_tools(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "tools", refs=c)
+
+    @v_args(meta=True)
+    def tool_ref(self, meta: Meta, c: list[Any]) -> A.ToolRef:
+        return A.ToolRef(span=self._span(meta), name=str(c[0]), when=c[1])
+
+    @v_args(meta=True)
+    def party_trait(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "trait", name=str(c[0]), number=c[1])
+
+    @v_args(meta=True)
+    def party_say(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "say", expr=c[0], message=c[1], target=str(c[2]), when=c[3])
+
+    @v_args(meta=True)
+    def party_contact(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "contact", expr=c[0], target=str(c[1]), when=c[2])
+
+    @v_args(meta=True)
+    def party_description(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "description", text=c[0])
+
+    # ------------------------------------------------------------ topology
+    @v_args(meta=True)
+    def channel_direct(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
+        return A.ChannelDecl(span=self._span(meta), kind="direct", parties=[str(c[0]), str(c[1])],
+                             via=str(c[2]) if c[2] is not None else None)
+
+    @v_args(meta=True)
+    def channel_delegation(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
+        return A.ChannelDecl(span=self._span(meta), kind="delegation",
+                             parties=[str(c[0]), str(c[1])], via=str(c[2]))
+
+    @v_args(meta=True)
+    def channel_fork(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
+        return A.ChannelDecl(span=self._span(meta), kind="fork", parties=[str(c[0]), *c[1]])
+
+    @v_args(meta=True)
+    def channel_merge(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
+        return A.ChannelDecl(span=self._span(meta), kind="merge", parties=[*c[0], str(c[1])])
+
+    @v_args(meta=True)
+    def channel_relay(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
+        return A.ChannelDecl(span=self._span(meta), kind="relay", parties=[str(x) for x in c])
+
+    # ------------------------------------------------------------ tasks and ground truth
+    @v_args(meta=True)
+    def instances_decl(self, meta: Meta, c: list[Any]) -> A.InstancesDecl:
+        return A.InstancesDecl(span=self._span(meta), source=c[0], fields=c[1:])
+
+    @v_args(meta=True)
+    def instance_decl(self, meta: Meta, c: list[Any]) -> A.InstanceDecl:
+        return A.InstanceDecl(span=self._span(meta), name=str(c[0]), assignments=c[1:])
+
+    @v_args(meta=True)
+    def measure_decl(self, meta: Meta, c: list[Any]) -> A.MeasureDecl:
+        return A.MeasureDecl(span=self._span(meta), items=c)
+
+    @v_args(meta=True)
+    def measurement(self, meta: Meta, c: list[Any]) -> A.MeasureItem:
+        return A.MeasureItem(span=self._span(meta), name=str(c[0]), expr=c[1], when=c[2])
+
+    @v_args(meta=True)
+    def metric(self, meta: Meta, c: list[Any]) -> A.MeasureItem:
+        return A.MeasureItem(span=self._span(meta), name=str(c[0]), metric=True, expr=c[1],
+                             when=c[2])
+
+    @v_args(meta=True)
+    def let_decl(self, meta: Meta, c: list[Any]) -> A.LetDecl:
+        params = [p for p in c[1:-1] if p is not None]
+        return A.LetDecl(span=self._span(meta), name=str(c[0]), params=params, body=c[-1])
+
+    @v_args(meta=True)
+    def let_param(self, meta: Meta, c: list[Any]) -> A.LetParam:
+        return A.LetParam(span=self._span(meta), name=str(c[0]), type=c[1])
+
+    @v_args(meta=True)
+    def protected_decl(self, meta: Meta, c: list[Any]) -> A.ProtectedDecl:
+        return A.ProtectedDecl(span=self._span(meta), items=c)
+
+    def protected_name(self, c: list[Token]) -> str:
+        return str(c[0])
+
+    def protected_measure(self, c: list[Any]) -> str:
+        return "measure"
+
+    def protected_instances(self, c: list[Any]) -> str:
+        return "instances"
+
+    def protected_authorization(self, c: list[Any]) -> str:
+        return "authorization"
+
+    def start(self, c: list[Any]) -> list[Any]:
+        return c
+
+    def __default__(self, data: str, children: list[Any], meta: Meta) -> Any:
+        raise ValueError(f"no AST rule for grammar rule {data!r}")  # pragma: no cover
+
+
+def tree_to_decls(tree: Tree[Token], file: str) -> list[Any]:
+    """Transform a parse tree into declarations."""
+    result: list[Any] = AstBuilder(file).transform(tree)
+    return result

@@ -1,0 +1,221 @@
+"""Parse `.eair` text into an AST, turning every lark failure into a located diagnostic.
+
+This is the syntax stage's single choke point for errors. A syntax error does not
+end the parse: the parser resynchronises at the next line that starts a
+top-level declaration and keeps going, so one run reports each broken
+declaration once instead of only the first.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from eairdsl.diagnostics import Diagnostic, Diagnostics
+from eairdsl.source import SourceFile, Span
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.build import tree_to_decls
+
+__all__ = ["GRAMMAR_PATH", "TOP_LEVEL_KEYWORDS", "parse_source", "parse_text", "get_parser"]
+
+GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "eair.lark"
+if not GRAMMAR_PATH.exists():  # installed without the source tree: grammar ships as package data
+    GRAMMAR_PATH = Path(__file__).resolve().parent / "eair.lark"
+
+TOP_LEVEL_KEYWORDS = (
+    "world", "import", "enum", "schema", "record", "table", "ledger", "state", "document",
+    "authorization", "policy", "lever", "condition", "inducer", "tool", "role", "actor",
+    "simulator", "channel", "delegation", "fork", "merge", "relay", "instances", "instance",
+    "measure", "let", "protected",
+)
+_RESYNC = re.compile(r"^(?:%s)\b" % "|".join(TOP_LEVEL_KEYWORDS), re.M)
+
+_comments_lock = threading.Lock()
+_comment_sink: list[Token] = []
+
+# Known mistakes, recognised by lark's match_examples: (code, message, hint, examples).
+_EXAMPLES: list[tuple[str, str, str, list[str]]] = [
+    ("E107", "'=' is assignment; comparisons use '=='",
+     "write `a == b` to compare two values",
+     ["measure { realized = a = b }", "policy p { rule a = b }",
+      "tool t() { require a = b else reject \"x\" }"]),
+    ("E108", "a `require` guard needs an `else reject \"…\"` or `else route NAME`",
+     "guards read `require CONDITION else reject \"message\"`",
+     ["tool t() { require a }", "tool t() { require a kind read }",
+      "tool t() { require a reject \"x\" }"]),
+    ("E109", "a field needs a type: `name: type`",
+     "write the field as `name: text` (or another type)",
+     ["record r { a }", "record r { a b }", "schema s { a }", "instances from \"f\" { a }"]),
+    ("E110", "expected a declaration (world, role, tool, record, measure, …)",
+     "top-level items start with a declaration keyword; see docs/language.md",
+     ["foo", "world w {} foo", "rol r {}", "world w {} tol t() {}"]),
+]
+
+
+class _CommentCollector:
+    def __call__(self, token: Token) -> Token:
+        _comment_sink.append(token)
+        return token
+
+
+@lru_cache(maxsize=1)
+def get_parser() -> Lark:
+    """The LALR parser, built once per process (lark caches the tables on disk)."""
+    return Lark.open(
+        str(GRAMMAR_PATH), parser="lalr", strict=True, propagate_positions=True,
+        maybe_placeholders=True, cache=True, lexer_callbacks={"COMMENT": _CommentCollector()},
+    )
+
+
+def _describe(terminal: str) -> str:
+    """A readable name for a lark terminal ('a name', "'}'", "'role'")."""
+    readable = {"NAME": "a name", "STRING": "a string", "LONG_STRING": "a string",
+                "INT": "an integer", "DECIMAL": "a number", "MONEY": "an amount like $40",
+                "DURATION": "a duration like 6 min", "PERCENT": "a percentage",
+                "DATE": "a date", "SIGNED_NUM": "a signed number like +0.2", "$END": "end of file"}
+    if terminal in readable:
+        return readable[terminal]
+    try:
+        pattern = get_parser().get_terminal(terminal).pattern
+        return f"'{pattern.value}'"
+    except KeyError:
+        return terminal
+
+
+def _expected(expected: set[str] | frozenset[str]) -> str:
+    names = sorted({_describe(t) for t in expected})
+    if len(names) > 8:
+        names = names[:8] + ["…"]
+    return ", ".join(names)
+
+
+@lru_cache(maxsize=1)
+def _example_table() -> dict[int, tuple[str, str, str]]:
+    """Parser states at which the known mistakes fail, mapped to (code, message, hint).
+
+    Like lark's `match_examples`, but keyed on the LALR state alone: lark also
+    compares stack depth, which differs between the first declaration of a file
+    and later ones.
+    """
+    parser = get_parser()
+    table: dict[int, tuple[str, str, str]] = {}
+    for code, message, hint, examples in _EXAMPLES:
+        for example in examples:
+            try:
+                parser.parse(example)
+            except UnexpectedToken as exc:
+                if exc.state is not None:
+                    table.setdefault(exc.state.position, (code, message, hint))
+            except UnexpectedInput:
+                pass
+    return table
+
+
+def _known_mistake(exc: UnexpectedToken) -> tuple[str, str, str] | None:
+    return _example_table().get(exc.state.position) if exc.state is not None else None
+
+
+def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
+    file = source.name
+    if isinstance(exc, UnexpectedCharacters):
+        line, col = exc.line, exc.column
+        char = source.text[exc.pos_in_stream] if exc.pos_in_stream < len(source.text) else ""
+        span = Span(file=file, line=line, col=col, end_line=line, end_col=col + 1)
+        if char == '"':
+            return Diagnostic(code="E106", message="unterminated string", span=span,
+                              hint="close the string with \" on the same line, or use \"\"\"…\"\"\"")
+        return Diagnostic(code="E103", message=f"unexpected character {char!r}", span=span,
+                          hint=f"expected {_expected(exc.allowed)}" if exc.allowed else None)
+    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+        tok = exc.token
+        span = Span(file=file, line=tok.line or 1, col=tok.column or 1,
+                    end_line=tok.end_line or tok.line or 1,
+                    end_col=tok.end_column or (tok.column or 1) + len(str(tok)))
+        known = _known_mistake(exc)
+        if known is not None:
+            code, message, hint = known
+            return Diagnostic(code=code, message=f"{message} (found {str(tok)!r})", span=span,
+                              hint=hint)
+        return Diagnostic(code="E104", message=f"unexpected {str(tok)!r}", span=span,
+                          hint=f"expected {_expected(exc.expected)}")
+    # End of file inside a declaration.
+    lines = source.text.rstrip().split("\n")
+    line = len(lines)
+    col = len(lines[-1]) + 1
+    expected = getattr(exc, "expected", None) or set()
+    return Diagnostic(code="E105", message="unexpected end of file",
+                      span=Span(file=file, line=line, col=col, end_line=line, end_col=col + 1),
+                      hint=f"expected {_expected(expected)}; is a '}}' missing?"
+                      if expected else "is a '}' missing?")
+
+
+def _parse_once(text: str, source: SourceFile) -> tuple[list[A.Decl], list[Token]]:
+    with _comments_lock:
+        _comment_sink.clear()
+        try:
+            tree = get_parser().parse(text)
+        finally:
+            comments = list(_comment_sink)
+            _comment_sink.clear()
+    try:
+        return tree_to_decls(tree, source.name), comments
+    except VisitError as exc:  # a builder bug must still surface as ours, not lark's
+        raise exc.orig_exc from None
+
+
+def parse_source(source: SourceFile, diagnostics: Diagnostics) -> A.Module | None:
+    """Parse a whole file. Returns None (and adds diagnostics) when it has syntax errors."""
+    text = source.text
+    offset_line = 0
+    decls: list[A.Decl] = []
+    comments: list[Token] = []
+    failed = False
+    while True:
+        try:
+            chunk_decls, chunk_comments = _parse_once(text, source)
+        except (UnexpectedInput, UnexpectedEOF) as exc:
+            failed = True
+            diagnostics.add(_diagnostic(exc, source))
+            line = getattr(exc, "line", None)
+            if not isinstance(line, int) or line < 1:
+                break
+            # Resume at the next top-level keyword at the start of a later line; blank out
+            # what came before so positions stay true.
+            match = None
+            lines_before = text.split("\n")
+            start_offset = sum(len(ln) + 1 for ln in lines_before[:line])
+            match = _RESYNC.search(text, start_offset)
+            if match is None:
+                break
+            skipped = text[: match.start()]
+            text = re.sub(r"[^\n]", " ", skipped) + text[match.start():]
+            offset_line = line
+            continue
+        decls.extend(chunk_decls)
+        comments.extend(chunk_comments)
+        break
+    del offset_line
+    if failed:
+        return None
+    return A.Module(
+        file=source.name, decls=decls,
+        comments=[A.Comment(line=t.line or 1, col=t.column or 1, text=str(t)) for t in comments],
+    )
+
+
+def parse_text(text: str, name: str = "<text>") -> tuple[A.Module | None, Diagnostics]:
+    """Convenience for tests and tools: parse a string."""
+    diagnostics = Diagnostics()
+    module = parse_source(SourceFile(name=name, path=name, text=text), diagnostics)
+    return module, diagnostics
