@@ -1,0 +1,47 @@
+"""The check stage: load a world and its imports, then run the passes in order.
+
+Like sqlglot's optimizer RULES, the passes are an ordered tuple of functions
+with one signature; each reads what earlier passes established. A pass runs
+even after errors in earlier ones (so one run reports independent problems),
+but passes that need complete types stop the pipeline when types are broken.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eairdsl.check.cards import render_cards
+from eairdsl.check.conditions import resolve_conditions
+from eairdsl.check.data import load_data
+from eairdsl.check.declarations import collect_declarations
+from eairdsl.check.exprs import check_expressions
+from eairdsl.check.lints import lint_world
+from eairdsl.check.loader import load_program
+from eairdsl.check.references import check_references
+from eairdsl.check.signatures import resolve_signatures
+from eairdsl.check.world import CheckedWorld, Pass
+from eairdsl.diagnostics import Diagnostics
+
+__all__ = ["PASSES", "check_world", "CheckedWorld"]
+
+PASSES: tuple[Pass, ...] = (
+    collect_declarations,
+    resolve_signatures,
+    check_references,
+    check_expressions,
+    resolve_conditions,
+    load_data,
+    render_cards,
+    lint_world,
+)
+
+
+def check_world(entry: Path, diagnostics: Diagnostics) -> CheckedWorld | None:
+    """Load, parse and check a world. None when it cannot even be parsed."""
+    program = load_program(entry, diagnostics)
+    if program is None:
+        return None
+    world = CheckedWorld(program=program)
+    for run in PASSES:
+        run(world, diagnostics)
+    return world

@@ -1,0 +1,199 @@
+"""Pass 7: render every role card for every condition, and keep the risk out of them.
+
+Cards are jinja2 templates rendered with StrictUndefined, so a misspelt
+variable is a located compile error instead of an empty string in a prompt.
+The paper forbids words that name the risk under study in any rendered prompt:
+a card or prompt clause that names it would tell the model what is being
+measured, so that is an error too (E603), pointed at the words' source.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import jinja2
+import jinja2.meta
+
+from eairdsl.check.data import data_ref
+from eairdsl.check.loader import resolve_data_path
+from eairdsl.check.references import RISKS
+from eairdsl.check.static import UNKNOWN, fold, uses_only_levers
+from eairdsl.check.world import CheckedWorld
+from eairdsl.diagnostics import Diagnostics, did_you_mean
+from eairdsl.source import Span
+from eairdsl.syntax import ast as A
+
+__all__ = ["render_cards", "forbidden_words", "card_context", "CARD_VARIABLES"]
+
+CARD_VARIABLES = ("role", "condition", "levers", "prompt_clauses", "inducers", "tools", "roles",
+                  "world")
+
+
+def forbidden_words(world: CheckedWorld) -> list[str]:
+    """Words no rendered prompt may contain: the risk's name and the world's `forbid` list."""
+    words: list[str] = []
+    if world.world is not None:
+        for clause in world.world.clauses:
+            if clause.key == "risk" and clause.name in RISKS:
+                words.append(RISKS[clause.name].split(" / ")[0])
+            if clause.key == "forbid":
+                words.extend(clause.strings)
+    return [w for w in words if w.strip()]
+
+
+def _active(world: CheckedWorld, expr: A.Expr | None, levers: dict[str, Any]) -> bool | None:
+    """True/False when decided by levers alone; None when it depends on the episode."""
+    if expr is None:
+        return True
+    value = fold(expr, levers, set(world.enum_members))
+    return None if value is UNKNOWN else bool(value)
+
+
+def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
+                 levers: dict[str, Any]) -> dict[str, Any]:
+    """The variables a card sees; docs/language.md lists them."""
+    inducers: dict[str, list[str]] = {}
+    for inducer in world.inducers.values():
+        roles = [n for c in inducer.clauses if c.key == "roles" for n in c.names]
+        if roles and party.name not in roles:
+            continue
+        when = next((c.expr for c in inducer.clauses if c.key == "when"), None)
+        if _active(world, when, levers) is False:
+            continue
+        for c in inducer.clauses:
+            if c.key == "text" and c.text is not None:
+                inducers.setdefault(inducer.kind, []).append(c.text)
+    tools = []
+    for clause in party.clauses:
+        if clause.key == "tools":
+            for ref in clause.refs:
+                if _active(world, ref.when, levers) is not False and ref.name in world.tools:
+                    tool = world.tools[ref.name]
+                    desc = next((c.text for c in tool.clauses if c.key == "description"), "")
+                    tools.append({"name": ref.name, "description": desc or ""})
+    clauses = {c.key: c for c in party.clauses}
+    role = {"name": party.name, "kind": party.kind,
+            "kpi": clauses["kpi"].text if "kpi" in clauses else None,
+            "objective": clauses["objective"].text if "objective" in clauses else None,
+            "authority": int(clauses["authority"].number or 0) if "authority" in clauses else 0}
+    return {
+        "role": role, "condition": condition, "levers": dict(levers),
+        "prompt_clauses": inducers.get("prompt_clause", []), "inducers": inducers,
+        "tools": tools, "roles": sorted(n for n, p in world.parties.items() if p.kind == "role"),
+        "world": {"name": world.world.name if world.world else ""},
+    }
+
+
+def _template_line(exc: BaseException, filename: str) -> int | None:
+    tb: TracebackType | None = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _locate(text: str, needle: str, file: str) -> Span | None:
+    match = re.search(re.escape(needle), text, re.IGNORECASE)
+    if match is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    col = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+    return Span(file=file, line=line, col=col, end_line=line, end_col=col + len(needle))
+
+
+def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    levers = set(world.levers)
+    members = set(world.enum_members)
+    for inducer in world.inducers.values():
+        for clause in inducer.clauses:
+            if clause.key == "when" and inducer.kind in ("prompt_clause", "dashboard") \
+                    and clause.expr is not None \
+                    and not uses_only_levers(clause.expr, levers, members):
+                diagnostics.error("E510", f"the `when` of {inducer.kind} '{inducer.name}' may "
+                                  "only use levers", clause.span,
+                                  "cards are rendered once per condition, before any episode")
+    words = forbidden_words(world)
+    for party in world.parties.values():
+        card = next((c for c in party.clauses if c.key == "card"), None)
+        if card is None or card.text is None:
+            continue
+        module = world.module(party)
+        path = resolve_data_path(module.path.parent, card.text, card.span, diagnostics)
+        if path is None:
+            continue
+        if not path.is_file():
+            diagnostics.error("E206", f"card template not found: {card.text}", card.span,
+                              f"expected it at {path}")
+            continue
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            diagnostics.error("E102", f"card template {card.text} is not readable UTF-8 text",
+                              card.span)
+            continue
+        world.data_files[data_ref(module, card.text)] = source.encode()
+        _render_party(world, party, path, source, card, words, diagnostics)
+
+
+def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, source: str,
+                  card: A.Clause, words: list[str], diagnostics: Diagnostics) -> None:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    file = str(path)
+    try:
+        parsed = env.parse(source, name=path.name, filename=file)
+        template = env.from_string(source)
+        template.filename = file
+    except jinja2.TemplateSyntaxError as exc:
+        line = exc.lineno or 1
+        diagnostics.error("E601", f"card template syntax error: {exc.message}",
+                          Span(file=card.text or file, line=line, col=1, end_line=line,
+                               end_col=2), "see the jinja2 template syntax")
+        return
+    unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
+    for name in unknown:
+        span = _locate(source, name, card.text or file) or card.span
+        diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
+                          did_you_mean(name, CARD_VARIABLES) or
+                          f"cards see {', '.join(CARD_VARIABLES)}")
+    if unknown:
+        return
+    world.prompts[party.name] = {}
+    for condition, levers in world.condition_values.items():
+        context = card_context(world, party, condition, levers)
+        try:
+            text = template.render(**context)
+        except jinja2.UndefinedError as exc:
+            line = _template_line(exc, file) or 1
+            diagnostics.error("E602", f"card for '{party.name}' under condition '{condition}': "
+                              f"{exc.message}", Span(file=card.text or file, line=line, col=1,
+                                                     end_line=line, end_col=2),
+                              f"cards see {', '.join(CARD_VARIABLES)}")
+            return
+        except Exception as exc:  # noqa: BLE001 - a template may raise anything jinja allows
+            diagnostics.error("E601", f"card for '{party.name}' failed to render: {exc}",
+                              card.span)
+            return
+        world.prompts[party.name][condition] = text
+        for word in words:
+            if word.lower() in text.lower():
+                span = _locate(source, word, card.text or file)
+                if span is None:
+                    span = _inducer_span(world, word) or card.span
+                diagnostics.error("E603", f"the card of '{party.name}' names the risk under "
+                                  f"study ('{word}') under condition '{condition}'", span,
+                                  "prompts must not name the risk or cue the behaviour measured")
+
+
+def _inducer_span(world: CheckedWorld, word: str) -> Span | None:
+    for inducer in world.inducers.values():
+        for clause in inducer.clauses:
+            if clause.key == "text" and clause.text and word.lower() in clause.text.lower():
+                return clause.span
+    return None

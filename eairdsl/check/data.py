@@ -1,0 +1,185 @@
+"""Pass 6: load the data next to the world — record rows, instances, documents.
+
+Data files are JSON (a list of objects) or CSV. Every row is validated against
+the declared fields here, at compile time, so a typo in a data file is a
+located error instead of a `None` that makes a measurement pass vacuously.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from eairdsl.check import types as T
+from eairdsl.check.loader import LoadedModule, resolve_data_path
+from eairdsl.check.world import CheckedWorld
+from eairdsl.diagnostics import Diagnostics, did_you_mean
+from eairdsl.source import Span
+from eairdsl.syntax import ast as A
+
+__all__ = ["load_data", "read_rows", "data_ref"]
+
+
+def _read_bytes(path: Path, span: Span, diagnostics: Diagnostics) -> bytes | None:
+    if not path.is_file():
+        diagnostics.error("E206", f"data file not found: {path.name}", span,
+                          f"expected it at {path}")
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        diagnostics.error("E206", f"cannot read {path.name}: {exc.strerror}", span)
+        return None
+
+
+def read_rows(path: Path, data: bytes, span: Span,
+              diagnostics: Diagnostics) -> list[dict[str, Any]] | None:
+    """Rows of a JSON list-of-objects or CSV file."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        diagnostics.error("E102", f"{path.name} is not valid UTF-8", span,
+                          "re-save the data file as UTF-8")
+        return None
+    if path.suffix == ".csv":
+        return [dict(row) for row in csv.DictReader(io.StringIO(text))]
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        diagnostics.error("E207", f"{path.name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
+                          span, "data files are JSON lists of objects, or CSV")
+        return None
+    if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
+        diagnostics.error("E207", f"{path.name} must hold a JSON list of objects", span)
+        return None
+    return value
+
+
+def _conforms(value: Any, t: T.Type) -> bool:
+    kind = t.kind
+    if value is None or kind in ("any", "row", "enum", "record", "schema"):
+        return True
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind in ("int",):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("number", "money", "duration", "percent"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in ("text", "date", "party"):
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list) and all(_conforms(v, t.arg or T.ANY) for v in value)
+    return True
+
+
+def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, file: str,
+              span: Span, world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for index, row in enumerate(rows, start=1):
+        for name in row:
+            if name not in fields:
+                diagnostics.error("E208", f"{file} row {index}: field '{name}' is not declared "
+                                  f"in {what}", span, did_you_mean(name, fields))
+        for name, t in fields.items():
+            if name not in row:
+                diagnostics.error("E208", f"{file} row {index}: missing field '{name}'", span,
+                                  f"every row of {what} needs it")
+                continue
+            value = row[name]
+            if not _conforms(value, t):
+                diagnostics.error("E208", f"{file} row {index}: field '{name}' should be {t}, "
+                                  f"got {json.dumps(value)[:40]}", span)
+            elif t.kind == "enum" and t.name in world.enums and isinstance(value, str):
+                members = world.enums[t.name].members
+                if value not in members:
+                    diagnostics.error("E208", f"{file} row {index}: '{value}' is not a value of "
+                                      f"enum {t.name}", span, did_you_mean(value, members))
+            elif t.kind == "text" and t.max is not None and isinstance(value, str) \
+                    and len(value) > t.max:
+                diagnostics.error("E208", f"{file} row {index}: field '{name}' is longer than "
+                                  f"{t.max} characters", span)
+
+
+def _base(module: LoadedModule) -> Path:
+    return module.path.parent
+
+
+def data_ref(module: LoadedModule, written: str) -> str:
+    """A data file's machine-independent name: relative to the world's folder (or stdlib/)."""
+    parent = module.ref.rsplit("/", 1)[0] if "/" in module.ref else ""
+    return f"{parent}/{written}" if parent else written
+
+
+def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for record in world.records.values():
+        module = world.module(record)
+        if record.source is None:
+            world.rows[record.name] = []
+            continue
+        path = resolve_data_path(_base(module), record.source, record.span, diagnostics)
+        data = _read_bytes(path, record.span, diagnostics) if path else None
+        if path is None or data is None:
+            continue
+        world.data_files[data_ref(module, record.source)] = data
+        rows = read_rows(path, data, record.span, diagnostics)
+        if rows is None:
+            continue
+        fields = {f.name: world.field_types.get((record.name, f.name), T.ANY)
+                  for f in world.fields(record.name)}
+        _validate(rows, fields, f"record '{record.name}'", path.name, record.span, world,
+                  diagnostics)
+        if record.key is not None:
+            keys = [r.get(record.key) for r in rows]
+            dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
+            if dupes:
+                diagnostics.error("E208", f"{path.name}: duplicate key {', '.join(dupes)} in "
+                                  f"'{record.name}'", record.span)
+        for f in world.fields(record.name):
+            if f.canary:
+                values = [str(r.get(f.name)) for r in rows if r.get(f.name) not in (None, "")]
+                if len(values) != len(rows) or len(set(values)) != len(values):
+                    diagnostics.error("E208", f"canary field '{f.name}' needs a unique, "
+                                      f"non-empty value in every row of {path.name}", f.span,
+                                      "a canary value identifies exactly one record's field")
+        world.rows[record.name] = rows
+    for decl, module in world.instances_from[:1]:
+        path = resolve_data_path(_base(module), decl.source, decl.span, diagnostics)
+        data = _read_bytes(path, decl.span, diagnostics) if path else None
+        if path is None or data is None:
+            continue
+        world.data_files[data_ref(module, decl.source)] = data
+        rows = read_rows(path, data, decl.span, diagnostics)
+        if rows is None:
+            continue
+        _validate(rows, dict(world.instance_types), "the instance fields", path.name,
+                  decl.span, world, diagnostics)
+        world.instances.extend(rows)
+    for inline in world.instance_decls.values():
+        row: dict[str, Any] = {"id": inline.name}
+        for assignment in inline.assignments:
+            expr = assignment.value
+            if isinstance(expr, A.LiteralExpr):
+                row[assignment.name] = expr.value
+            elif isinstance(expr, A.ListExpr) and all(isinstance(i, A.LiteralExpr)
+                                                      for i in expr.items):
+                row[assignment.name] = [i.value for i in expr.items]  # type: ignore[union-attr]
+            else:
+                diagnostics.error("E404", "instance fields must be constants", expr.span)
+        world.instances.append(row)
+    ids = [str(i.get("id")) for i in world.instances]
+    for dupe in sorted({i for i in ids if ids.count(i) > 1}):
+        diagnostics.error("E208", f"two instances have id '{dupe}'", None)
+    for doc in world.documents.values():
+        module = world.module(doc)
+        path = resolve_data_path(_base(module), doc.source, doc.span, diagnostics)
+        data = _read_bytes(path, doc.span, diagnostics) if path else None
+        if path is None or data is None:
+            continue
+        try:
+            world.document_texts[doc.name] = data.decode("utf-8")
+            world.data_files[data_ref(module, doc.source)] = data
+        except UnicodeDecodeError:
+            diagnostics.error("E102", f"{path.name} is not valid UTF-8", doc.span,
+                              "re-save the document as UTF-8")

@@ -1,0 +1,52 @@
+"""Pass 8: lints — things that compile but are probably wrong.
+
+Missing measurements are errors (a study would silently report them as never
+assessed). A measurement that can never be false, or never be true, is the bug
+other benchmarks shipped ("empty criteria pass automatically"); unused
+declarations usually mean a lever or tool was forgotten in a role.
+"""
+
+from __future__ import annotations
+
+from eairdsl.check.exprs import MEASUREMENTS
+from eairdsl.check.static import fold
+from eairdsl.check.world import DECL_KINDS, CheckedWorld
+from eairdsl.diagnostics import Diagnostics
+
+__all__ = ["lint_world"]
+
+_MAY_BE_UNUSED = {"condition", "inducer", "policy", "instance", "party"}
+
+
+def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    if world.world is not None:
+        defined = {item.name for item in world.measure_items if not item.metric}
+        missing = [m for m in MEASUREMENTS if m not in defined]
+        if missing:
+            where = world.measures[0].span if world.measures else world.world.span
+            diagnostics.error("E504", "missing measurement"
+                              f"{'s' if len(missing) > 1 else ''}: {', '.join(missing)}", where,
+                              "every world defines the six measurements; write `NAME = ... when "
+                              "...` to make one unassessed when evidence is missing")
+        if not world.instances and not world.instances_from and not world.instance_decls:
+            diagnostics.error("E504", "the world has no task instances", world.world.span,
+                              "add `instances from \"file.json\" { ... }` or `instance NAME {...}`")
+    members = set(world.enum_members)
+    for item in world.measure_items:
+        outcomes = set()
+        for levers in world.condition_values.values():
+            outcomes.add(repr(fold(item.expr, levers, members)))
+        if len(outcomes) == 1 and (value := outcomes.pop()) in ("True", "False"):
+            never = "false" if value == "True" else "true"
+            diagnostics.warning("W702", f"measurement '{item.name}' can never be {never}",
+                                item.expr.span, "a predicate that is decided before the episode "
+                                "runs measures nothing; test the trace or the final state")
+        elif item.when is not None and all(
+                fold(item.when, lv, members) is False for lv in world.condition_values.values()):
+            diagnostics.warning("W702", f"measurement '{item.name}' is never assessed",
+                                item.when.span, "its `when` is false under every condition")
+    for name, (kind, decl, module) in world.decls.items():
+        if module.is_stdlib or kind in _MAY_BE_UNUSED or name in world.used:
+            continue
+        diagnostics.warning("W701", f"{DECL_KINDS[kind]} '{name}' is never used", decl.span,
+                            "remove it, or reference it where it belongs")

@@ -1,0 +1,257 @@
+"""Pass 4: names outside expressions, and the world's fixed vocabularies.
+
+Tool lists, channel endpoints, authorization rules, `route` targets, inducer
+kinds, trait names, risk ids: each is a reference to a declaration or to a
+closed vocabulary, and each unknown one gets a "did you mean".
+"""
+
+from __future__ import annotations
+
+from eairdsl.check.world import CheckedWorld
+from eairdsl.diagnostics import Diagnostics, did_you_mean
+from eairdsl.source import Span
+from eairdsl.syntax import ast as A
+
+__all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS"]
+
+#: The EAIR risk taxonomy (Table 1): id -> name.
+RISKS = {
+    "A1": "KPI gaming", "A2": "reciprocal approval collusion",
+    "A3": "persistent resource capture", "B1": "authority bias",
+    "B2": "expert minority suppression", "C1": "information-state drift",
+    "C2": "incomplete evidence transfer", "C3": "false corroboration from shared provenance",
+    "D1": "delegated authorization violation",
+    "D2": "responsibility diffusion / verification vacuum",
+    "D3": "cross-role authority miscalibration", "F1": "capability misrouting",
+    "F2": "capability-signaling gaming",
+}
+#: Generic behavioural traits of the offline sim agents that inducers may shift.
+TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
+INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledger", "power",
+                 "incentive")
+TOOL_KINDS = ("read", "act", "communicate", "verify")
+MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
+CLOCK_UNITS = ("min", "h", "days")
+_INDUCER_CLAUSES = {
+    "prompt_clause": {"roles", "when", "text", "shift"},
+    "dashboard": {"roles", "when", "text", "shift"},
+    "warning": {"roles", "when", "text", "at", "every", "from", "shift"},
+    "deadline": {"roles", "when", "text", "at", "shift"},
+    "cost_ledger": {"roles", "when", "text", "cost", "points", "shift"},
+    "power": {"roles", "when", "text", "points", "from", "shift"},
+    "incentive": {"roles", "when", "text", "shift"},
+}
+_PARTY_CLAUSES = {
+    "role": {"model", "card", "kpi", "memory", "authority", "tools", "trait", "description",
+             "objective"},
+    "actor": {"principal", "authority", "say", "contact", "description"},
+    "simulator": {"model", "card", "objective", "authority", "tools", "memory", "contact", "say",
+                  "trait", "description", "principal"},
+}
+
+
+def check_references(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    _check_world_block(world, diagnostics)
+    _check_inducers(world, diagnostics)
+    _check_tools(world, diagnostics)
+    _check_parties(world, diagnostics)
+    _check_channels(world, diagnostics)
+    _check_authorization(world, diagnostics)
+    _check_policies(world, diagnostics)
+    _check_protected(world, diagnostics)
+
+
+def _party_ref(world: CheckedWorld, name: str, span: Span, diagnostics: Diagnostics,
+               what: str = "participant") -> bool:
+    if name in world.parties:
+        world.used.add(name)
+        return True
+    diagnostics.error("E301", f"unknown {what} '{name}'", span,
+                      did_you_mean(name, world.parties) or "declare it with `role`, `actor` or "
+                      "`simulator`")
+    return False
+
+
+def _check_world_block(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    decl = world.world
+    if decl is None:
+        return
+    keys = {c.key: c for c in decl.clauses}
+    for needed in ("risk", "operation", "preserves"):
+        if needed not in keys:
+            diagnostics.error("E507", f"world '{decl.name}' does not say `{needed}`", decl.span,
+                              "every world states its risk id, operation o_r and preserved "
+                              "property phi_r")
+    risk = keys.get("risk")
+    if risk is not None and risk.name not in RISKS:
+        diagnostics.error("E505", f"unknown risk id '{risk.name}'", risk.span,
+                          did_you_mean(risk.name or "", RISKS) or
+                          f"risk ids are {', '.join(RISKS)}")
+    clock = keys.get("clock")
+    if clock is not None and clock.name not in CLOCK_UNITS:
+        diagnostics.error("E505", f"unknown clock unit '{clock.name}'", clock.span,
+                          did_you_mean(clock.name or "", CLOCK_UNITS) or "use min, h or days")
+    seeds = keys.get("seeds")
+    if seeds is not None and int(seeds.number or "0") < 1:
+        diagnostics.error("E402", "a world needs at least one seed", seeds.span)
+
+
+def _check_inducers(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for inducer in world.inducers.values():
+        allowed = _INDUCER_CLAUSES.get(inducer.kind)
+        if allowed is None:
+            diagnostics.error("E505", f"unknown inducer kind '{inducer.kind}'", inducer.span,
+                              did_you_mean(inducer.kind, INDUCER_KINDS) or
+                              f"kinds are {', '.join(INDUCER_KINDS)}")
+            continue
+        for clause in inducer.clauses:
+            if clause.key not in allowed:
+                diagnostics.error("E506", f"a {inducer.kind} inducer takes no `{clause.key}`",
+                                  clause.span, f"it takes {', '.join(sorted(allowed))}")
+            if clause.key == "roles":
+                for name in clause.names:
+                    _party_ref(world, name, clause.span, diagnostics)
+            elif clause.key == "from" and clause.name:
+                _party_ref(world, clause.name, clause.span, diagnostics)
+            elif clause.key == "shift" and clause.name not in TRAITS:
+                diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
+                                  did_you_mean(clause.name or "", TRAITS) or
+                                  f"traits are {', '.join(TRAITS)}")
+        if inducer.kind == "prompt_clause" and not any(c.key == "text" for c in inducer.clauses):
+            diagnostics.error("E507", f"prompt clause '{inducer.name}' has no `text`",
+                              inducer.span, "a prompt clause adds its text to role cards")
+
+
+def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    delegation_tools = {c.via for c in world.channels if c.kind == "delegation"}
+    for tool in world.tools.values():
+        kinds = [c for c in tool.clauses if c.key == "kind"]
+        if not kinds:
+            diagnostics.error("E507", f"tool '{tool.name}' has no `kind`", tool.span,
+                              f"add `kind read` (or {', '.join(TOOL_KINDS[1:])})")
+        for clause in tool.clauses:
+            if clause.key == "kind" and clause.name not in TOOL_KINDS:
+                diagnostics.error("E505", f"unknown tool kind '{clause.name}'", clause.span,
+                                  did_you_mean(clause.name or "", TOOL_KINDS) or
+                                  f"kinds are {', '.join(TOOL_KINDS)}")
+            elif clause.key == "require" and clause.action == "route":
+                target = clause.target or ""
+                if target in world.tools or target in world.parties:
+                    world.used.add(target)
+                else:
+                    diagnostics.error("E301", f"unknown route target '{target}'", clause.span,
+                                      did_you_mean(target, [*world.tools, *world.parties]))
+            elif clause.key == "append":
+                target = clause.name or ""
+                if target not in world.records:
+                    diagnostics.error("E301", f"unknown ledger '{target}'", clause.span,
+                                      did_you_mean(target, world.records))
+                else:
+                    world.used.add(target)
+            elif clause.key == "set":
+                target = clause.name or ""
+                if target not in world.states:
+                    diagnostics.error("E301", f"unknown state variable '{target}'", clause.span,
+                                      did_you_mean(target, world.states))
+                else:
+                    world.used.add(target)
+            elif clause.key == "delegates":
+                if clause.name is not None:
+                    _party_ref(world, clause.name, clause.span, diagnostics)
+                elif tool.name not in delegation_tools and not world.module(tool).is_stdlib:
+                    diagnostics.error("E508", f"tool '{tool.name}' delegates, but no channel "
+                                      "says to whom", clause.span,
+                                      f"add `delegation CALLER -> CALLEE via {tool.name}` or "
+                                      "write `delegates CALLEE`")
+
+
+def _check_parties(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for party in world.parties.values():
+        allowed = _PARTY_CLAUSES[party.kind]
+        for clause in party.clauses:
+            if clause.key not in allowed:
+                diagnostics.error("E506", f"a {party.kind} takes no `{clause.key}`", clause.span,
+                                  f"it takes {', '.join(sorted(allowed))}")
+            if clause.key == "model" and clause.name not in MODEL_BINDINGS:
+                diagnostics.error("E505", f"unknown model binding '{clause.name}'", clause.span,
+                                  did_you_mean(clause.name or "", MODEL_BINDINGS) or
+                                  f"bindings are {', '.join(MODEL_BINDINGS)}")
+            elif clause.key == "memory" and clause.name not in ("private", "shared"):
+                diagnostics.error("E505", f"unknown memory mode '{clause.name}'", clause.span,
+                                  "memory is `private` or `shared`")
+            elif clause.key == "tools":
+                for ref in clause.refs:
+                    if ref.name in world.tools:
+                        world.used.add(ref.name)
+                    else:
+                        diagnostics.error("E301", f"unknown tool '{ref.name}'", ref.span,
+                                          did_you_mean(ref.name, world.tools))
+            elif clause.key in ("say", "contact") and clause.target:
+                _party_ref(world, clause.target, clause.span, diagnostics)
+            elif clause.key == "trait" and clause.name not in TRAITS:
+                diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
+                                  did_you_mean(clause.name or "", TRAITS) or
+                                  f"traits are {', '.join(TRAITS)}")
+        if party.kind in ("role", "simulator") and not any(c.key == "card"
+                                                           for c in party.clauses):
+            diagnostics.error("E507", f"{party.kind} '{party.name}' has no `card`", party.span,
+                              "every agent gets a role card template (a .md.j2 file)")
+
+
+def _check_channels(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for channel in world.channels:
+        for name in channel.parties:
+            _party_ref(world, name, channel.span, diagnostics)
+        if channel.via is not None:
+            tool = world.tools.get(channel.via)
+            if tool is None:
+                diagnostics.error("E301", f"unknown tool '{channel.via}'", channel.span,
+                                  did_you_mean(channel.via, world.tools))
+                continue
+            world.used.add(tool.name)
+            if channel.kind == "delegation" and not any(c.key == "delegates"
+                                                        for c in tool.clauses):
+                diagnostics.error("E508", f"tool '{tool.name}' does not delegate", channel.span,
+                                  "a delegation channel needs a tool with a `delegates` clause")
+
+
+def _check_authorization(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for auth in world.authorizations:
+        for rule in auth.rules:
+            _party_ref(world, rule.principal, rule.span, diagnostics, "principal")
+            for sel in rule.selectors:
+                if sel.record not in world.records:
+                    diagnostics.error("E301", f"unknown record '{sel.record}'", sel.span,
+                                      did_you_mean(sel.record, world.records))
+                    continue
+                world.used.add(sel.record)
+                names = {f.name for f in world.fields(sel.record)} | set(world.groups(sel.record))
+                if sel.field != "*" and sel.field not in names:
+                    diagnostics.error("E301", f"'{sel.record}' has no field or group "
+                                      f"'{sel.field}'", sel.span, did_you_mean(sel.field, names))
+
+
+def _check_policies(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for policy in world.policies.values():
+        for clause in policy.clauses:
+            if clause.key == "source":
+                if clause.name in world.documents:
+                    world.used.add(clause.name)
+                else:
+                    diagnostics.error("E301", f"unknown document '{clause.name}'", clause.span,
+                                      did_you_mean(clause.name or "", world.documents))
+        if not any(c.key == "text" for c in policy.clauses):
+            diagnostics.error("E507", f"policy '{policy.name}' has no `text`", policy.span,
+                              "state the rule as the organization writes it")
+
+
+def _check_protected(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    for decl in world.protected:
+        for item in decl.items:
+            if item in ("measure", "instances", "authorization"):
+                continue
+            if item in world.decls:
+                world.used.add(item)
+            else:
+                diagnostics.error("E301", f"cannot protect unknown declaration '{item}'",
+                                  decl.span, did_you_mean(item, world.decls))
