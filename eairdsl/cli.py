@@ -1,0 +1,220 @@
+"""`eairc`: the command line, a thin typer layer over the library.
+
+This is the only module that prints or chooses exit codes: 0 success, 1 the
+input has errors (diagnostics were printed), 2 usage errors. Heavy modules are
+imported inside commands so `eairc --help` stays fast (and litellm is never
+imported by compile/check/fmt/graph).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    help="Compile, check and draw EAIR micro-worlds written in the .eair language.",
+)
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from eairdsl import __version__
+        typer.echo(f"eairc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Compile, check and draw EAIR micro-worlds written in the .eair language."""
+
+
+def _world_paths(worlds: list[Path]) -> list[Path]:
+    if worlds:
+        return worlds
+    found = sorted(Path("worlds").glob("*.eair"))
+    if not found:
+        _err("error: no world given and no worlds/*.eair here")
+        raise typer.Exit(EXIT_USAGE)
+    return found
+
+
+def _report(result: object, limit: int) -> None:
+    from eairdsl.compiler import CompileResult
+    from eairdsl.diagnostics import render_all
+
+    assert isinstance(result, CompileResult)
+    items = result.diagnostics.sorted()
+    if items:
+        _err(render_all(items, result.sources, limit=limit))
+
+
+@app.command()
+def check(
+    worlds: Annotated[list[Path] | None, typer.Argument(help="World files (default: worlds/*.eair).")] = None,
+    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+) -> None:
+    """Report diagnostics for worlds without writing anything."""
+    from eairdsl.compiler import compile_world
+
+    failed = False
+    for path in _world_paths(worlds or []):
+        result = compile_world(path)
+        _report(result, max_errors)
+        if not result.ok:
+            failed = True
+            _err(f"{path}: {len(result.diagnostics.errors)} error(s)")
+        else:
+            typer.echo(f"{path}: ok ({len(result.diagnostics)} warning(s))")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
+@app.command()
+def compile(  # noqa: A001 - the command is called compile
+    worlds: Annotated[list[Path] | None, typer.Argument(help="World files (default: worlds/*.eair).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Root of generated output.")] = Path("generated"),
+    check_only: Annotated[bool, typer.Option("--check", help="Fail if generated/ is stale; write nothing.")] = False,
+    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+) -> None:
+    """Check worlds and write generated/<world>/ (world.json, prompts, topology.dot/svg)."""
+    from eairdsl.compiler import compile_world, stale_files, write_generated
+
+    failed = False
+    for path in _world_paths(worlds or []):
+        result = compile_world(path)
+        _report(result, max_errors)
+        if not result.ok or result.world is None:
+            failed = True
+            _err(f"{path}: {len(result.diagnostics.errors)} error(s); generated/ left unchanged")
+            continue
+        if check_only:
+            stale = stale_files(result.world, out)
+            if stale:
+                failed = True
+                _err(f"{path}: {out / result.world.meta.name} is stale: {', '.join(stale)}")
+                _err(f"  hint: run `eairc compile {path}` and commit the result")
+            else:
+                typer.echo(f"{path}: {out / result.world.meta.name} is up to date")
+            continue
+        target, notes = write_generated(result.world, out)
+        prompts = sum(len(v) for v in result.world.prompts.values())
+        typer.echo(f"{path}: compiled to {target} (world.json, {prompts} prompts, topology)")
+        for note in notes:
+            typer.echo(f"  note: {note}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
+def _eair_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(p.rglob("*.eair")))
+        else:
+            files.append(p)
+    return files
+
+
+@app.command()
+def fmt(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders (default: worlds stdlib).")] = None,
+    check_only: Annotated[bool, typer.Option("--check", help="Fail if a file is not formatted; write nothing.")] = False,
+) -> None:
+    """Rewrite .eair files in the one canonical layout (comments kept)."""
+    from eairdsl.diagnostics import render_all
+    from eairdsl.source import SourceError, read_source
+    from eairdsl.syntax.fmt import format_text
+
+    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("stdlib")) if p.exists()])
+    failed = changed = 0
+    for path in targets:
+        try:
+            source = read_source(path)
+        except SourceError as err:
+            _err(f"{path}: error[{err.code}]: {err.message}\n  hint: {err.hint}")
+            failed += 1
+            continue
+        formatted, diagnostics = format_text(source.text, source.name)
+        if formatted is None:
+            _err(render_all(diagnostics.sorted(), {source.name: source.text.split("\n")}))
+            failed += 1
+            continue
+        if formatted != source.text:
+            changed += 1
+            if check_only:
+                _err(f"{path}: not formatted (run `eairc fmt {path}`)")
+            else:
+                path.write_text(formatted, encoding="utf-8")
+                typer.echo(f"formatted {path}")
+    if check_only and changed:
+        failed += changed
+    if not check_only or not failed:
+        typer.echo(f"{len(targets)} file(s) checked, {changed} "
+                   f"{'need formatting' if check_only else 'reformatted'}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
+@app.command()
+def graph(
+    world: Annotated[Path, typer.Argument(help="The world file.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
+) -> None:
+    """Draw a world's topology: roles, actors, tools, records, documents and channels."""
+    from eairdsl.compiler import compile_world
+    from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
+
+    if output.suffix not in (".svg", ".dot"):
+        _err(f"error: cannot write {output.suffix or 'a file without extension'}; use .svg or .dot")
+        raise typer.Exit(EXIT_USAGE)
+    result = compile_world(world)
+    _report(result, 20)
+    if not result.ok or result.world is None:
+        raise typer.Exit(EXIT_INPUT)
+    title = f"{result.world.meta.name}: {result.world.meta.title}"
+    dot = to_dot(topology_graph(result.world), title)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.suffix == ".dot":
+        output.write_text(dot, encoding="utf-8")
+        typer.echo(f"wrote {output}")
+    elif dot_available():
+        output.write_bytes(render_svg(dot))
+        typer.echo(f"wrote {output}")
+    else:
+        fallback = output.with_suffix(".dot")
+        fallback.write_text(dot, encoding="utf-8")
+        typer.echo(f"graphviz's `dot` is not installed: wrote {fallback} instead of {output} "
+                   "(install the Debian package `graphviz`)")
+    raise typer.Exit(EXIT_OK)
+
+
+def main() -> None:
+    """Console entry point: never show a Python traceback for a failure of ours."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _err("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
+        if os.environ.get("EAIR_DEBUG"):
+            raise
+        _err(f"internal error: {type(exc).__name__}: {exc}\n"
+             "  this is a bug in eairc; rerun with EAIR_DEBUG=1 for the traceback and report it")
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

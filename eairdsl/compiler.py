@@ -1,0 +1,107 @@
+"""The compile pipeline as a library: source -> check -> IR -> files in `generated/`.
+
+`cli.py` is a thin layer over this module. Output is written to a temporary
+folder and swapped in only when the world compiled without errors, so a bad
+edit never destroys an earlier good `generated/<world>/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eairdsl.check import check_world
+from eairdsl.diagnostics import Diagnostics
+from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
+from eairdsl.ir import World, dump_world, lower
+
+__all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files"]
+
+
+@dataclass
+class CompileResult:
+    """Diagnostics always; a World only when there were no errors."""
+
+    path: Path
+    diagnostics: Diagnostics
+    world: World | None = None
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.world is not None and not self.diagnostics.has_errors
+
+
+def compile_world(path: Path) -> CompileResult:
+    diagnostics = Diagnostics()
+    checked = check_world(path, diagnostics)
+    result = CompileResult(path=path, diagnostics=diagnostics)
+    if checked is not None:
+        result.sources = {s.name: s.text.split("\n") for s in checked.program.sources.values()}
+    if checked is None or diagnostics.has_errors:
+        return result
+    result.world = lower(checked)
+    return result
+
+
+def generated_files(world: World) -> dict[str, bytes]:
+    """Every deterministic output file, by path relative to generated/<world>/."""
+    files = {"world.json": dump_world(world).encode("utf-8")}
+    for role, by_condition in world.prompts.items():
+        for condition, text in by_condition.items():
+            files[f"prompts/{role}/{condition}.md"] = text.encode("utf-8")
+    title = f"{world.meta.name}: {world.meta.title}" if world.meta.title else world.meta.name
+    files["topology.dot"] = to_dot(topology_graph(world), title).encode("utf-8")
+    return files
+
+
+def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:
+    """Write generated/<world>/ atomically. Returns the folder and notes for the user."""
+    notes: list[str] = []
+    files = generated_files(world)
+    if dot_available():
+        files["topology.svg"] = render_svg(files["topology.dot"].decode("utf-8"))
+    else:
+        notes.append("graphviz's `dot` is not installed: wrote topology.dot but no SVG "
+                     "(install the Debian package `graphviz`)")
+    target = out_root / world.meta.name
+    out_root.mkdir(parents=True, exist_ok=True)
+    tmp = out_root / f".{world.meta.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for rel, data in files.items():
+        dest = tmp / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    old = out_root / f".{world.meta.name}.old-{os.getpid()}"
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+    return target, notes
+
+
+def stale_files(world: World, out_root: Path) -> list[str]:
+    """Generated files that are missing or differ from a fresh compile.
+
+    The SVG is only checked for presence when `dot` exists: its bytes depend on
+    the graphviz version, the DOT source they are drawn from does not.
+    """
+    target = out_root / world.meta.name
+    stale = []
+    expected = generated_files(world)
+    for rel, data in sorted(expected.items()):
+        path = target / rel
+        if not path.is_file() or path.read_bytes() != data:
+            stale.append(rel)
+    if target.is_dir():
+        for path in sorted(target.rglob("*")):
+            rel = path.relative_to(target).as_posix()
+            if path.is_file() and rel not in expected and rel != "topology.svg":
+                stale.append(f"{rel} (no longer generated)")
+    if dot_available() and not (target / "topology.svg").is_file():
+        stale.append("topology.svg")
+    return stale

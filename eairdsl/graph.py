@@ -1,0 +1,146 @@
+"""The world's interaction topology as a networkx graph, and its diagram.
+
+Nodes are participants, tools, records and documents; edges are message
+channels, synchronous delegation, tool access and record reads/writes. The
+same graph feeds the diagram people look at and, later, the auditor's
+interaction graph, so the drawing is never a second, divergent model.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import networkx as nx
+
+from eairdsl.ir import Expr, World
+
+__all__ = ["topology_graph", "to_dot", "render_svg", "dot_available"]
+
+_NODE_STYLE = {
+    "role": 'shape=box, style="rounded,filled", fillcolor="#dbe9f6"',
+    "actor": 'shape=ellipse, style=filled, fillcolor="#f2f2f2"',
+    "simulator": 'shape=ellipse, style="dashed,filled", fillcolor="#fdf0d5"',
+    "tool": 'shape=component, style=filled, fillcolor="#e8f5e9"',
+    "record": 'shape=cylinder, style=filled, fillcolor="#fff3e0"',
+    "document": 'shape=note, style=filled, fillcolor="#ede7f6"',
+}
+_EDGE_STYLE = {
+    "direct": 'color="#1f4e79"',
+    "fork": 'color="#1f4e79", arrowhead=veevee',
+    "merge": 'color="#1f4e79", arrowhead=inv',
+    "relay": 'color="#1f4e79", style=dashed',
+    "delegation": 'color="#b71c1c", penwidth=2.2',
+    "uses": 'color="#7a7a7a", style=dotted, arrowhead=none',
+    "reads": 'color="#e65100", style=dashed',
+    "writes": 'color="#e65100", penwidth=1.6',
+}
+_LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes")
+
+
+def _walk(e: Expr | None) -> Iterator[Expr]:
+    if e is None:
+        return
+    yield e
+    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
+        yield from _walk(child)
+
+
+def _refs(e: Expr | None, kind: str) -> set[str]:
+    return {x.name or "" for x in _walk(e) if x.op == "ref" and x.kind == kind}
+
+
+def topology_graph(world: World) -> nx.MultiDiGraph:
+    """Nodes carry `kind`; edges carry `kind` (direct, delegation, uses, reads, writes…)."""
+    g: nx.MultiDiGraph = nx.MultiDiGraph(name=world.meta.name)
+    for party in world.parties:
+        g.add_node(party.name, kind=party.kind)
+    used_tools = {ref.name for p in world.parties for ref in p.tools}
+    used_tools |= {c.via for c in world.channels if c.via}
+    for tool in world.tools:
+        if tool.name in used_tools:
+            g.add_node(f"tool:{tool.name}", kind="tool", label=tool.name)
+    for record in world.records:
+        g.add_node(f"record:{record.name}", kind="record", label=record.name)
+    for doc in world.documents:
+        g.add_node(f"document:{doc.name}", kind="document", label=doc.name)
+    for ch in world.channels:
+        if ch.kind in ("direct", "delegation"):
+            g.add_edge(ch.parties[0], ch.parties[1], kind=ch.kind, via=ch.via)
+        elif ch.kind == "fork":
+            for target in ch.parties[1:]:
+                g.add_edge(ch.parties[0], target, kind="fork")
+        elif ch.kind == "merge":
+            for source in ch.parties[:-1]:
+                g.add_edge(source, ch.parties[-1], kind="merge")
+        elif ch.kind == "relay":
+            for a, b in zip(ch.parties, ch.parties[1:], strict=False):
+                g.add_edge(a, b, kind="relay")
+    for party in world.parties:
+        for ref in party.tools:
+            if f"tool:{ref.name}" in g:
+                g.add_edge(party.name, f"tool:{ref.name}", kind="uses")
+    for tool in world.tools:
+        node = f"tool:{tool.name}"
+        if node not in g:
+            continue
+        exprs = [tool.result, *(gd.condition for gd in tool.guards), *(ef.value for ef in
+                                                                       tool.effects)]
+        reads: set[str] = set()
+        for e in exprs:
+            reads |= _refs(e, "record")
+        docs: set[str] = set()
+        for e in exprs:
+            docs |= _refs(e, "document")
+        writes = {ef.target for ef in tool.effects if ef.op == "append"}
+        for r in sorted(reads - writes):
+            g.add_edge(f"record:{r}", node, kind="reads")
+        for r in sorted(writes):
+            g.add_edge(node, f"record:{r}", kind="writes")
+        for d in sorted(docs):
+            g.add_edge(f"document:{d}", node, kind="reads")
+    return g
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(graph: nx.MultiDiGraph, title: str = "") -> str:
+    """Deterministic DOT text with a legend of node and edge kinds."""
+    lines = [f"digraph {_q(graph.graph.get('name', 'world'))} {{",
+             "  rankdir=LR; fontname=Helvetica; fontsize=11;",
+             '  node [fontname=Helvetica, fontsize=10]; edge [fontname=Helvetica, fontsize=9];']
+    if title:
+        lines.append(f"  labelloc=t; label={_q(title)};")
+    for node in sorted(graph.nodes):
+        data = graph.nodes[node]
+        label = data.get("label", node)
+        lines.append(f"  {_q(node)} [label={_q(label)}, {_NODE_STYLE[data['kind']]}];")
+    edges = sorted(graph.edges(data=True), key=lambda e: (e[0], e[1], e[2]["kind"]))
+    for a, b, data in edges:
+        label = f", label={_q('via ' + data['via'])}" if data.get("via") else ""
+        lines.append(f"  {_q(a)} -> {_q(b)} [{_EDGE_STYLE[data['kind']]}{label}];")
+    lines.append("  subgraph cluster_legend { label=\"legend\"; style=dashed; fontsize=9;")
+    kinds = sorted({graph.nodes[n]["kind"] for n in graph.nodes})
+    for kind in kinds:
+        lines.append(f"    {_q('legend:' + kind)} [label={_q(kind)}, {_NODE_STYLE[kind]}];")
+    present = {d["kind"] for _, _, d in graph.edges(data=True)}
+    for kind in (k for k in _LEGEND_EDGES if k in present):
+        a, b = _q(f"legend:{kind}:a"), _q(f"legend:{kind}:b")
+        lines.append(f"    {a} [label=\"\", shape=point]; {b} [label=\"\", shape=point];")
+        lines.append(f"    {a} -> {b} [label={_q(kind)}, {_EDGE_STYLE[kind]}];")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dot_available() -> bool:
+    return shutil.which("dot") is not None
+
+
+def render_svg(dot_source: str) -> bytes:
+    """SVG bytes from DOT via graphviz's `dot` binary (check `dot_available()` first)."""
+    import graphviz
+
+    return graphviz.Source(dot_source).pipe(format="svg")
