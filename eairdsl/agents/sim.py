@@ -1,0 +1,228 @@
+"""`sim`: seeded, rule-based offline agents driven by generic traits.
+
+Nothing here knows any world. An agent gathers information with the tools it
+has (more often when diligent), asks the delegating side about the request
+context (when diligent and not deferential), delegates when it can, acts with
+its act tools, and answers by rendering the facts it holds as sentences. Which
+facts go into an answer depends on completeness versus need-to-know. A risk
+therefore has to emerge from the world's mechanics — what tools return, what
+guards reject, what the cards and inducers shift — never from this file.
+
+Traits, all in [0, 1]:
+- diligence: calls read/verify tools before acting; refrains from repeating an
+  act its reads show was already recorded.
+- deference: adopts a higher-authority sender's framing without checking.
+- overclaim: self-reported capability above true capability (bids).
+- committal: picks the more committal value when choosing from a domain or
+  enum (members and hints are listed from least to most committal).
+- completeness: shares every fact it holds (1) versus only what the request
+  needs (0).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from eairdsl.agents.protocol import Observation, ParamSpec, Reply, ToolCall, ToolSpec
+
+__all__ = ["SimAgent", "PROFILES", "TRAITS"]
+
+TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
+PROFILES: dict[str, dict[str, float]] = {
+    "sim": {"diligence": 0.5, "deference": 0.5, "overclaim": 0.3, "committal": 0.5,
+            "completeness": 0.5},
+    "sim:compliant": {"diligence": 1.0, "deference": 0.0, "overclaim": 0.0, "committal": 0.0,
+                      "completeness": 0.0},
+    "sim:reckless": {"diligence": 0.0, "deference": 1.0, "overclaim": 1.0, "committal": 1.0,
+                     "completeness": 1.0},
+}
+_FIELD_REF = re.compile(r"\b([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b")
+_WORD = re.compile(r"[A-Za-z0-9$%][A-Za-z0-9$%.,'-]*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SUBJECT = re.compile(r"^.*? — ")
+_TEXT_PARAMS = ("question", "query", "message", "text", "request", "note", "summary", "reason")
+
+
+class SimAgent:
+    """One participant's offline decision-maker; its randomness is seeded per participant."""
+
+    def __init__(self, party: str, seed: int, profile: str = "sim") -> None:
+        self.party = party
+        self.profile = profile
+        self.rng = random.Random(f"{seed}:{party}:{profile}")
+        self.plans: dict[int, list[ToolCall]] = {}
+
+    async def decide(self, observation: Observation) -> ToolCall | Reply:
+        obs = observation
+        if obs.task not in self.plans:
+            self.plans[obs.task] = self._plan(obs)
+        plan = self.plans[obs.task]
+        while plan:
+            call = plan.pop(0)
+            if call.tool == "__act__":
+                # Acts are decided after the reads they depend on have returned.
+                acted = self._act(obs, call.args["name"])
+                if acted is not None:
+                    return acted
+                continue
+            return call
+        del self.plans[obs.task]
+        return Reply(text=self._answer(obs))
+
+    # ------------------------------------------------------------ planning
+    def _plan(self, obs: Observation) -> list[ToolCall]:
+        t = obs.traits
+        diligence, deference = t.get("diligence", 0.5), t.get("deference", 0.5)
+        reads = [s for s in obs.tools if s.kind in ("read", "verify") and not s.delegates]
+        inquiries = [s for s in obs.tools if s.kind == "communicate" and not s.delegates]
+        delegations = [s for s in obs.tools if s.delegates]
+        acts = [s for s in obs.tools if s.kind == "act"]
+        plan: list[ToolCall] = []
+        for i, spec in enumerate(reads):
+            must = i == 0 and not delegations  # its only way to learn anything
+            if must or self.rng.random() < diligence:
+                plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+        for spec in inquiries:
+            if self.rng.random() < diligence * (1.0 - deference):
+                plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+        for spec in delegations:
+            plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+        for spec in acts:
+            plan.append(ToolCall(tool="__act__", args={"name": spec.name}))
+        return plan
+
+    def _act(self, obs: Observation, name: str) -> ToolCall | None:
+        spec = next((s for s in obs.tools if s.name == name), None)
+        if spec is None:
+            return None
+        diligence = obs.traits.get("diligence", 0.5)
+        if spec.writes and self._already_recorded(obs, spec.writes) \
+                and self.rng.random() < diligence:
+            return None
+        return ToolCall(tool=spec.name, args=self._args(obs, spec))
+
+    @staticmethod
+    def _already_recorded(obs: Observation, ledgers: list[str]) -> bool:
+        """Did a read of one of these ledgers in this task return rows?"""
+        read_tools = {s.name for s in obs.tools if set(s.reads) & set(ledgers)}
+        return any(m.kind == "tool_result" and m.task == obs.task and m.tool in read_tools
+                   and not m.rejected and isinstance(m.result, list) and m.result
+                   for m in obs.memory)
+
+    def _choose(self, values: list[Any], committal: float) -> Any:
+        if not values:
+            return None
+        if self.rng.random() < committal:
+            return values[-1]
+        return self.rng.choice(values)
+
+    def _args(self, obs: Observation, spec: ToolSpec) -> dict[str, Any]:
+        committal = obs.traits.get("committal", 0.5)
+        args: dict[str, Any] = {}
+        for p in spec.params:
+            value = self._arg(obs, p, committal)
+            if value is not None:
+                args[p.name] = value
+        return args
+
+    def _arg(self, obs: Observation, p: ParamSpec, committal: float) -> Any:
+        if p.hint:
+            return self._choose(list(p.hint), committal)
+        if not p.required:
+            return None
+        if p.members:
+            return self._choose(list(p.members), committal)
+        if p.type.startswith("text") or p.name in _TEXT_PARAMS:
+            return obs.request.text
+        return None
+
+    # ------------------------------------------------------------ answering
+    def _facts(self, obs: Observation) -> list[tuple[str | None, str, str]]:
+        """(field, core, sentence) from this task's tool results; field None for prose.
+
+        `core` is the fact without the subject it is about, which is what
+        relevance to the request is judged on (every fact about Jordan mentions
+        Jordan; that does not make each one relevant).
+        """
+        facts: list[tuple[str | None, str, str]] = []
+        for m in obs.memory:
+            if m.task != obs.task or m.kind != "tool_result" or m.rejected:
+                continue
+            facts.extend(_facts_of(m.result))
+        seen: set[str] = set()
+        unique = []
+        for f in facts:
+            if f[2] not in seen:
+                seen.add(f[2])
+                unique.append(f)
+        return unique
+
+    def _authorized_fields(self, obs: Observation) -> set[str] | None:
+        """Fields some tool result said the requester may see (`record.field` lists)."""
+        found: set[str] = set()
+        for m in obs.memory:
+            if m.task == obs.task and m.kind == "tool_result" and isinstance(m.result, str):
+                found |= {f for _, f in _FIELD_REF.findall(m.result)}
+        return found or None
+
+    def _answer(self, obs: Observation) -> str:
+        completeness = obs.traits.get("completeness", 0.5)
+        request_words = {w.lower().strip(".,") for w in _WORD.findall(obs.request.text)
+                         if len(w) > 3}
+        allowed = self._authorized_fields(obs) if completeness < 1.0 else None
+        chosen: list[str] = []
+        for field, core, sentence in self._facts(obs):
+            words = {w.lower().strip(".,") for w in _WORD.findall(core) if len(w) > 3}
+            relevant = bool(words & request_words) or (
+                field is not None and set(field.split("_")) & request_words)
+            if allowed is not None and field is not None:
+                include = field in allowed
+            elif field is None:
+                include = relevant or self.rng.random() < 0.5 + 0.5 * completeness
+            else:
+                include = relevant or self.rng.random() < completeness
+            if include:
+                chosen.append(sentence)
+        rejected = [m for m in obs.memory if m.task == obs.task and m.rejected]
+        if not chosen:
+            if rejected:
+                return "I could not get that information: the request was declined."
+            return "I could not find anything more on this request."
+        return "Here is what I found. " + " ".join(chosen)
+
+
+def _label(field: str) -> str:
+    return field.replace("_", " ")
+
+
+def _facts_of(result: Any) -> list[tuple[str | None, str, str]]:
+    if result is None:
+        return []
+    if isinstance(result, dict):
+        subject = result.get("name") or result.get("id")
+        out: list[tuple[str | None, str, str]] = []
+        for k, v in result.items():
+            if v in (None, "", []):
+                continue
+            core = f"{_label(k)}: {_render(v)}"
+            prefix = f"{subject} — " if subject and k not in ("name", "id") else ""
+            out.append((k, core, f"{prefix}{core}."))
+        return out
+    if isinstance(result, list):
+        return [f for item in result for f in _facts_of(item)]
+    text = str(result).strip()
+    if not text:
+        return []
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()
+                 and not s.startswith(("Here is what I found", "I could not"))]
+    return [(None, _SUBJECT.sub("", s), s) for s in sentences]
+
+
+def _render(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, list):
+        return ", ".join(_render(x) for x in v)
+    return str(v)

@@ -1,0 +1,211 @@
+"""The library API: everything `eairc run` and `eairc validate` do, callable from Python.
+
+Studies and tests use these functions directly instead of shelling out.
+Errors a user can cause (an unknown condition, a generated folder from another
+schema version) raise `UsageError` with a message meant for people.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from eairdsl import __version__
+from eairdsl.agents.protocol import Agent
+from eairdsl.agents.sim import PROFILES, TRAITS, SimAgent
+from eairdsl.ir import World, load_world
+from eairdsl.measure import measure_episode
+from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.evaluate import truthy
+from eairdsl.runtime.trace import Trace, TraceHeader
+
+__all__ = ["UsageError", "EpisodeResult", "ValidationReport", "load_generated", "resolve_world",
+           "run_episode", "run_episodes", "validate_world", "AGENT_PROFILES", "LAST_FILE"]
+
+AGENT_PROFILES = tuple(PROFILES)
+LAST_FILE = ".last"
+
+
+class UsageError(Exception):
+    """Bad input a user can fix; the CLI prints it and exits non-zero."""
+
+
+class EpisodeResult(BaseModel):
+    """The typed result of one episode."""
+
+    world: str
+    condition: str
+    instance: str
+    seed: int
+    agents: str
+    measurements: dict[str, bool | None]
+    unassessed: dict[str, str] = {}
+    metrics: dict[str, Any] = {}
+    valid: bool
+    validity_reason: str | None = None
+    trace_path: str | None = None
+    end_time: float = 0.0
+
+
+def load_generated(path: Path) -> World:
+    """A compiled world from generated/<name>/ or its world.json."""
+    file = path / "world.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UsageError(f"no compiled world at {path} (expected world.json); run "
+                         "`eairc compile WORLD.eair` first")
+    try:
+        return load_world(file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UsageError(f"{file}: {exc}") from None
+    except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file} is not a compiled world this eairdsl can read "
+                         f"({type(exc).__name__}); recompile it") from None
+
+
+def resolve_world(target: Path | None, generated: Path = Path("generated")) -> World:
+    """A .eair file (compiled now), a generated folder, or what `eairc compile` last wrote."""
+    if target is None:
+        last = generated / LAST_FILE
+        if not last.is_file():
+            raise UsageError("nothing compiled yet: run `eairc compile worlds/d1.eair` or "
+                             "name a world")
+        target = generated / last.read_text(encoding="utf-8").strip()
+    if target.suffix == ".eair":
+        from eairdsl.compiler import compile_world
+        from eairdsl.diagnostics import render_all
+
+        result = compile_world(target)
+        if not result.ok or result.world is None:
+            raise UsageError(render_all(result.diagnostics.sorted(), result.sources))
+        return result.world
+    return load_generated(target)
+
+
+def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], seed: int,
+            profile: str) -> tuple[dict[str, Agent], dict[str, dict[str, float]]]:
+    if profile not in PROFILES:
+        raise UsageError(f"unknown agents '{profile}'; choose one of {', '.join(PROFILES)}")
+    world = compiled.world
+    levers = compiled.conditions[condition].levers
+    from eairdsl.runtime.evaluate import Authorizer, Scope
+
+    scope = Scope(world=world, levers=levers, states={}, records={}, documents={},
+                  authorizer=Authorizer(world, {}), instance=instance)
+    agents: dict[str, Agent] = {}
+    traits: dict[str, dict[str, float]] = {}
+    for party in world.parties:
+        if party.kind == "actor":
+            continue
+        values = dict(PROFILES[profile])
+        if profile == "sim":
+            values.update(party.traits)
+            for inducer in world.inducers:
+                if inducer.roles and party.name not in inducer.roles:
+                    continue
+                if inducer.when is not None and not truthy(compiled.eval(inducer.when, scope)):
+                    continue
+                for trait, delta in inducer.shifts.items():
+                    values[trait] = values.get(trait, 0.5) + delta
+        traits[party.name] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
+        agents[party.name] = SimAgent(party.name, seed, profile)
+    return agents, traits
+
+
+def _instance(world: World, instance: str | None, seed: int) -> dict[str, Any]:
+    if not world.instances:
+        raise UsageError(f"world {world.meta.name} has no task instances")
+    if instance is None:
+        return world.instances[seed % len(world.instances)]
+    for item in world.instances:
+        if str(item.get("id")) == instance:
+            return item
+    ids = ", ".join(str(i.get("id")) for i in world.instances)
+    raise UsageError(f"unknown instance '{instance}'; instances are {ids}")
+
+
+def _condition(world: World, condition: str | None) -> str:
+    names = [c.name for c in world.conditions]
+    if condition is None:
+        return names[0]
+    if condition not in names:
+        raise UsageError(f"unknown condition '{condition}'; conditions are {', '.join(names)}")
+    return condition
+
+
+def run_episode(world: World | CompiledWorld, condition: str | None = None,
+                instance: str | None = None, seed: int = 0, agents: str = "sim",
+                out: Path | None = None) -> EpisodeResult:
+    """Run one episode with offline agents and (optionally) write its trace under `out`."""
+    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+    w = compiled.world
+    cond = _condition(w, condition)
+    inst = _instance(w, instance, seed)
+    agent_map, traits = _agents(compiled, cond, inst, seed, agents)
+    header = TraceHeader(world=w.meta.name, digest=w.digest, condition=cond,
+                         levers=compiled.conditions[cond].levers, instance=str(inst.get("id")),
+                         seed=seed, agents={p: agents for p in sorted(agent_map)},
+                         eairdsl_version=__version__)
+    trace = Trace(header)
+    episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace)
+    try:
+        asyncio.run(episode.run())
+    except Exception as exc:  # noqa: BLE001 - one broken episode must not end a run
+        episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
+    trace.result = measure_episode(episode)
+    path = None
+    if out is not None:
+        path = out / cond / f"{header.instance}-s{seed}.jsonl"
+        trace.write(path)
+    r = trace.result
+    return EpisodeResult(world=w.meta.name, condition=cond, instance=header.instance, seed=seed,
+                         agents=agents, measurements=r.measurements, unassessed=r.unassessed,
+                         metrics=r.metrics, valid=r.valid, validity_reason=r.validity_reason,
+                         trace_path=str(path) if path else None, end_time=r.end_time)
+
+
+def run_episodes(world: World, condition: str | None = None, instance: str | None = None,
+                 seed: int = 0, episodes: int = 1, agents: str = "sim",
+                 out: Path | None = None) -> list[EpisodeResult]:
+    compiled = CompiledWorld(world)
+    return [run_episode(compiled, condition, instance, seed + i, agents, out)
+            for i in range(episodes)]
+
+
+class ValidationReport(BaseModel):
+    """The world self-test: compliant agents keep the property and utility; reckless break it."""
+
+    world: str
+    condition: str
+    episodes: int
+    compliant_failures: list[EpisodeResult]
+    reckless_failures: list[EpisodeResult]
+
+    @property
+    def ok(self) -> bool:
+        return not self.compliant_failures and not self.reckless_failures
+
+
+def validate_world(world: World, condition: str | None = None,
+                   episodes: int | None = None) -> ValidationReport:
+    """Run every instance under sim:compliant and sim:reckless and check the expectations."""
+    compiled = CompiledWorld(world)
+    cond = _condition(world, condition)
+    n = episodes or max(len(world.instances), 1)
+    compliant_bad, reckless_bad = [], []
+    for i in range(n):
+        good = run_episode(compiled, cond, None, i, "sim:compliant")
+        if not good.valid or good.measurements["realized"] is not False \
+                or good.measurements["utility"] is not True:
+            compliant_bad.append(good)
+        bad = run_episode(compiled, cond, None, i, "sim:reckless")
+        if not bad.valid or bad.measurements["realized"] is not True:
+            reckless_bad.append(bad)
+    return ValidationReport(world=world.meta.name, condition=cond, episodes=n,
+                            compliant_failures=compliant_bad, reckless_failures=reckless_bad)
+
+
+

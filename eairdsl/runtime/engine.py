@@ -1,0 +1,485 @@
+"""One episode of a compiled world on a simpy clock.
+
+simpy owns simulated time: tool costs are timeouts, scripted actors and
+inducer warnings are timed processes, a synchronous delegation is a nested
+process the caller's tool call waits for. Agents are asynchronous
+(`await agent.decide(...)`), so the episode is driven from an asyncio loop
+that steps simpy and resolves each pending decision in a fixed order — which is
+what keeps traces deterministic while letting LLM agents wait on a network.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from eairdsl.agents.protocol import (
+    Agent,
+    MemoryItem,
+    Observation,
+    ParamSpec,
+    Reply,
+    Request,
+    ToolCall,
+    ToolSpec,
+)
+from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World
+from eairdsl.runtime.evaluate import Authorizer, EvalError, Scope, compile_expr, truthy
+from eairdsl.runtime.trace import Trace, to_json
+from eairdsl.runtime.values import Row
+
+__all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS"]
+
+MAX_STEPS_PER_TASK = 16
+MAX_EVENTS = 5000
+Proc = Generator[Any, Any, Any]
+
+
+class EpisodeError(Exception):
+    """The episode cannot continue; it is recorded as execution-invalid."""
+
+
+class CompiledWorld:
+    """A World with every expression compiled once, shared by all its episodes."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self._fns: dict[int, Any] = {}
+        self.tools = {t.name: t for t in world.tools}
+        self.parties = {p.name: p for p in world.parties}
+        self.records = {r.name: r for r in world.records}
+        self.conditions = {c.name: c for c in world.conditions}
+
+    def fn(self, expr: Expr) -> Any:
+        key = id(expr)
+        if key not in self._fns:
+            self._fns[key] = compile_expr(expr)
+        return self._fns[key]
+
+    def eval(self, expr: Expr | None, scope: Scope, default: Any = None) -> Any:
+        return default if expr is None else self.fn(expr)(scope)
+
+
+@dataclass
+class _Task:
+    id: int
+    party: str
+    request: Request
+    principal: str | None
+    root: str | None
+    delegator: str | None
+    depth: int
+
+
+@dataclass
+class Episode:
+    """Runs one (world, condition, instance, seed) with the given agents."""
+
+    compiled: CompiledWorld
+    condition: str
+    instance: dict[str, Any]
+    seed: int
+    agents: dict[str, Agent]
+    traits: dict[str, dict[str, float]]
+    trace: Trace
+    invalid: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        w = self.compiled.world
+        self.env = simpy.Environment()
+        self.pending: list[tuple[Agent, Observation, simpy.Event]] = []
+        self.memory: dict[str, list[MemoryItem]] = {p.name: [] for p in w.parties}
+        self.tasks = 0
+        self.levers = dict(self.compiled.conditions[self.condition].levers)
+        self.records: dict[str, list[Row]] = {
+            r.name: [Row(r.name, dict(row)) for row in copy.deepcopy(r.rows)] for r in w.records}
+        self.documents = {d.name: d.text for d in w.documents}
+        self.states: dict[str, Any] = {}
+        principals: dict[str, str] = {}
+        self.authorizer = Authorizer(w, principals)
+        base = self.scope()
+        for state in w.states:
+            self.states[state.name] = self.compiled.eval(state.value, base)
+        for party in w.parties:
+            value = self.compiled.eval(party.principal, self.scope())
+            if isinstance(value, str):
+                principals[value] = party.name
+
+    # ------------------------------------------------------------ scopes
+    def scope(self, context: dict[str, Any] | None = None,
+              args: dict[str, Any] | None = None) -> Scope:
+        return Scope(world=self.compiled.world, levers=self.levers, states=self.states,
+                     records=self.records, documents=self.documents, authorizer=self.authorizer,
+                     instance=self.instance, context=context, trace=self.trace,
+                     now=float(self.env.now), locals=dict(args or {}))
+
+    def principal_of(self, party: str) -> str:
+        p = self.compiled.parties.get(party)
+        if p is not None and p.principal is not None:
+            value = self.compiled.eval(p.principal, self.scope())
+            if isinstance(value, str):
+                return value
+        return party
+
+    # ------------------------------------------------------------ driving
+    async def run(self) -> None:
+        for party in self.compiled.world.parties:
+            for event in party.events:
+                self.env.process(self._scheduled(party, event))
+        for inducer in self.compiled.world.inducers:
+            if inducer.kind == "warning":
+                self.env.process(self._warnings(inducer))
+        processed = 0
+        while True:
+            if self.pending:
+                batch, self.pending = self.pending, []
+                for agent, obs, event in batch:
+                    try:
+                        action = await agent.decide(obs)
+                    except Exception as exc:  # noqa: BLE001 - a backend failure is data
+                        self.invalid.append(f"{obs.party}: agent failed: {exc}")
+                        action = Reply(text="")
+                    event.succeed(action)
+                continue
+            if self.env.peek() == float("inf"):
+                break
+            processed += 1
+            if processed > MAX_EVENTS:
+                self.invalid.append(f"event budget of {MAX_EVENTS} exhausted")
+                break
+            self.env.step()
+
+    def _scheduled(self, party: PartyIR, event: Any) -> Proc:
+        at = float(self.compiled.eval(event.at, self.scope()) or 0)
+        yield self.env.timeout(max(0.0, at))
+        if event.when is not None and not truthy(self.compiled.eval(event.when, self.scope())):
+            return
+        if event.kind == "say":
+            text = self.compiled.eval(event.message, self.scope())
+            text = "" if text is None else str(text)
+        else:
+            text = yield from self._opening(party, event.to)
+        yield from self.handle(event.to, Request(sender=party.name, text=text,
+                                                 sender_authority=party.authority),
+                               principal=None, root=self.principal_of(party.name),
+                               delegator=None, depth=0)
+
+    def _opening(self, party: PartyIR, to: str) -> Proc:
+        """A counterpart simulator opens a conversation by deciding its first message."""
+        agent = self.agents.get(party.name)
+        if agent is None:
+            return party.objective or f"Hello, this is {party.name}."
+        self.tasks += 1
+        obs = Observation(party=party.name, kind=party.kind, card=self._card(party.name),
+                          time=float(self.env.now), task=self.tasks, step=0,
+                          request=Request(sender=to, text=f"You are contacting {to}."),
+                          memory=list(self.memory[party.name]), tools=[],
+                          traits=self.traits.get(party.name, {}))
+        action = yield from self._decide(agent, obs)
+        text = action.text if isinstance(action, Reply) else ""
+        return text or party.objective or f"Hello, this is {party.name}."
+
+    def _warnings(self, inducer: Any) -> Proc:
+        scope = self.scope()
+        if inducer.when is not None and not truthy(self.compiled.eval(inducer.when, scope)):
+            return
+        at = float(self.compiled.eval(inducer.at, scope, 0) or 0)
+        every = self.compiled.eval(inducer.every, scope)
+        yield self.env.timeout(max(0.0, at))
+        roles = inducer.roles or [p.name for p in self.compiled.world.parties if p.kind == "role"]
+        for _ in range(100):
+            for role in roles:
+                self.trace.add(t=float(self.env.now), kind="message",
+                               actor=inducer.sender or "manager", recipient=role,
+                               edge=f"{inducer.sender or 'manager'}->{role}",
+                               content=inducer.text or "")
+                self.memory[role].append(MemoryItem(kind="note", task=0,
+                                                    sender=inducer.sender or "manager",
+                                                    text=inducer.text or ""))
+            if not every:
+                return
+            yield self.env.timeout(float(every))
+
+    def _decide(self, agent: Agent, obs: Observation) -> Proc:
+        event = self.env.event()
+        self.pending.append((agent, obs, event))
+        action = yield event
+        return action
+
+    # ------------------------------------------------------------ tasks
+    def _card(self, party: str) -> str:
+        return self.compiled.world.prompts.get(party, {}).get(self.condition, "")
+
+    def _available(self, party: PartyIR) -> list[ToolIR]:
+        out = []
+        for ref in party.tools:
+            tool = self.compiled.tools.get(ref.name)
+            if tool is not None and (ref.when is None or truthy(
+                    self.compiled.eval(ref.when, self.scope()))):
+                out.append(tool)
+        return out
+
+    def _spec(self, tool: ToolIR) -> ToolSpec:
+        params = []
+        for p in tool.params:
+            hint = self.compiled.eval(p.hint, self.scope()) if p.hint is not None else None
+            if hint is not None and not isinstance(hint, list):
+                hint = [hint]
+            params.append(ParamSpec(name=p.name, type=_type_name(p.type),
+                                    required=p.default is None, members=list(p.type.members),
+                                    hint=to_json(hint)))
+        reads: set[str] = set()
+        for e in (tool.result, *(g.condition for g in tool.guards)):
+            reads |= _record_refs(e)
+        return ToolSpec(name=tool.name, kind=tool.kind, description=tool.description,
+                        params=params, delegates=bool(tool.delegates_to), reads=sorted(reads),
+                        writes=sorted({e.target for e in tool.effects if e.op == "append"}))
+
+    def handle(self, party_name: str, request: Request, principal: str | None,
+               root: str | None, delegator: str | None, depth: int) -> Proc:
+        """An agent handles one request: tool calls until it replies. Returns the reply."""
+        party = self.compiled.parties.get(party_name)
+        self.tasks += 1
+        task = _Task(self.tasks, party_name, request, principal, root, delegator, depth)
+        via_tool = depth > 0
+        self.trace.add(t=float(self.env.now), kind="message", actor=request.sender,
+                       recipient=party_name, edge=f"{request.sender}->{party_name}",
+                       content=request.text, task=task.id,
+                       tool="delegation" if via_tool else None)
+        if party is None or party.kind == "actor" or party_name not in self.agents:
+            return ""
+        self.memory[party_name].append(MemoryItem(kind="message", task=task.id,
+                                                  sender=request.sender, text=request.text))
+        agent = self.agents[party_name]
+        for step in range(MAX_STEPS_PER_TASK):
+            tools = self._available(party)
+            obs = Observation(party=party_name, kind=party.kind, card=self._card(party_name),
+                              time=float(self.env.now), task=task.id, step=step,
+                              request=request, memory=list(self.memory[party_name]),
+                              tools=[self._spec(t) for t in tools],
+                              traits=self.traits.get(party_name, {}), principal=principal)
+            action = yield from self._decide(agent, obs)
+            if isinstance(action, Reply):
+                self.trace.add(t=float(self.env.now), kind="message", actor=party_name,
+                               recipient=request.sender, edge=f"{party_name}->{request.sender}",
+                               content=action.text, task=task.id, final=depth == 0 or None)
+                return action.text
+            result, rejected = yield from self.call_tool(task, action)
+            self.memory[party_name].append(MemoryItem(
+                kind="tool_result", task=task.id, tool=action.tool, args=to_json(action.args),
+                result=to_json(result), rejected=rejected))
+        self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")
+        self.trace.add(t=float(self.env.now), kind="decision", actor=party_name,
+                       content="step budget exhausted without a reply", task=task.id)
+        return ""
+
+    # ------------------------------------------------------------ tools
+    def call_tool(self, task: _Task, call: ToolCall) -> Proc:
+        """Validate, guard, charge, execute and record one tool call. Returns (result, rejected)."""
+        event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
+                               tool=call.tool, args=to_json(call.args), task=task.id)
+        party = self.compiled.parties[task.party]
+        available = {t.name: t for t in self._available(party)}
+        tool = available.get(call.tool)
+        if tool is None:
+            known = ", ".join(sorted(available)) or "none"
+            return self._reject(task, event.step, call.tool,
+                                f"unknown or unavailable tool '{call.tool}' (available: {known})")
+        args, problem = self._bind_args(tool, call.args)
+        if problem is not None:
+            return self._reject(task, event.step, tool.name, problem)
+        context = {"caller": task.party, "requester": task.root, "principal": task.principal,
+                   "delegator": task.delegator, "time": float(self.env.now)}
+        scope = self.scope(context, args)
+        try:
+            for guard in tool.guards:
+                if guard.when is not None and not truthy(self.compiled.eval(guard.when, scope)):
+                    continue
+                if truthy(self.compiled.eval(guard.condition, scope)):
+                    continue
+                if guard.action == "route" and guard.target:
+                    routed = ToolCall(tool=guard.target, args={
+                        k: v for k, v in call.args.items()
+                        if guard.target in self.compiled.tools
+                        and any(p.name == k for p in self.compiled.tools[guard.target].params)})
+                    self.trace.add(t=float(self.env.now), kind="decision", actor=task.party,
+                                   tool=tool.name, content=f"routed to {guard.target}",
+                                   task=task.id, reason=guard.at)
+                    if guard.target in self.compiled.tools:
+                        routed_result = yield from self.call_tool(task, routed)
+                        return routed_result
+                    reply = yield from self.handle(
+                        guard.target, Request(sender=task.party, text=_render_args(call)),
+                        principal=task.principal, root=task.root, delegator=task.party,
+                        depth=task.depth + 1)
+                    return self._result(task, event.step, tool.name, reply)
+                return self._reject(task, event.step, tool.name,
+                                    guard.message or "rejected by a guard", guard.at)
+            cost = float(self.compiled.eval(tool.cost, scope, 0) or 0)
+            if cost > 0:
+                yield self.env.timeout(cost)
+            scope = self.scope(context, args)
+            if tool.delegates_to:
+                propagate = tool.propagates is not None and (
+                    tool.propagates_when is None
+                    or truthy(self.compiled.eval(tool.propagates_when, scope)))
+                principal = self.compiled.eval(tool.propagates, scope) if propagate else None
+                question = next((v for k, v in args.items() if isinstance(v, str)), "") \
+                    if args else ""
+                callee = tool.delegates_to[0]
+                result: Any = yield from self.handle(
+                    callee, Request(sender=task.party, text=question,
+                                    sender_authority=party.authority),
+                    principal=principal, root=task.root, delegator=task.party,
+                    depth=task.depth + 1)
+            else:
+                result = self.compiled.eval(tool.result, scope, "done")
+            if tool.acl is not None and (tool.acl_when is None or truthy(
+                    self.compiled.eval(tool.acl_when, scope))):
+                principal = self.compiled.eval(tool.acl, scope)
+                if principal is None:
+                    return self._reject(task, event.step, tool.name,
+                                        "no trusted principal accompanies this request")
+                result = self._filter(result, principal)
+            for effect in tool.effects:
+                if effect.when is not None and not truthy(self.compiled.eval(effect.when, scope)):
+                    continue
+                self._apply(task, tool, effect, scope)
+                scope = self.scope(context, args)
+        except EvalError as exc:
+            return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        return self._result(task, event.step, tool.name, result)
+
+    def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                        str | None]:
+        names = {p.name for p in tool.params}
+        extra = sorted(set(given) - names)
+        if extra:
+            return {}, f"unknown argument{'s' if len(extra) > 1 else ''}: {', '.join(extra)}"
+        args: dict[str, Any] = {}
+        for p in tool.params:
+            if p.name in given:
+                value = given[p.name]
+                problem = _check_value(value, p.type, self.compiled.world, p.name)
+                if problem:
+                    return {}, problem
+                args[p.name] = value
+            elif p.default is not None:
+                args[p.name] = self.compiled.eval(p.default, self.scope())
+            else:
+                return {}, f"missing argument '{p.name}'"
+        return args, None
+
+    def _filter(self, result: Any, principal: str) -> Any:
+        if isinstance(result, Row):
+            allowed = set(self.authorizer.allowed(principal, result.record))
+            return Row(result.record, {k: v for k, v in result.items() if k in allowed})
+        if isinstance(result, list):
+            return [self._filter(r, principal) for r in result]
+        return result
+
+    def _apply(self, task: _Task, tool: ToolIR, effect: Any, scope: Scope) -> None:
+        value = self.compiled.eval(effect.value, scope)
+        if effect.op == "append":
+            record = self.compiled.records.get(effect.target)
+            row = Row(effect.target, dict(value or {}))
+            if record is not None:
+                for f in record.fields:
+                    if f.name not in row and f.default is not None:
+                        row[f.name] = self.compiled.eval(f.default, scope)
+            self.records.setdefault(effect.target, []).append(row)
+            diff = {"append": {effect.target: to_json(dict(row))}}
+        else:
+            diff = {"set": {effect.target: {"from": to_json(self.states.get(effect.target)),
+                                            "to": to_json(value)}}}
+            self.states[effect.target] = value
+        self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
+                       tool=tool.name, diff=diff, task=task.id)
+
+    def _reject(self, task: _Task, call_step: str, tool: str, reason: str,
+                at: str | None = None) -> tuple[Any, bool]:
+        self.trace.add(t=float(self.env.now), kind="tool_result", actor=task.party, tool=tool,
+                       rejected=True, reason=reason, call=call_step, task=task.id,
+                       result={"error": reason})
+        return {"error": reason}, True
+
+    def _result(self, task: _Task, call_step: str, tool: str, result: Any) -> tuple[Any, bool]:
+        self.trace.add(t=float(self.env.now), kind="tool_result", actor=task.party, tool=tool,
+                       result=to_json(result), rejected=False, call=call_step, task=task.id)
+        return result, False
+
+
+def _type_name(t: TypeIR) -> str:
+    if t.kind == "list" and t.arg is not None:
+        return f"list[{_type_name(t.arg)}]"
+    if t.kind in ("enum", "record", "schema") and t.name:
+        return t.name
+    return t.kind
+
+
+def _record_refs(e: Expr | None) -> set[str]:
+    if e is None:
+        return set()
+    out = {e.name or ""} if e.op == "ref" and e.kind == "record" else set()
+    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
+        out |= _record_refs(child)
+    return out
+
+
+def _render_args(call: ToolCall) -> str:
+    return f"{call.tool}: " + "; ".join(f"{k}: {v}" for k, v in sorted(call.args.items()))
+
+
+def _check_value(value: Any, t: TypeIR, world: World, name: str) -> str | None:
+    """Why `value` does not fit type `t` (None when it does)."""
+    kind = t.kind
+    bad = f"argument '{name}' must be {_type_name(t)}, got {str(value)[:40]!r}"
+    if value is None or kind in ("any", "row", "record"):
+        return None
+    if kind == "bool":
+        return None if isinstance(value, bool) else bad
+    if kind == "int":
+        return None if isinstance(value, int) and not isinstance(value, bool) else bad
+    if kind in ("number", "money", "duration", "percent"):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else bad
+    if kind in ("text", "date", "party", "tool", "document"):
+        if not isinstance(value, str):
+            return bad
+        if kind == "text" and t.max is not None and len(value) > t.max:
+            return f"argument '{name}' is {len(value)} characters; at most {t.max} are allowed"
+        return None
+    if kind == "enum":
+        members = t.members or world.enums.get(t.name, [])
+        if value not in members:
+            return f"argument '{name}' must be one of {', '.join(members)}, got {value!r}"
+        return None
+    if kind == "list":
+        if not isinstance(value, list):
+            return bad
+        for item in value:
+            problem = _check_value(item, t.arg or TypeIR(kind="any"), world, name)
+            if problem:
+                return problem
+        return None
+    if kind == "schema":
+        if not isinstance(value, dict):
+            return bad
+        fields = {f.name: f for f in world.schemas.get(t.name, [])}
+        if t.name in world.closed_schemas:
+            extra = sorted(set(value) - set(fields))
+            missing = sorted(n for n in fields if n not in value and fields[n].default is None)
+            if extra or missing:
+                parts = ([f"unexpected {', '.join(extra)}"] if extra else []) + (
+                    [f"missing {', '.join(missing)}"] if missing else [])
+                return f"argument '{name}' does not match {t.name}: " + "; ".join(parts)
+        for fname, f in fields.items():
+            if fname in value:
+                problem = _check_value(value[fname], f.type, world, f"{name}.{fname}")
+                if problem:
+                    return problem
+        return None
+    return None

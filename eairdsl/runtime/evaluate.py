@@ -1,0 +1,456 @@
+"""Compile IR expressions to Python closures — never `eval`.
+
+Each IR node becomes a function `Scope -> value`, built once per world and
+reused for every episode. Boolean logic is three-valued (Kleene): `none`
+stands for "unknown", so a predicate over missing evidence comes out unknown
+and the measurement is unassessed, not false.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from eairdsl.ir import Expr, World
+from eairdsl.runtime.values import FieldSet, Row, Rows, add_days, quarter_of, render_value
+
+__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "truthy"]
+
+Fn = Callable[["Scope"], Any]
+
+
+class EvalError(Exception):
+    """An expression failed at run time (bad data, division by zero...)."""
+
+
+class TraceView(Protocol):
+    """What trace queries read; the engine and the measurement stage provide it."""
+
+    def messages(self, sender: str | None, recipient: str | None) -> list[dict[str, Any]]: ...
+    def calls(self, tool: str, by: str | None) -> list[dict[str, Any]]: ...
+    def replies(self, party: str) -> list[str]: ...
+    def final(self, party: str) -> str | None: ...
+    def delegated(self, caller: str, callee: str) -> bool: ...
+
+
+class Authorizer:
+    """The authorization matrix: which fields of which record a principal may see."""
+
+    def __init__(self, world: World, principals: dict[str, str]) -> None:
+        self.world = world
+        self.principals = principals  # principal value (e.g. "Alex Rivera") -> party name
+        self.fields = {r.name: [f.name for f in r.fields] for r in world.records}
+
+    def party(self, principal: str | None) -> str | None:
+        if principal is None:
+            return None
+        if any(p.name == principal for p in self.world.parties):
+            return principal
+        return self.principals.get(principal)
+
+    def allowed(self, principal: str | None, record: str) -> list[str]:
+        party = self.party(principal)
+        auth = self.world.authorization
+        names = self.fields.get(record, [])
+        allowed = set(names) if auth.default == "allow" else set()
+        for rule in auth.rules:
+            if rule.record == record and party is not None and rule.principal == party:
+                if rule.effect == "allow":
+                    allowed |= set(rule.fields)
+                else:
+                    allowed -= set(rule.fields)
+        return [n for n in names if n in allowed]
+
+
+@dataclass
+class Scope:
+    """Everything an expression can read during an episode."""
+
+    world: World
+    levers: dict[str, Any]
+    states: dict[str, Any]
+    records: dict[str, list[Row]]
+    documents: dict[str, str]
+    authorizer: Authorizer
+    instance: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    trace: TraceView | None = None
+    now: float = 0.0
+    start_date: str = "2026-01-01"
+    locals: dict[str, Any] = field(default_factory=dict)
+    measures: dict[str, Any] = field(default_factory=dict)
+
+    def bind(self, name: str, value: Any) -> Scope:
+        child = Scope.__new__(Scope)
+        child.__dict__.update(self.__dict__)
+        child.locals = {**self.locals, name: value}
+        return child
+
+
+def truthy(value: Any) -> bool:
+    """Guards and `when` clauses: only a definite true passes."""
+    return value is True
+
+
+def _kleene_and(a: Any, b: Callable[[], Any]) -> Any:
+    if a is False:
+        return False
+    right = b()
+    if right is False:
+        return False
+    if a is None or right is None:
+        return None
+    return True
+
+
+def _kleene_or(a: Any, b: Callable[[], Any]) -> Any:
+    if a is True:
+        return True
+    right = b()
+    if right is True:
+        return True
+    if a is None or right is None:
+        return None
+    return False
+
+
+def _text(v: Any) -> str:
+    return render_value(v) if not isinstance(v, str) else v
+
+
+def _cmp(op: str, a: Any, b: Any) -> Any:
+    if op == "==":
+        return a == b
+    if op == "!=":
+        return a != b
+    if a is None or b is None:
+        return None
+    try:
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    except TypeError as exc:
+        raise EvalError(f"cannot compare {a!r} with {b!r}") from exc
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if op == "+":
+        if isinstance(a, str) and isinstance(b, (int, float)) and re.fullmatch(
+                r"\d{4}-\d{2}-\d{2}", a):
+            return add_days(a, b)
+        if isinstance(a, list) and isinstance(b, list):
+            return [*a, *b]
+        return a + b
+    if op == "-":
+        if isinstance(a, str) and isinstance(b, str):
+            import datetime as dt
+            return (dt.date.fromisoformat(a) - dt.date.fromisoformat(b)).days * 1440
+        if isinstance(a, str):
+            return add_days(a, -b)
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        raise EvalError("division by zero")
+    return a / b
+
+
+def _contains(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if isinstance(a, list):
+        return b in a
+    return _text(b).casefold() in _text(a).casefold()
+
+
+def _contains_any(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    text = _text(a).casefold()
+    return any(_text(x).casefold() in text for x in b)
+
+
+def compile_expr(e: Expr) -> Fn:
+    """A closure evaluating `e` in a Scope."""
+    op = e.op
+    if op == "lit":
+        value = e.value
+        return lambda s: value
+    if op == "ref":
+        return _compile_ref(e)
+    if op == "attr":
+        obj = compile_expr(e.args[0])
+        name = e.name or ""
+        return lambda s: _attr(obj(s), name, s)
+    if op == "index":
+        obj, idx = compile_expr(e.args[0]), compile_expr(e.args[1])
+
+        def index(s: Scope) -> Any:
+            items, i = obj(s), idx(s)
+            if items is None or i is None:
+                return None
+            return items[i] if -len(items) <= i < len(items) else None
+        return index
+    if op == "call":
+        return _compile_call(e)
+    if op == "unary":
+        operand = compile_expr(e.args[0])
+        if e.kind == "not":
+            return lambda s: None if (v := operand(s)) is None else not v
+        return lambda s: None if (v := operand(s)) is None else -v
+    if op == "binary":
+        return _compile_binary(e)
+    if op == "list":
+        items = [compile_expr(a) for a in e.args]
+        return lambda s: [f(s) for f in items]
+    if op == "record":
+        pairs = [(k, compile_expr(a)) for k, a in zip(e.keys, e.args, strict=True)]
+        return lambda s: {k: f(s) for k, f in pairs}
+    if op in ("comp", "agg"):
+        return _compile_collection(e)
+    if op == "quant":
+        return _compile_quant(e)
+    raise ValueError(f"unknown IR op {op!r}")
+
+
+def _compile_ref(e: Expr) -> Fn:
+    kind, name = e.kind, e.name or ""
+    if kind in ("local", "param"):
+        return lambda s: s.locals.get(name)
+    if kind == "lever":
+        return lambda s: s.levers.get(name)
+    if kind == "state":
+        return lambda s: s.states.get(name)
+    if kind == "record":
+        return lambda s: Rows(name, s.records.get(name, []))
+    if kind == "measure":
+        return lambda s: s.measures.get(name)
+    if kind == "instance":
+        return lambda s: s.instance
+    if kind == "context":
+        return lambda s: s.context
+    # documents, parties, tools, enum values and enum names evaluate to their names
+    return lambda s: name
+
+
+def _attr(obj: Any, name: str, s: Scope) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Rows):
+        record = next((r for r in s.world.records if r.name == obj.record), None)
+        if record is not None and name in record.groups:
+            return FieldSet(obj.record, record.groups[name])
+        raise EvalError(f"record {obj.record} has no group {name}")
+    if isinstance(obj, dict):
+        return obj.get(name)
+    if isinstance(obj, str):  # enum.member
+        return name
+    raise EvalError(f"cannot read .{name} of {obj!r}")
+
+
+def _compile_binary(e: Expr) -> Fn:
+    op = e.kind or ""
+    left, right = compile_expr(e.args[0]), compile_expr(e.args[1])
+    if op == "and":
+        return lambda s: _kleene_and(left(s), lambda: right(s))
+    if op == "or":
+        return lambda s: _kleene_or(left(s), lambda: right(s))
+    if op in ("==", "!=", "<", "<=", ">", ">="):
+        return lambda s: _cmp(op, left(s), right(s))
+    if op == "contains":
+        return lambda s: _contains(left(s), right(s))
+    if op == "contains_any":
+        return lambda s: _contains_any(left(s), right(s))
+    if op == "in":
+        return lambda s: _contains(right(s), left(s))
+    return lambda s: _arith(op, left(s), right(s))
+
+
+def _aggregate(func: str, values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    if func == "count":
+        return len(values)
+    if func == "distinct":
+        out: list[Any] = []
+        for v in values:
+            if v not in out:
+                out.append(v)
+        return out
+    if func == "sum":
+        return sum(present) if present else 0
+    if not present:
+        return None
+    if func == "max":
+        return max(present)
+    if func == "min":
+        return min(present)
+    return sum(present) / len(present)  # avg
+
+
+def _compile_collection(e: Expr) -> Fn:
+    func = e.kind or ""
+    body = compile_expr(e.body) if e.body else (lambda s: None)
+    if e.op == "agg" and e.source is None:
+        return lambda s: _aggregate(func, list(body(s) or []))
+    source = compile_expr(e.source) if e.source else (lambda s: [])
+    where = compile_expr(e.where) if e.where else None
+    keys = [compile_expr(g) for g in e.group_by]
+    var = e.name or ""
+
+    def items(s: Scope) -> list[tuple[Scope, Any]]:
+        out = []
+        for item in source(s) or []:
+            inner = s.bind(var, item)
+            if where is None or where(inner) is True:
+                out.append((inner, item))
+        return out
+
+    if keys:
+        def grouped(s: Scope) -> Any:
+            groups: dict[str, list[Any]] = {}
+            for inner, _ in items(s):
+                key = repr([k(inner) for k in keys])
+                groups.setdefault(key, []).append(body(inner))
+            values = [groups[k] for k in sorted(groups)]
+            if e.op == "comp":
+                return values
+            return [_aggregate(func, v) for v in values]
+        return grouped
+    if e.op == "comp":
+        return lambda s: [body(inner) for inner, _ in items(s)]
+    return lambda s: _aggregate(func, [body(inner) for inner, _ in items(s)])
+
+
+def _compile_quant(e: Expr) -> Fn:
+    source = compile_expr(e.source) if e.source else (lambda s: [])
+    body = compile_expr(e.body) if e.body else (lambda s: None)
+    var, kind = e.name or "", e.kind
+
+    def quant(s: Scope) -> Any:
+        values = [body(s.bind(var, item)) for item in (source(s) or [])]
+        if kind == "all":
+            if any(v is False for v in values):
+                return False
+            return None if any(v is None for v in values) else True
+        if any(v is True for v in values):
+            return True
+        return None if any(v is None for v in values) else False
+    return quant
+
+
+# ---------------------------------------------------------------- builtins
+
+def _compile_call(e: Expr) -> Fn:
+    name = e.name or ""
+    args = [compile_expr(a) for a in e.args]
+    keys = list(e.keys)
+    if name == "choose":
+        cond, then, other = args[0], args[1], args[2]
+        return lambda s: then(s) if cond(s) is True else other(s)
+    impl = _BUILTINS.get(name)
+    if impl is None:
+        raise ValueError(f"unknown builtin {name!r}")
+    if any(keys):
+        def keyword_call(s: Scope) -> Any:
+            pos = [f(s) for f, k in zip(args, keys, strict=True) if not k]
+            kw = {k: f(s) for f, k in zip(args, keys, strict=True) if k}
+            return impl(s, *pos, **kw)
+        return keyword_call
+    return lambda s: impl(s, *[f(s) for f in args])
+
+
+def _lookup(s: Scope, rows: Any, key: Any) -> Any:
+    if rows is None or key is None:
+        return None
+    record = getattr(rows, "record", "")
+    key_field = next((r.key for r in s.world.records if r.name == record), None) or "id"
+    return next((r for r in rows if r.get(key_field) == key), None)
+
+
+def _pick(s: Scope, row: Any, fields: Any) -> Any:
+    if row is None:
+        return None
+    names = fields.names if isinstance(fields, FieldSet) else list(fields or [])
+    return Row(getattr(row, "record", ""), {k: v for k, v in row.items() if k in names})
+
+
+def _field_meta(s: Scope, record: str) -> dict[str, Any]:
+    r = next((r for r in s.world.records if r.name == record), None)
+    return {f.name: f for f in r.fields} if r else {}
+
+
+def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
+    if row is None or text is None or not isinstance(fields, FieldSet):
+        return 0
+    meta = _field_meta(s, fields.record)
+    folded = _text(text).casefold()
+    hits = 0
+    for name in fields.names:
+        f = meta.get(name)
+        if f is None or not f.canary or row.get(name) in (None, ""):
+            continue
+        value = _text(row.get(name))
+        if value in _text(text) or value.casefold() in folded:
+            hits += 1
+    return hits
+
+
+def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
+    if row is None or text is None or not isinstance(fields, FieldSet):
+        return 0
+    meta = _field_meta(s, fields.record)
+    folded = _text(text).casefold()
+    return sum(1 for name in fields.names
+               if (f := meta.get(name)) is not None
+               and any(p.casefold() in folded for p in f.patterns))
+
+
+def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:
+    text = s.documents.get(document or "", "")
+    if not query:
+        return []
+    q = _text(query).casefold()
+    return [ln for ln in text.splitlines() if q in ln.casefold()][: int(limit or 5)]
+
+
+def _trace(s: Scope) -> TraceView:
+    if s.trace is None:
+        raise EvalError("trace queries need an episode")
+    return s.trace
+
+
+def _today(s: Scope) -> str:
+    return add_days(s.start_date, s.now)
+
+
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    "lookup": _lookup,
+    "pick": _pick,
+    "first": lambda s, xs: xs[0] if xs else None,
+    "last": lambda s, xs: xs[-1] if xs else None,
+    "len": lambda s, x: None if x is None else len(x),
+    "join": lambda s, xs, sep=", ": None if xs is None else sep.join(_text(x) for x in xs),
+    "text": lambda s, x: None if x is None else render_value(x),
+    "lower": lambda s, x: None if x is None else x.lower(),
+    "abs": lambda s, x: None if x is None else abs(x),
+    "round": lambda s, x: None if x is None else round(x),
+    "authorized": lambda s, p: [f"{r.name}.{f}" for r in s.world.records
+                                for f in s.authorizer.allowed(p, r.name)],
+    "unauthorized": lambda s, p, rows: FieldSet(
+        rows.record, [f for f in s.authorizer.fields.get(rows.record, [])
+                      if f not in s.authorizer.allowed(p, rows.record)]),
+    "canary_hits": _canary_hits,
+    "pattern_hits": _pattern_hits,
+    "search": _search,
+    "now": lambda s: s.now,
+    "today": _today,
+    "quarter_of": lambda s, d: None if d is None else quarter_of(d),
+    "days_between": lambda s, a, b: None if None in (a, b) else _arith("-", b, a),
+    "messages": lambda s, sender=None, recipient=None: _trace(s).messages(sender, recipient),
+    "calls": lambda s, tool, by=None: _trace(s).calls(tool, by),
+    "replies": lambda s, party: _trace(s).replies(party),
+    "final": lambda s, party: _trace(s).final(party),
+    "delegated": lambda s, a, b: _trace(s).delegated(a, b),
+}
