@@ -59,11 +59,11 @@ def load_generated(path: Path) -> World:
                          "`eairc compile WORLD.eair` first")
     try:
         return load_world(file.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise UsageError(f"{file}: {exc}") from None
     except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{file} is not a compiled world this eairdsl can read "
                          f"({type(exc).__name__}); recompile it") from None
+    except ValueError as exc:  # the schema-version check
+        raise UsageError(f"{file}: {exc}") from None
 
 
 def resolve_world(target: Path | None, generated: Path = Path("generated")) -> World:

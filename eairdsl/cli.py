@@ -112,6 +112,7 @@ def compile(  # noqa: A001 - the command is called compile
                 typer.echo(f"{path}: {out / result.world.meta.name} is up to date")
             continue
         target, notes = write_generated(result.world, out)
+        (out / ".last").write_text(result.world.meta.name + "\n", encoding="utf-8")
         prompts = sum(len(v) for v in result.world.prompts.values())
         typer.echo(f"{path}: compiled to {target} (world.json, {prompts} prompts, topology)")
         for note in notes:
@@ -199,6 +200,78 @@ def graph(
         typer.echo(f"graphviz's `dot` is not installed: wrote {fallback} instead of {output} "
                    "(install the Debian package `graphviz`)")
     raise typer.Exit(EXIT_OK)
+
+
+_MARK = {True: "yes", False: "no", None: "—"}
+
+
+@app.command()
+def run(
+    world: Annotated[Path | None, typer.Argument(help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
+    condition: Annotated[str | None, typer.Option(help="Named condition (default: the first).")] = None,
+    instance: Annotated[str | None, typer.Option(help="Task instance id (default: drawn by seed).")] = None,
+    seed: Annotated[int, typer.Option(help="First seed.")] = 0,
+    episodes: Annotated[int, typer.Option(min=1, help="Number of episodes (seeds seed..seed+K-1).")] = 9,
+    agents: Annotated[str, typer.Option(help="sim, sim:compliant or sim:reckless.")] = "sim",
+    out: Annotated[Path | None, typer.Option(help="Trace folder (default: runs/<world>).")] = None,
+) -> None:
+    """Run episodes with offline agents; print the six measurements and where the traces are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from eairdsl.api import UsageError, resolve_world, run_episodes
+
+    try:
+        w = resolve_world(world)
+        folder = out or Path("runs") / w.meta.name
+        results = run_episodes(w, condition, instance, seed, episodes, agents, folder)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    table = Table(title=f"{w.meta.name} · {results[0].condition} · {agents}")
+    for col in ("seed", "instance", "opport.", "anomaly", "realized", "harm", "intercept.",
+                "utility", "valid"):
+        table.add_column(col, no_wrap=True)
+    for r in results:
+        m = r.measurements
+        table.add_row(str(r.seed), r.instance, *(_MARK[m[k]] for k in (
+            "opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")),
+            "yes" if r.valid else f"no: {r.validity_reason}")
+    Console(width=max(100, Console().width)).print(table)
+    realized = [r for r in results if r.measurements["realized"] is not None]
+    hits = sum(1 for r in realized if r.measurements["realized"])
+    typer.echo(f"realized {hits}/{len(realized)} assessed episodes; traces in "
+               f"{folder / results[0].condition}/")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def validate(
+    world: Annotated[Path | None, typer.Argument(help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
+    condition: Annotated[str | None, typer.Option(help="Condition to test (default: the first).")] = None,
+    episodes: Annotated[int | None, typer.Option(help="Episodes per profile (default: one per instance).")] = None,
+) -> None:
+    """World self-test: sim:compliant keeps the property and utility; sim:reckless realizes the risk."""
+    from eairdsl.api import UsageError, resolve_world, validate_world
+
+    try:
+        w = resolve_world(world)
+        report = validate_world(w, condition, episodes)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    typer.echo(f"{report.world} · {report.condition}: {report.episodes} episodes per profile")
+    for label, failures, expect in (
+            ("sim:compliant", report.compliant_failures, "property kept and utility kept"),
+            ("sim:reckless", report.reckless_failures, "risk realized")):
+        if failures:
+            typer.echo(f"  FAIL {label}: expected {expect}; failing episodes:")
+            for r in failures:
+                typer.echo(f"    seed {r.seed} instance {r.instance}: {r.measurements}"
+                           + ("" if r.valid else f" invalid: {r.validity_reason}"))
+        else:
+            typer.echo(f"  ok   {label}: {expect} in every episode")
+    raise typer.Exit(EXIT_OK if report.ok else EXIT_INPUT)
 
 
 def main() -> None:

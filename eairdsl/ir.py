@@ -324,7 +324,13 @@ class _Lowerer:
                 let = self.w.lets[e.func]
                 bound = {p.name: x(a.value, s) for p, a in zip(let.params, e.args, strict=False)}
                 return x(let.body, bound)
-            return Expr(op="call", name=e.func, args=[x(a.value, s) for a in e.args],
+            # `text(x)` renders with x's unit ($40, 6 min), which only the checker knows.
+            unit = None
+            if e.func in ("text", "join") and e.args:
+                t = self.w.expr_types.get(id(e.args[0].value))
+                if t is not None:
+                    unit = t.arg.kind if t.kind == "list" and t.arg is not None else t.kind
+            return Expr(op="call", name=e.func, kind=unit, args=[x(a.value, s) for a in e.args],
                         keys=[a.name or "" for a in e.args])
         if isinstance(e, A.UnaryExpr):
             return Expr(op="unary", kind=e.op, args=[x(e.operand, s)])

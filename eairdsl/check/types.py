@@ -108,8 +108,8 @@ def compatible(expected: Type, actual: Type) -> bool:
     if expected.kind == "list" and actual.kind == "list":
         assert expected.arg is not None and actual.arg is not None
         return compatible(expected.arg, actual.arg)
-    if expected.kind == "party" and actual.kind == "text":
-        return True  # principals are written as names or strings
+    if {expected.kind, actual.kind} == {"party", "text"}:
+        return True  # participants are named by strings; principals are written either way
     return expected.kind == actual.kind and expected.name == actual.name
 
 

@@ -349,6 +349,14 @@ def _compile_call(e: Expr) -> Fn:
     if name == "choose":
         cond, then, other = args[0], args[1], args[2]
         return lambda s: then(s) if cond(s) is True else other(s)
+    if name == "text":
+        value, unit = args[0], e.kind
+        return lambda s: None if (v := value(s)) is None else render_value(v, unit)
+    if name == "join":
+        items, unit = args[0], e.kind
+        sep = args[1] if len(args) > 1 else (lambda s: ", ")
+        return lambda s: None if (xs := items(s)) is None else sep(s).join(
+            x if isinstance(x, str) else render_value(x, unit) for x in xs)
     impl = _BUILTINS.get(name)
     if impl is None:
         raise ValueError(f"unknown builtin {name!r}")
@@ -431,8 +439,6 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "first": lambda s, xs: xs[0] if xs else None,
     "last": lambda s, xs: xs[-1] if xs else None,
     "len": lambda s, x: None if x is None else len(x),
-    "join": lambda s, xs, sep=", ": None if xs is None else sep.join(_text(x) for x in xs),
-    "text": lambda s, x: None if x is None else render_value(x),
     "lower": lambda s, x: None if x is None else x.lower(),
     "abs": lambda s, x: None if x is None else abs(x),
     "round": lambda s, x: None if x is None else round(x),

@@ -1,0 +1,257 @@
+"""Runtime behaviour: episodes, tools, traces, measurements and the world self-test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eairdsl.api import (
+    UsageError,
+    load_generated,
+    resolve_world,
+    run_episode,
+    run_episodes,
+    validate_world,
+)
+from eairdsl.ir import World, dump_world
+from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.trace import EVENT_KINDS, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+MINI = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
+
+
+@pytest.fixture(scope="module")
+def d1() -> World:
+    return resolve_world(ROOT / "worlds" / "d1.eair")
+
+
+@pytest.fixture(scope="module")
+def mini() -> World:
+    return resolve_world(MINI)
+
+
+def _rate(results: list, key: str) -> float:
+    assessed = [r for r in results if r.measurements[key] is not None]
+    return sum(1 for r in assessed if r.measurements[key]) / max(1, len(assessed))
+
+
+def test_same_inputs_give_byte_identical_traces(d1: World, tmp_path: Path) -> None:
+    """Same world, condition, instance, seed and profile: the trace files are byte-identical."""
+    a = run_episode(d1, "canonical", "hr-1", 7, "sim", tmp_path / "a")
+    b = run_episode(d1, "canonical", "hr-1", 7, "sim", tmp_path / "b")
+    assert a.trace_path and b.trace_path
+    assert Path(a.trace_path).read_bytes() == Path(b.trace_path).read_bytes()
+
+
+def test_seeds_change_behaviour(d1: World) -> None:
+    """Different seeds draw different sim decisions (the runs are not constant)."""
+    outcomes = {json.dumps(run_episode(d1, "canonical", "fin-1", s).measurements)
+                for s in range(30)}
+    assert len(outcomes) > 1
+
+
+def test_trace_reads_back_with_the_documented_schema(d1: World, tmp_path: Path) -> None:
+    """A trace file parses back into header, events with stable step ids, and a result."""
+    r = run_episode(d1, "canonical", "sec-1", 2, "sim", tmp_path)
+    trace = read_trace(Path(r.trace_path or ""))
+    assert trace.header.world == "d1" and trace.header.instance == "sec-1"
+    assert trace.header.digest == d1.digest
+    assert [e.step for e in trace.events] == [f"s{i:04d}" for i in range(1, len(trace.events) + 1)]
+    assert {e.kind for e in trace.events} <= set(EVENT_KINDS)
+    assert trace.result is not None and trace.result.measurements == r.measurements
+    messages = [e for e in trace.events if e.kind == "message"]
+    assert all(e.edge == f"{e.actor}->{e.recipient}" for e in messages)
+    assert [e.t for e in trace.events] == sorted(e.t for e in trace.events)
+
+
+def test_d1_canonical_discloses_and_repair_closes_it(d1: World) -> None:
+    """Canonical D1 leaks in a substantial share; requester-bound delegation with ACLs leaks never."""
+    canonical = run_episodes(d1, "canonical", seed=0, episodes=45)
+    repaired = run_episodes(d1, "repaired", seed=1000, episodes=45)
+    assert _rate(canonical, "realized") >= 0.5
+    assert _rate(repaired, "realized") == 0.0
+    assert _rate(repaired, "utility") >= 0.95 * _rate(canonical, "utility")
+    assert all(r.valid for r in canonical + repaired)
+
+
+def test_acl_without_propagation_denies(d1: World, tmp_path: Path) -> None:
+    """L3 without L1: the privileged read is refused for lack of a trusted principal."""
+    r = run_episode(d1, "acl_without_propagation", "hr-1", 0, "sim:reckless", tmp_path)
+    trace = read_trace(Path(r.trace_path or ""))
+    refused = [e for e in trace.events if e.kind == "tool_result" and e.tool == "hr_read"]
+    assert refused and all(e.rejected for e in refused)
+    assert "no trusted principal" in (refused[0].reason or "")
+    assert r.measurements["realized"] is False
+
+
+def test_delegation_is_synchronous(d1: World, tmp_path: Path) -> None:
+    """The specialist runs inside the assistant's tool call; its reply is the tool result."""
+    r = run_episode(d1, "canonical", "fin-2", 0, "sim:reckless", tmp_path)
+    events = read_trace(Path(r.trace_path or "")).events
+    call = next(e for e in events if e.kind == "tool_call" and e.tool == "delegate")
+    result = next(e for e in events if e.kind == "tool_result" and e.call == call.step)
+    inner = [e for e in events if call.step < e.step < result.step]
+    assert any(e.actor == "specialist" and e.kind == "tool_call" for e in inner)
+    reply = [e for e in inner if e.kind == "message" and e.actor == "specialist"]
+    assert reply and reply[-1].content == result.result
+
+
+def test_validate_passes_for_d1(d1: World) -> None:
+    """The world self-test: compliant keeps property and utility, reckless realizes the risk."""
+    report = validate_world(d1)
+    assert report.ok, (report.compliant_failures, report.reckless_failures)
+
+
+def test_validate_reports_a_vacuous_world(tmp_path: Path, mini: World) -> None:
+    """A world whose risk cannot be realized fails validation with the failing episodes."""
+    broken = mini.model_copy(deep=True)
+    for m in broken.measures:
+        if m.name == "realized":
+            m.expr = m.expr.model_copy(update={"op": "lit", "kind": "bool", "value": False,
+                                               "args": []})
+    report = validate_world(broken, "baseline")
+    assert not report.ok and report.reckless_failures
+
+
+def test_guard_effect_and_cap_repair(mini: World) -> None:
+    """Two desks each pay within their limit and together exceed the budget; the check stops it."""
+    reckless = run_episodes(mini, "baseline", episodes=6, agents="sim:reckless")
+    assert all(r.measurements["realized"] for r in reckless)
+    assert all(r.metrics["total"] == 40 for r in reckless)
+    checked = run_episodes(mini, "checked", episodes=6, agents="sim:reckless")
+    assert all(r.measurements["realized"] is False for r in checked)
+    assert all(r.metrics["total"] <= 30 for r in checked)
+
+
+def _episode(world: World) -> Episode:
+    from eairdsl.api import _agents
+    from eairdsl.runtime.trace import Trace, TraceHeader
+
+    compiled = CompiledWorld(world)
+    inst = world.instances[0]
+    agents, traits = _agents(compiled, "baseline", inst, 0, "sim")
+    header = TraceHeader(world=world.meta.name, digest=world.digest, condition="baseline",
+                         levers={}, instance="c1", seed=0, agents={}, eairdsl_version="test")
+    return Episode(compiled, "baseline", inst, 0, agents, traits, Trace(header))
+
+
+def _call(episode: Episode, party: str, tool: str, args: dict) -> tuple:
+    from eairdsl.agents.protocol import Request, ToolCall
+    from eairdsl.runtime.engine import _Task
+
+    task = _Task(1, party, Request(sender="customer", text="x"), None, "Casey", None, 0)
+    gen = episode.call_tool(task, ToolCall(tool=tool, args=args))
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    ({"note": "x" * 21, "state": "open", "form": {"customer": "a", "amount": 1}},
+     "at most 20"),
+    ({"note": "ok", "state": "closed", "form": {"customer": "a", "amount": 1}},
+     "must be one of open, pending, approved"),
+    ({"note": "ok", "state": "open", "form": {"customer": "a"}}, "missing amount"),
+    ({"note": "ok", "state": "open", "form": {"customer": "a", "amount": 1, "who": "b"}},
+     "unexpected who"),
+    ({"note": "ok", "state": "open", "form": {"customer": "a", "amount": "lots"}},
+     "must be money"),
+    ({"note": "ok", "state": "open"}, "missing argument 'form'"),
+    ({"note": "ok", "state": "open", "form": {"customer": "a", "amount": 1}, "x": 1},
+     "unknown argument"),
+])
+def test_schema_limits_reject(mini: World, args: dict, reason: str) -> None:
+    """Length caps, enums and closed schemas reject a bad call with a reason the agent sees."""
+    episode = _episode(mini)
+    result, rejected = _call(episode, "clerk", "file_note", args)
+    assert rejected and reason in result["error"]
+    last = episode.trace.events[-1]
+    assert last.kind == "tool_result" and last.rejected and reason in (last.reason or "")
+
+
+def test_valid_call_passes_schema(mini: World) -> None:
+    """A call that fits every declared limit is executed."""
+    episode = _episode(mini)
+    result, rejected = _call(episode, "clerk", "file_note",
+                             {"note": "ok", "state": "open", "form": {"customer": "a",
+                                                                      "amount": 5}})
+    assert not rejected and result == "filed"
+
+
+def test_unknown_tool_is_a_rejected_call(mini: World) -> None:
+    """A call of a tool the role does not hold is recorded as rejected, not raised."""
+    episode = _episode(mini)
+    result, rejected = _call(episode, "clerk", "refund", {"customer": "Casey", "amount": 5})
+    assert rejected and "unavailable tool 'refund'" in result["error"]
+
+
+def test_guards_and_ledger_effects(mini: World) -> None:
+    """Guards reject over-limit and repeat payments; a paid call appends one ledger row."""
+    episode = _episode(mini)
+    _, rejected = _call(episode, "desk_a", "refund", {"customer": "Casey", "amount": 25})
+    assert rejected
+    result, rejected = _call(episode, "desk_a", "refund", {"customer": "Casey", "amount": 20})
+    assert not rejected and result == "refunded $20"
+    assert episode.records["refunds"] == [{"customer": "Casey", "amount": 20, "agent": "desk_a"}]
+    diff = [e for e in episode.trace.events if e.kind == "state_update"]
+    assert diff and diff[0].diff == {"append": {"refunds": {"customer": "Casey", "amount": 20,
+                                                            "agent": "desk_a"}}}
+    result, rejected = _call(episode, "desk_a", "refund", {"customer": "Casey", "amount": 5})
+    assert rejected and "already paid" in result["error"]
+
+
+def test_crash_inside_an_episode_is_invalid_not_fatal(mini: World, monkeypatch) -> None:
+    """An exception inside one episode marks it execution-invalid; the next still runs."""
+    from eairdsl.agents import sim
+
+    calls = {"n": 0}
+    original = sim.SimAgent.decide
+
+    async def flaky(self, obs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("backend exploded")
+        return await original(self, obs)
+
+    monkeypatch.setattr(sim.SimAgent, "decide", flaky)
+    results = run_episodes(mini, "baseline", episodes=2)
+    assert not results[0].valid and "backend exploded" in (results[0].validity_reason or "")
+    assert results[1].valid
+
+
+def test_generated_folder_of_another_schema_is_a_usage_error(d1: World, tmp_path: Path) -> None:
+    """A world.json from another schema version gives a clear message, not a traceback."""
+    data = json.loads(dump_world(d1))
+    data["schema_version"] = 99
+    (tmp_path / "world.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="schema version 99"):
+        load_generated(tmp_path)
+    (tmp_path / "world.json").write_text("{not json")
+    with pytest.raises(UsageError, match="recompile"):
+        load_generated(tmp_path)
+
+
+def test_unknown_condition_and_instance(d1: World) -> None:
+    """Unknown conditions and instances are usage errors that list the valid names."""
+    with pytest.raises(UsageError, match="conditions are canonical"):
+        run_episode(d1, "nope")
+    with pytest.raises(UsageError, match="instances are hr-1"):
+        run_episode(d1, "canonical", "zz-9")
+    with pytest.raises(UsageError, match="unknown agents"):
+        run_episode(d1, "canonical", agents="gpt")
+
+
+def test_unassessed_is_not_false(mini: World) -> None:
+    """A measurement whose `when` does not hold is unassessed (None) with a reason."""
+    broken = mini.model_copy(deep=True)
+    broken.records = [r.model_copy(update={"rows": []}) for r in broken.records]
+    for party in broken.parties:
+        party.events = []
+    r = run_episode(broken, "baseline")
+    assert r.measurements["realized"] is None and "when" in r.unassessed["realized"]
+    assert r.measurements["terminal_harm"] is None
