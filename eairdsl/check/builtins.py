@@ -54,7 +54,7 @@ _B = [
     Builtin("lookup", (("rows", _L(T.ROW), False), ("key", T.ANY, False)), _lookup,
             "The row of a record whose key equals `key`, or none."),
     Builtin("pick", (("row", T.ROW, False), ("fields", T.FIELDS, False)), _fixed(T.ROW),
-            "A copy of `row` holding only `fields` (a group, `record.*`, or unauthorized(...))."),
+            "A copy of `row` holding only `fields` (`record.group` or unauthorized(...))."),
     Builtin("first", (("items", _L(T.ANY), False),), _element, "The first item, or none."),
     Builtin("last", (("items", _L(T.ANY), False),), _element, "The last item, or none."),
     Builtin("len", (("value", T.ANY, False),), _fixed(T.INT), "Length of a list or text."),

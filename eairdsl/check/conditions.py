@@ -85,9 +85,10 @@ def resolve_conditions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             if parent is None:
                 diagnostics.error("E301", f"unknown condition '{cond.extends}'", cond.span,
                                   did_you_mean(cond.extends, world.conditions))
-            elif parent.name in chain:
+            elif parent.name in chain or parent.name == cond.name:
                 diagnostics.error("E203", "condition extends itself: "
-                                  + " -> ".join([*chain, parent.name]), cond.span)
+                                  + " -> ".join([*chain, cond.name, parent.name]), cond.span,
+                                  "remove one of the `extends`")
             else:
                 world.used.add(parent.name)
                 values.update(resolve(parent, [*chain, cond.name]))

@@ -75,14 +75,37 @@ def _conforms(value: Any, t: T.Type) -> bool:
     return True
 
 
+def _coerce_csv(rows: list[dict[str, Any]], fields: dict[str, T.Type]) -> None:
+    """CSV cells are text; read them as the declared types (empty cells are absent)."""
+    for row in rows:
+        for name, value in list(row.items()):
+            t = fields.get(name)
+            if not isinstance(value, str) or t is None:
+                continue
+            if value == "":
+                row[name] = None
+            elif t.kind == "bool" and value.lower() in ("true", "false"):
+                row[name] = value.lower() == "true"
+            elif t.kind in ("int", "number", "money", "duration", "percent"):
+                try:
+                    number = float(value.lstrip("$").rstrip("%"))
+                except ValueError:
+                    continue
+                row[name] = int(number) if number.is_integer() and t.kind != "number" \
+                    else number
+
+
 def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, file: str,
-              span: Span, world: CheckedWorld, diagnostics: Diagnostics) -> None:
+              span: Span, world: CheckedWorld, diagnostics: Diagnostics,
+              optional: frozenset[str] = frozenset()) -> None:
     for index, row in enumerate(rows, start=1):
         for name in row:
             if name not in fields:
                 diagnostics.error("E208", f"{file} row {index}: field '{name}' is not declared "
                                   f"in {what}", span, did_you_mean(name, fields))
         for name, t in fields.items():
+            if name not in row and name in optional:
+                continue
             if name not in row:
                 diagnostics.error("E208", f"{file} row {index}: missing field '{name}'", span,
                                   f"every row of {what} needs it")
@@ -128,8 +151,11 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         fields = {f.name: world.field_types.get((record.name, f.name), T.ANY)
                   for f in world.fields(record.name)}
+        if path.suffix == ".csv":
+            _coerce_csv(rows, fields)
+        optional = frozenset(f.name for f in world.fields(record.name) if f.default is not None)
         _validate(rows, fields, f"record '{record.name}'", path.name, record.span, world,
-                  diagnostics)
+                  diagnostics, optional)
         if record.key is not None:
             keys = [r.get(record.key) for r in rows]
             dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
@@ -153,8 +179,11 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         rows = read_rows(path, data, decl.span, diagnostics)
         if rows is None:
             continue
+        if path.suffix == ".csv":
+            _coerce_csv(rows, dict(world.instance_types))
+        optional = frozenset(f.name for f in decl.fields if f.default is not None)
         _validate(rows, dict(world.instance_types), "the instance fields", path.name,
-                  decl.span, world, diagnostics)
+                  decl.span, world, diagnostics, optional)
         world.instances.extend(rows)
     for inline in world.instance_decls.values():
         row: dict[str, Any] = {"id": inline.name}

@@ -299,8 +299,9 @@ class ExprChecker:
         right = self.check(e.right, scope)
         if op in ("==", "!="):
             if not (T.compatible(left, right) or T.compatible(right, left)):
-                self.error("E402", f"cannot compare {left} with {right}", e,
-                           "both sides of == must have the same type")
+                units = left.kind in T.QUANTITIES and right.kind in T.QUANTITIES
+                self.error("E401" if units else "E402", f"cannot compare {left} with {right}", e,
+                           _unit_hint(left, right) or "both sides of == must have the same type")
             return T.BOOL
         if op in ("<", "<=", ">", ">="):
             ordered = {"int", "number", "money", "duration", "percent", "date", "text", "any"}
@@ -311,7 +312,9 @@ class ExprChecker:
                            _unit_hint(left, right))
             return T.BOOL
         if op == "contains":
-            if left.kind == "list":
+            if left.kind == "list" and left.arg is not None:
+                if not (T.compatible(left.arg, right) or T.compatible(right, left.arg)):
+                    self.error("E402", f"a {left} cannot contain {right}", e)
                 return T.BOOL
             if not (T.compatible(T.TEXT, left) and T.compatible(T.TEXT, right)):
                 self.error("E402", f"`contains` tests text or lists, not {left} and {right}", e)
@@ -327,6 +330,8 @@ class ExprChecker:
                     self.error("E402", f"cannot look for {left} in {right}", e)
             elif not T.compatible(T.TEXT, right):
                 self.error("E402", f"`in` needs a list or text on the right, not {right}", e)
+            elif not T.compatible(T.TEXT, left):
+                self.error("E402", f"only text can be found in text, not {left}", e)
             return T.BOOL
         return self._arith(e, op, left, right)
 

@@ -21,6 +21,12 @@ def resolve_type(world: CheckedWorld, ref: A.TypeRef, diagnostics: Diagnostics,
                  owner: str = "") -> T.Type:
     """The Type a TypeRef denotes; unknown names are E301 and become `any`."""
     if ref.kind == "enum":
+        if not owner or "." in owner:
+            diagnostics.error("E405", "inline enums `{a, b}` are only for levers", ref.span,
+                              "declare `enum NAME { a, b }` and use NAME as the type")
+            return T.ANY
+        if ref.max is not None:
+            diagnostics.error("E405", "`max` limits text length, not an enum", ref.span)
         if len(set(ref.members)) != len(ref.members):
             diagnostics.error("E406", "an enum lists the same value twice", ref.span,
                               "remove the duplicate")
@@ -28,8 +34,10 @@ def resolve_type(world: CheckedWorld, ref: A.TypeRef, diagnostics: Diagnostics,
     if ref.kind == "app":
         assert ref.arg is not None
         if ref.name == "list":
-            result = T.list_of(resolve_type(world, ref.arg, diagnostics, owner))
-            return T.Type("list", arg=result.arg, max=ref.max)
+            if ref.max is not None:
+                diagnostics.error("E405", "`max` limits text length, not a list", ref.span,
+                                  "use `text max N` for the element type instead")
+            return T.list_of(resolve_type(world, ref.arg, diagnostics))
         if ref.name in world.records:
             world.used.add(ref.name)
             group = ref.arg.name
@@ -94,8 +102,8 @@ def resolve_signatures(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                   "remove one of them")
             seen.add(f.name)
             if f.type.kind != "field":
-                world.field_types[(owner_name, f.name)] = resolve_type(world, f.type, diagnostics,
-                                                                       f"{owner_name}.{f.name}")
+                world.field_types[(owner_name, f.name)] = resolve_type(
+                    world, f.type, diagnostics, f"{owner_name}.{f.name}")
     for owner_name, fields in [
         *((r.name, [f for f in r.items if isinstance(f, A.FieldDecl)])
           for r in world.records.values()),

@@ -103,8 +103,8 @@ def compatible(expected: Type, actual: Type) -> bool:
         return True  # enum values arrive from data files as text
     if expected.kind == "row" and actual.kind in ("record", "schema", "row"):
         return True
-    if expected.kind == "record" and actual.kind == "row":
-        return True
+    if expected.kind in ("record", "schema") and actual.kind == "row":
+        return True  # record literals build rows of records and values of schemas
     if expected.kind == "list" and actual.kind == "list":
         assert expected.arg is not None and actual.arg is not None
         return compatible(expected.arg, actual.arg)

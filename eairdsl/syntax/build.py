@@ -454,16 +454,18 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def tool_decl(self, meta: Meta, c: list[Any]) -> A.ToolDecl:
-        name = str(c[0])
-        rest = c[1:]
+        # Children: NAME, (None | param+), (None | return type), clause*
+        i = 1
         params: list[A.Param] = []
-        while rest and (rest[0] is None or isinstance(rest[0], A.Param)):
-            if rest[0] is not None:
-                params.append(rest[0])
-            rest = rest[1:]
-        returns = rest[0] if rest else None
-        return A.ToolDecl(span=self._span(meta), name=name, params=params, returns=returns,
-                          clauses=rest[1:])
+        if c[i] is None:
+            i += 1
+        else:
+            while i < len(c) and isinstance(c[i], A.Param):
+                params.append(c[i])
+                i += 1
+        returns = c[i]
+        return A.ToolDecl(span=self._span(meta), name=str(c[0]), params=params, returns=returns,
+                          clauses=c[i + 1:])
 
     @v_args(meta=True)
     def param(self, meta: Meta, c: list[Any]) -> A.Param:
