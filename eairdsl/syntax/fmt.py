@@ -69,13 +69,12 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from decimal import Decimal
+from typing import Any
 
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
-from eairdsl.syntax.build import decode_string
 from eairdsl.syntax.parser import parse_text
 
 __all__ = ["INDENT", "FormatterError", "format_expr", "format_module", "format_string",
@@ -102,7 +101,7 @@ _BINARY: dict[str, tuple[int, int, int]] = {
     "-": (_SUM, _SUM, _PROD),
     "*": (_PROD, _PROD, _NEG),
     "/": (_PROD, _PROD, _NEG),
-    **{op: (_CMP, _SUM, _SUM) for op in _COMPARE_OPS},
+    **dict.fromkeys(_COMPARE_OPS, (_CMP, _SUM, _SUM)),
 }
 
 _NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
