@@ -255,3 +255,51 @@ def test_unassessed_is_not_false(mini: World) -> None:
     r = run_episode(broken, "baseline")
     assert r.measurements["realized"] is None and "when" in r.unassessed["realized"]
     assert r.measurements["terminal_harm"] is None
+
+
+PIPELINE = ROOT / "tests" / "fixtures" / "run" / "pipeline.eair"
+
+
+def test_fork_and_merge_deliver_along_channels(tmp_path: Path) -> None:
+    """A fork sends the first hop's output to both branches; the merge waits for both."""
+    world = resolve_world(PIPELINE)
+    r = run_episode(world, None, None, 0, "sim:reckless", tmp_path)
+    events = read_trace(Path(r.trace_path or "")).events
+    edges = [e.edge for e in events if e.kind == "message"]
+    assert "intake->left" in edges and "intake->right" in edges
+    into_writer = [e for e in events if e.kind == "message" and e.recipient == "writer"]
+    assert len(into_writer) == 1
+    assert "From left:" in (into_writer[0].content or "")
+    assert "From right:" in (into_writer[0].content or "")
+    left_done = max(e.step for e in events if e.kind == "message" and e.edge == "left->intake")
+    right_done = max(e.step for e in events if e.kind == "message"
+                     and e.edge == "right->intake")
+    assert into_writer[0].step > max(left_done, right_done)
+    assert r.measurements["realized"] is True
+
+
+def test_sends_to_delivers_a_message(tmp_path: Path) -> None:
+    """A communicate tool with `sends to` starts a task for the named participant."""
+    from eairdsl.agents.protocol import Request, ToolCall
+    from eairdsl.api import _agents
+    from eairdsl.runtime.engine import _Task
+    from eairdsl.runtime.trace import Trace, TraceHeader
+
+    world = resolve_world(PIPELINE)
+    compiled = CompiledWorld(world)
+    agents, traits = _agents(compiled, "default", world.instances[0], 0, "sim")
+    header = TraceHeader(world="pipeline", digest="", condition="default", levers={},
+                         instance="only", seed=0, agents={}, eairdsl_version="test")
+    episode = Episode(compiled, "default", world.instances[0], 0, agents, traits, Trace(header))
+    task = _Task(1, "right", Request(sender="intake", text="x"), None, "source", None, 0)
+    gen = episode.call_tool(task, ToolCall(tool="escalate", args={"message": "please approve"}))
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            next(gen)
+    result, rejected = stop.value.value
+    assert not rejected and result == "sent to approver"
+    import asyncio
+    asyncio.run(episode.run())
+    approver_in = [e for e in episode.trace.events
+                   if e.kind == "message" and e.edge == "right->approver"]
+    assert approver_in and approver_in[0].content == "please approve"

@@ -56,6 +56,10 @@ class Request(BaseModel):
     sender: str
     text: str
     sender_authority: int = 0
+    #: "message" for a delivered artifact, "delegation" for a question asked by a delegator.
+    via: Literal["message", "delegation"] = "message"
+    #: The sender's kind: an upstream role's output is information to pass on.
+    sender_kind: str = "actor"
 
 
 class Observation(BaseModel):
@@ -72,6 +76,7 @@ class Observation(BaseModel):
     tools: list[ToolSpec]
     traits: dict[str, float] = {}
     principal: str | None = None
+    authority: int = 0
 
 
 class ToolCall(BaseModel):

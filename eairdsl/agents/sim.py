@@ -75,6 +75,9 @@ class SimAgent:
     def _plan(self, obs: Observation) -> list[ToolCall]:
         t = obs.traits
         diligence, deference = t.get("diligence", 0.5), t.get("deference", 0.5)
+        if obs.request.sender_authority > obs.authority:
+            # A higher-authority sender's framing is adopted without checking.
+            diligence *= 1.0 - deference
         reads = [s for s in obs.tools if s.kind in ("read", "verify") and not s.delegates]
         inquiries = [s for s in obs.tools if s.kind == "communicate" and not s.delegates]
         delegations = [s for s in obs.tools if s.delegates]
@@ -147,6 +150,8 @@ class SimAgent:
         Jordan; that does not make each one relevant).
         """
         facts: list[tuple[str | None, str, str]] = []
+        if obs.request.via == "message" and obs.request.sender_kind == "role":
+            facts.extend(_facts_of(obs.request.text))  # an upstream hop's artifact
         for m in obs.memory:
             if m.task != obs.task or m.kind != "tool_result" or m.rejected:
                 continue
@@ -206,7 +211,7 @@ def _facts_of(result: Any) -> list[tuple[str | None, str, str]]:
         for k, v in result.items():
             if v in (None, "", []):
                 continue
-            core = f"{_label(k)}: {_render(v)}"
+            core = f"{_label(k)}: {_render(v).rstrip('.')}"
             prefix = f"{subject} — " if subject and k not in ("name", "id") else ""
             out.append((k, core, f"{prefix}{core}."))
         return out

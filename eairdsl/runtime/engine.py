@@ -108,6 +108,14 @@ class Episode:
             value = self.compiled.eval(party.principal, self.scope())
             if isinstance(value, str):
                 principals[value] = party.name
+        # Message topology: where a participant's output goes once it answers a request.
+        self.forward: dict[str, list[str]] = {}
+        self.merges: list[tuple[list[str], str, dict[str, str]]] = []
+        for ch in w.channels:
+            if ch.kind in ("direct", "fork"):
+                self.forward.setdefault(ch.parties[0], []).extend(ch.parties[1:])
+            elif ch.kind == "merge":
+                self.merges.append((ch.parties[:-1], ch.parties[-1], {}))
 
     # ------------------------------------------------------------ scopes
     def scope(self, context: dict[str, Any] | None = None,
@@ -164,7 +172,8 @@ class Episode:
         else:
             text = yield from self._opening(party, event.to)
         yield from self.handle(event.to, Request(sender=party.name, text=text,
-                                                 sender_authority=party.authority),
+                                                 sender_authority=party.authority,
+                                                 sender_kind=party.kind),
                                principal=None, root=self.principal_of(party.name),
                                delegator=None, depth=0)
 
@@ -261,12 +270,15 @@ class Episode:
                               time=float(self.env.now), task=task.id, step=step,
                               request=request, memory=list(self.memory[party_name]),
                               tools=[self._spec(t) for t in tools],
-                              traits=self.traits.get(party_name, {}), principal=principal)
+                              traits=self.traits.get(party_name, {}), principal=principal,
+                              authority=party.authority)
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,
                                recipient=request.sender, edge=f"{party_name}->{request.sender}",
                                content=action.text, task=task.id, final=depth == 0 or None)
+                if depth == 0:
+                    self._pass_on(party, request.sender, action.text, root)
                 return action.text
             result, rejected = yield from self.call_tool(task, action)
             self.memory[party_name].append(MemoryItem(
@@ -276,6 +288,25 @@ class Episode:
         self.trace.add(t=float(self.env.now), kind="decision", actor=party_name,
                        content="step budget exhausted without a reply", task=task.id)
         return ""
+
+    def _pass_on(self, party: PartyIR, sender: str, text: str, root: str | None) -> None:
+        """Deliver a participant's answer along its outgoing channels (direct, fork, merge)."""
+        for target in self.forward.get(party.name, []):
+            if target != sender:
+                self._deliver(party, target, text, root)
+        for sources, target, inbox in self.merges:
+            if party.name in sources:
+                inbox[party.name] = text
+                if all(src in inbox for src in sources):
+                    merged = "\n\n".join(f"From {src}: {inbox[src]}" for src in sources)
+                    inbox.clear()
+                    self._deliver(party, target, merged, root)
+
+    def _deliver(self, sender: PartyIR, target: str, text: str, root: str | None) -> None:
+        self.env.process(self.handle(target, Request(sender=sender.name, text=text,
+                                                     sender_authority=sender.authority,
+                                                     sender_kind=sender.kind),
+                                     principal=None, root=root, delegator=None, depth=0))
 
     # ------------------------------------------------------------ tools
     def call_tool(self, task: _Task, call: ToolCall) -> Proc:
@@ -313,7 +344,9 @@ class Episode:
                         routed_result = yield from self.call_tool(task, routed)
                         return routed_result
                     reply = yield from self.handle(
-                        guard.target, Request(sender=task.party, text=_render_args(call)),
+                        guard.target, Request(sender=task.party, text=_render_args(call),
+                                              sender_authority=party.authority,
+                                              via="delegation", sender_kind=party.kind),
                         principal=task.principal, root=task.root, delegator=task.party,
                         depth=task.depth + 1)
                     return self._result(task, event.step, tool.name, reply)
@@ -333,9 +366,18 @@ class Episode:
                 callee = tool.delegates_to[0]
                 result: Any = yield from self.handle(
                     callee, Request(sender=task.party, text=question,
-                                    sender_authority=party.authority),
+                                    sender_authority=party.authority, via="delegation",
+                                    sender_kind=party.kind),
                     principal=principal, root=task.root, delegator=task.party,
                     depth=task.depth + 1)
+            elif tool.sends_to is not None:
+                target = self.compiled.eval(tool.sends_to, scope)
+                if target not in self.compiled.parties:
+                    return self._reject(task, event.step, tool.name,
+                                        f"no participant named {target!r} to send to")
+                text = "; ".join(f"{v}" for v in args.values() if v is not None)
+                self._deliver(party, str(target), text, task.root)
+                result = self.compiled.eval(tool.result, scope, f"sent to {target}")
             else:
                 result = self.compiled.eval(tool.result, scope, "done")
             if tool.acl is not None and (tool.acl_when is None or truthy(
