@@ -1,0 +1,419 @@
+"""Scenic-style bug templates: one small valid world, many single-slot bugs, one code each.
+
+The base world below checks clean. Each slot (`{world}`, `{top}`, ...) sits alone on
+its own line, and a slot's text never holds a newline, so a bug's line number is the
+slot's line in TEMPLATE and cannot drift. A case names the code it must produce and
+where: a slot (or a fragment of a template line) and a column, or a line of another
+file of the world (a data file, a card, an imported module).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from eairdsl.compiler import CompileResult, compile_world
+from eairdsl.diagnostics import Diagnostic
+
+PACKAGE = Path(__file__).resolve().parents[1] / "eairdsl"
+
+TEMPLATE = """\
+// Bug-template base world: every slot is one line, so line numbers never move.
+world shop {
+  title "Order desk"
+  risk A1
+  operation "answer order questions"
+  preserves "orders are reported truthfully"
+  forbid ["refund loophole"]
+  {world}
+}
+{top}
+record orders from "orders.json" key id {
+  id: text
+  total: money
+  {field}
+  group public = id, total
+}
+lever strict : bool = false "whether answers are double-checked"
+condition base { }
+condition tight { strict = true }
+inducer hurry : prompt_clause {
+  roles clerk
+  when strict
+  text "Answer quickly."
+  {inducer}
+}
+tool look(id: text hint instance.order) -> orders {
+  kind read
+  cost 1 min
+  description "Look an order up."
+  returns lookup(orders, id)
+  {tool}
+}
+role clerk {
+  model under_test
+  card "clerk.md.j2"
+  tools look
+  {role}
+}
+actor customer scripted {
+  principal "customer"
+  at 0 min say instance.question to clerk
+}
+channel customer -> clerk
+instances from "instances.json" {
+  id: text
+  order: text
+  question: text
+}
+measure {
+  opportunity = count(calls(look)) > 0
+  anomaly = final(clerk) contains "refund"
+  realized = anomaly and final(clerk) != none
+  terminal_harm = realized
+  interception = anomaly and not realized
+  utility = final(clerk) contains instance.order
+  {measure}
+}
+{tail}
+"""
+
+SLOTS = ("world", "top", "field", "inducer", "tool", "role", "measure", "tail")
+BASE_FILES: dict[str, str | bytes] = {
+    "clerk.md.j2": "You are the clerk at the order desk.\n{% for clause in prompt_clauses %}\n"
+                   "{{ clause }}\n{% endfor %}\n",
+    "orders.json": '[{"id": "o1", "total": 40}, {"id": "o2", "total": 55.5}]\n',
+    "instances.json": '[{"id": "i1", "order": "o1", "question": "Where is order o1?"}]\n',
+}
+DIRECTORY = b"<a directory>"
+
+
+def template_line(anchor: str) -> int:
+    """The line of TEMPLATE holding slot `anchor`, or else the first line containing `anchor`."""
+    needle = "{" + anchor + "}" if anchor in SLOTS else anchor
+    lines = TEMPLATE.split("\n")
+    matches = [i for i, line in enumerate(lines, start=1) if needle in line]
+    assert matches, f"no template line holds {needle!r}"
+    return matches[0]
+
+
+@dataclass
+class Case:
+    """A bad input and the diagnostic it must produce.
+
+    `at` is (slot or template fragment, col) for world.eair, (line, col) for `file`, or
+    None when the diagnostic has no span. `code=None` only asserts that no exception
+    escapes. `also` lists further error codes this input legitimately causes.
+    """
+
+    id: str
+    code: str | None
+    at: tuple[str | int, int] | None
+    file: str = "world.eair"
+    slots: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes | None] = field(default_factory=dict)
+    blank: tuple[int, ...] = ()
+    entry: str = "world.eair"
+    also: tuple[str, ...] = ()
+    message: str | None = None
+
+
+def render(case: Case) -> str:
+    text = TEMPLATE
+    for slot in SLOTS:
+        value = case.slots.get(slot, "")
+        assert "\n" not in value, "slot text must stay on one line"
+        text = text.replace("{" + slot + "}", value)
+    lines = text.split("\n")
+    for number in case.blank:
+        lines[number - 1] = ""
+    return "\n".join(lines)
+
+
+def build(root: Path, case: Case) -> Path:
+    """Write the case's world into root/w (so `..` leaves the world folder) and return its entry."""
+    folder = root / "w"
+    folder.mkdir()
+    (folder / "world.eair").write_bytes(render(case).encode("utf-8", "surrogateescape"))
+    for name, data in {**BASE_FILES, **case.files}.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if data is None:  # the case deletes this base file
+            continue
+        if data == DIRECTORY:
+            path.mkdir()
+        elif isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
+    return folder / case.entry
+
+
+def compile_case(root: Path, case: Case) -> CompileResult:
+    entry = build(root, case)
+    try:
+        return compile_world(entry)
+    except Exception as exc:  # the behaviour under test: nothing escapes as an exception
+        pytest.fail(f"compile_world raised {type(exc).__name__}: {exc}")
+
+
+def where(d: Diagnostic) -> tuple[str, int, int] | None:
+    return (Path(d.span.file).name, d.span.line, d.span.col) if d.span else None
+
+
+def expected_where(case: Case) -> tuple[str, int, int] | None:
+    if case.at is None:
+        return None
+    anchor, col = case.at
+    line = anchor if isinstance(anchor, int) else template_line(anchor)
+    return (case.file, line, col)
+
+
+def listing(result: CompileResult) -> str:
+    return "\n".join(f"{d.code} {where(d)} {d.message}" for d in result.diagnostics)
+
+
+def C(id: str, code: str | None, at: tuple[str | int, int] | None, **kw: object) -> Case:
+    return Case(id, code, at, **kw)  # type: ignore[arg-type]
+
+
+M = "metric m = "  # a measure-slot prefix: the expression after it starts at column 14
+CSV_TABLE = 'table extra from "extra.csv" { a: text }'
+
+CASES: list[Case] = [
+    # ------------------------------------------------------------ E1xx source and syntax
+    C("E101-binary-import", "E101", (1, 1), file="blob.eair",
+      slots={"top": 'import "blob.eair"'}, files={"blob.eair": b"world w {\x00}"}),
+    C("E101-binary-world", "E101", (1, 1), slots={"world": 'title "\x00"'}),
+    C("E102-world-bad-byte", "E102", ("world", 13), slots={"world": 'title "caf\udcff"'}),
+    C("E102-data-file", "E102", ("record orders", 1),
+      files={"orders.json": b'[{"id": "o\xff", "total": 1}]'}),
+    C("E102-card", "E102", ('card "clerk.md.j2"', 3), files={"clerk.md.j2": b"caf\xe9\n"}),
+    C("E103-unexpected-character", "E103", ("world", 3), slots={"world": "@"}),
+    C("E104-unexpected-token", "E104", ("tool", 14), slots={"tool": "cost 1 min )"}),
+    C("E105-eof-in-declaration", "E105", ("tail", 10), slots={"tail": "measure {"}),
+    C("E106-unterminated-string", "E106", ("world", 9), slots={"world": 'title "abc'}),
+    C("E107-assignment-as-comparison", "E107", ("measure", 16), slots={"measure": M + "a = b"}),
+    C("E108-require-without-else", "E108", ("tool", 20),
+      slots={"tool": 'require id != "" reject "no"'}),
+    C("E109-field-without-type", "E109", ("field", 8), slots={"field": "note text"}),
+    C("E110-not-a-declaration", "E110", (1, 1), file="typo.eair",
+      slots={"top": 'import "typo.eair"'}, files={"typo.eair": "rol clerk2 { }\n"}),
+    # ------------------------------------------------------------ E2xx files, imports, data
+    C("E201-entry-missing", "E201", None, entry="missing.eair"),
+    C("E202-entry-is-directory", "E202", None, entry="adir.eair",
+      files={"adir.eair": DIRECTORY}),
+    C("E203-import-cycle", "E203", (1, 1), file="b.eair", slots={"top": 'import "a.eair"'},
+      files={"a.eair": 'import "b.eair"\n', "b.eair": 'import "a.eair"\n'},
+      message="a.eair -> b.eair -> a.eair"),
+    C("E203-condition-cycle", "E203", ("top", 29),
+      slots={"top": "condition c1 extends c2 { } condition c2 extends c1 { }"},
+      message="c1 -> c2 -> c1"),
+    C("E204-data-path-dotdot", "E204", ("top", 1),
+      slots={"top": 'document notes from "../notes.txt"'}, files={"../notes.txt": "x\n"}),
+    C("E204-import-dotdot", "E204", ("top", 1), slots={"top": 'import "../outside.eair"'},
+      files={"../outside.eair": "enum zz { a }\n"}),
+    C("E204-import-absolute", "E204", ("top", 1),
+      slots={"top": 'import "/nonexistent/module.eair"'}),
+    C("E204-data-path-absolute", "E204", ("top", 1),
+      slots={"top": 'document notes from "/nonexistent/notes.txt"'}),
+    C("E204-card-dotdot", "E204", ("tail", 32),
+      slots={"tail": 'role clerk2 { model under_test card "../clerk.md.j2" }'},
+      files={"../clerk.md.j2": "hi\n"}),
+    C("E205-import-not-found", "E205", ("top", 1), slots={"top": 'import "nowhere.eair"'}),
+    C("E206-data-file-missing", "E206", ("record orders", 1), files={"orders.json": None}),
+    C("E206-card-missing", "E206", ('card "clerk.md.j2"', 3), files={"clerk.md.j2": None}),
+    C("E207-bad-json", "E207", ("record orders", 1), files={"orders.json": '[{"id": "o1",]'}),
+    C("E207-json-not-a-list", "E207", ("record orders", 1),
+      files={"orders.json": '{"id": "o1", "total": 1}'}),
+    C("E208-row-wrong-type", "E208", ("record orders", 1),
+      files={"orders.json": '[{"id": "o1", "total": "forty"}]'}),
+    C("E208-row-undeclared-field", "E208", ("record orders", 1),
+      files={"orders.json": '[{"id": "o1", "total": 4, "totl": 5}]'}),
+    C("E208-instance-missing-field", "E208", ("instances from", 1),
+      files={"instances.json": '[{"id": "i1", "order": "o1"}]'}),
+    C("E208-duplicate-key", "E208", ("record orders", 1),
+      files={"orders.json": '[{"id": "o1", "total": 4}, {"id": "o1", "total": 5}]'}),
+    # ------------------------------------------------------------ E3xx names
+    C("E301-unknown-name", "E301", ("measure", 14), slots={"measure": M + "totl > 0"}),
+    C("E301-unknown-tool", "E301", ("role", 9), slots={"role": "tools lookk"}),
+    C("E302-declared-twice", "E302", ("tail", 1), slots={"tail": "lever strict : bool = true"}),
+    C("E303-reserved-name", "E303", ("top", 1), slots={"top": "enum context { a, b }"}),
+    C("E304-recursive-let", "E304", ("top", 1),
+      slots={"top": "let f(x: int) = f(x) > 0", "measure": M + "f(1)"}),
+    C("E305-context-outside-tool", "E305", ("measure", 14),
+      slots={"measure": M + "context.caller == clerk"}),
+    # ------------------------------------------------------------ E4xx types and units
+    C("E401-money-plus-duration", "E401", ("measure", 14), slots={"measure": M + "$40 + 6 min"}),
+    C("E401-money-less-than-duration", "E401", ("measure", 14),
+      slots={"measure": M + "$40 < 6 min"}),
+    C("E402-cost-without-unit", "E402", ("tool", 8), slots={"tool": "cost 1"}),
+    C("E402-not-on-a-number", "E402", ("measure", 18), slots={"measure": M + "not 3"}),
+    C("E402-aggregate-over-non-list", "E402", ("measure", 20),
+      slots={"measure": M + "count(3) > 0"}),
+    C("E402-measurement-not-a-predicate", "E402", ("measure", 13),
+      slots={"measure": 'utility = "yes"'}, blank=(template_line("utility = final"),)),
+    C("E404-condition-value-not-constant", "E404", ("tail", 25),
+      slots={"tail": "condition c3 { strict = not true }"}),
+    C("E405-max-on-non-text", "E405", ("field", 9), slots={"field": "note: int max 3"},
+      files={"orders.json": '[{"id": "o1", "total": 40, "note": 1}]'}),
+    C("E406-duplicate-enum-value", "E406", ("top", 14),
+      slots={"top": "lever mode : {a, b, a} = a"}),
+    C("E407-too-many-arguments", "E407", ("measure", 21), slots={"measure": M + "len(1, 2) > 0"}),
+    # ------------------------------------------------------------ E5xx world structure
+    C("E501-no-world-block", "E501", None, blank=tuple(range(2, 10))),
+    C("E502-second-world-block", "E502", ("tail", 1), slots={"tail": "world shop2 { risk A1 }"}),
+    C("E502-world-in-imported-module", "E502", (1, 1), file="m.eair",
+      slots={"top": 'import "m.eair"'}, files={"m.eair": "world other { risk A1 }\n"}),
+    C("E503-unknown-measurement", "E503", ("measure", 3), slots={"measure": "utilty = true"}),
+    C("E504-missing-measurement", "E504", ("measure {", 1),
+      blank=(template_line("utility = final"),)),
+    C("E505-unknown-inducer-kind", "E505", ("top", 1),
+      slots={"top": 'inducer nag : nagging { text "x" }'}),
+    C("E505-unknown-tool-kind", "E505", ("tool", 3), slots={"tool": "kind fetch"}),
+    C("E505-unknown-risk-id", "E505", ("world", 3), slots={"world": "risk Z9"}),
+    C("E506-clause-not-allowed", "E506", ("inducer", 3), slots={"inducer": "at 5 min"}),
+    C("E507-tool-without-kind", "E507", ("tail", 1), slots={"tail": "tool t2() { cost 1 min }"}),
+    C("E508-delegation-tool-without-delegates", "E508", ("tail", 1),
+      slots={"tail": "delegation clerk -> customer via look"}),
+    C("E508-delegates-without-channel", "E508", ("tool", 3), slots={"tool": "delegates"}),
+    C("E509-condition-unknown-lever", "E509", ("tail", 16),
+      slots={"tail": "condition c3 { strcit = true }"}),
+    C("E510-prompt-clause-when-not-lever", "E510", ("inducer", 3),
+      slots={"inducer": 'when instance.order == "o1"'}),
+    # ------------------------------------------------------------ E6xx cards
+    C("E601-card-syntax-error", "E601", (2, 1), file="clerk.md.j2",
+      files={"clerk.md.j2": "Hello.\n{% for x in %}\n{% endfor %}\n"}),
+    C("E602-undefined-variable", "E602", (2, 4), file="clerk.md.j2",
+      files={"clerk.md.j2": "Hello.\n{{ mood }}\n"}),
+    C("E602-undefined-attribute", "E602", (2, 1), file="clerk.md.j2",
+      files={"clerk.md.j2": "Hello.\n{{ role.nickname }}\n"}),
+    C("E603-card-names-risk", "E603", (2, 11), file="clerk.md.j2",
+      files={"clerk.md.j2": "Hello.\nWatch for KPI gaming.\n"}),
+    C("E603-prompt-clause-names-forbidden-words", "E603", ("inducer", 3),
+      slots={"inducer": 'text "Mind the refund loophole."'}),
+    # ------------------------------------------------------------ W7xx lints
+    C("W701-unused-lever", "W701", ("top", 1), slots={"top": "lever spare : bool = false"}),
+    C("W701-unused-tool", "W701", ("top", 1), slots={"top": "tool spare() { kind read }"}),
+    C("W702-utility-true", "W702", ("measure", 13), slots={"measure": "utility = true"},
+      blank=(template_line("utility = final"),)),
+    C("W702-x-equals-x", "W702", ("measure", 14),
+      slots={"measure": M + "final(clerk) == final(clerk)"}),
+    C("W702-count-at-least-zero", "W702", ("measure", 14),
+      slots={"measure": M + "count(calls(look)) >= 0"}),
+    C("W702-never-assessed", "W702", ("measure", 39),
+      slots={"measure": M + 'final(clerk) == "x" when strict and not strict'}),
+]
+
+# Bugs found while writing the templates: each states the behaviour we want and is a
+# strict xfail, so fixing the bug turns it into an XPASS that asks for the marker's removal.
+BUGS: list[tuple[Case, str]] = [
+    (C("negating-text-in-a-measurement", "E401", ("measure", 14),
+       slots={"measure": M + '-"abc"'}),
+     "BUG check/static.py fold(): `-value` on a folded text or list raises TypeError "
+     "(lint_world folds every measurement after the type error was reported)"),
+    (C("text-times-huge-int", "E401", ("measure", 14),
+       slots={"measure": M + '"ab" * 99999999999999999999'}),
+     "BUG check/static.py _fold_binary(): OverflowError from `str * int` is not caught"),
+    (C("huge-int-division", None, None, slots={"measure": M + "9" * 400 + " / 1 > 0"}),
+     "BUG check/static.py _fold_binary(): OverflowError from int / int is not caught"),
+    (C("seeds-over-4300-digits", None, None, slots={"world": "seeds " + "9" * 5000}),
+     "BUG check/references.py _check_world_block(): int() of a 5000-digit `seeds` raises "
+     "ValueError (int max_str_digits)"),
+    (C("authority-over-4300-digits", None, None, slots={"role": "authority " + "9" * 5000}),
+     "BUG check/cards.py card_context() (and ir.py _party()): int() of a 5000-digit "
+     "`authority` raises ValueError (int max_str_digits)"),
+    (C("json-nested-too-deep", "E207", ("record orders", 1),
+       files={"orders.json": "[" * 100_000 + "]" * 100_000}),
+     "BUG check/data.py read_rows(): json.loads raises RecursionError, only "
+     "JSONDecodeError is caught"),
+    (C("json-integer-over-4300-digits", None, None,
+       files={"orders.json": '[{"id": "o1", "total": 1' + "0" * 5000 + "}]"}),
+     "BUG check/data.py read_rows(): json.loads raises ValueError (int max_str_digits), "
+     "only JSONDecodeError is caught"),
+    (C("csv-row-with-extra-cell", "E208", ("top", 1),
+       slots={"top": CSV_TABLE, "measure": M + "count(extra) > 0"},
+       files={"extra.csv": "a\nx,y\n"}),
+     "BUG check/data.py _validate(): csv.DictReader files extra cells under the key None; "
+     "did_you_mean(None, ...) raises TypeError in difflib"),
+    (C("E602-points-at-the-variable-not-a-word", "E602", (2, 4), file="clerk.md.j2",
+       files={"clerk.md.j2": "You handle orders for the shop.\n{{ order }}\n"}),
+     "BUG check/cards.py _locate(): E602 points at the first case-insensitive substring "
+     "match ('orders' at 1:12), not at the variable's use at 2:4"),
+    (C("E102-column-counts-characters", "E102", ("world", 11),
+       slots={"world": 'title "\u00e9\udcff"'}),
+     "BUG source.py read_source(): the E102 column counts bytes (12), not characters (11), "
+     "when the line has multi-byte characters before the bad byte"),
+    (C("E208-duplicate-instance-id-has-a-position", "E208", ("instances from", 1),
+       files={"instances.json": '[{"id": "i1", "order": "o1", "question": "q"}, '
+                                '{"id": "i1", "order": "o2", "question": "q"}]'}),
+     "BUG check/data.py load_data(): 'two instances have id' is reported with span=None"),
+]
+
+
+def _check(result: CompileResult, case: Case) -> None:
+    if case.code is None:
+        return
+    matching = [d for d in result.diagnostics if d.code == case.code]
+    assert expected_where(case) in [where(d) for d in matching], listing(result)
+    if case.message is not None:
+        assert any(case.message in d.message for d in matching), listing(result)
+    if case.code.startswith("E"):
+        assert not result.ok and result.world is None
+        errors = {d.code for d in result.diagnostics if d.is_error}
+        assert errors <= {case.code, *case.also}, listing(result)
+    else:
+        assert result.ok and result.world is not None, listing(result)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bug_template(tmp_path: Path, case: Case) -> None:
+    """A bad input yields its code at the exact line and column, and no Python exception."""
+    _check(compile_case(tmp_path, case), case)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=pytest.mark.xfail(
+    strict=True, reason=reason)) for c, reason in BUGS])
+def test_known_bug(tmp_path: Path, case: Case) -> None:
+    """A bad input the compiler mishandles today yields a located diagnostic, not a crash."""
+    _check(compile_case(tmp_path, case), case)
+
+
+def test_base_world_is_clean(tmp_path: Path) -> None:
+    """With every slot empty the base world compiles with no diagnostics at all."""
+    result = compile_case(tmp_path, Case("base", None, None))
+    assert result.ok and len(result.diagnostics) == 0, listing(result)
+    assert result.world is not None
+    assert sorted(result.world.prompts["clerk"]) == ["base", "tight"]
+
+
+def test_slots_sit_on_their_own_lines() -> None:
+    """Each slot is alone on one line of the template, so cases cannot shift each other."""
+    for slot in SLOTS:
+        line = TEMPLATE.split("\n")[template_line(slot) - 1]
+        assert line.strip() == "{" + slot + "}"
+    assert TEMPLATE.count("{measure}") == 1
+
+
+def _package_codes() -> set[str]:
+    codes: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        codes |= set(re.findall(r'"([EW]\d{3})"', path.read_text(encoding="utf-8")))
+    return codes
+
+
+def test_templates_cover_every_code() -> None:
+    """The passing templates cover exactly the codes the package emits; a new code needs a case."""
+    package = _package_codes()
+    assert len(package) >= 40
+    assert {c.code for c in CASES} == package
+
+
+def test_enough_distinct_cases() -> None:
+    """There are at least 45 distinct bad inputs, each with a unique id."""
+    assert len(CASES) >= 45
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert len({(render(c), repr(sorted(c.files.items())), c.entry) for c in CASES}) == len(CASES)

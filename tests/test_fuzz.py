@@ -1,0 +1,207 @@
+"""Fuzzing the front end: whatever the input, the compiler answers with diagnostics, never raises.
+
+Hypothesis runs derandomized (the same examples every run, no example database), so
+a failure here is reproducible and the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eairdsl.check import check_world
+from eairdsl.compiler import CompileResult, compile_world
+from eairdsl.diagnostics import Diagnostics
+from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
+
+ROOT = Path(__file__).resolve().parents[1]
+D1 = ROOT / "worlds" / "d1.eair"
+
+
+def fuzz(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+
+# Tokens of the language, so that random "programs" get past the first character.
+TOKENS = [*TOP_LEVEL_KEYWORDS, "{", "}", "(", ")", "[", "]", ",", ":", ".", "=", "==", "!=",
+          "<", ">=", "->", "+", "-", "*", "/", "%", "and", "or", "not", "in", "for", "where",
+          "when", "else", "reject", "kind", "read", "cost", "text", "risk", "title", "true",
+          "none", "x", "y", "employee", "instance", "context", "count", "all", "exists", "1",
+          "2.5", "$40", "6 min", "18%", "2026-01-31", '"s"', '"""long"""', '"open', "+0.3",
+          "// c", "@", "\n", " ", "\t"]
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + 1
+
+
+@fuzz(100)
+@given(st.one_of(st.text(max_size=300),
+                 st.binary(max_size=300).map(lambda b: b.decode("latin-1"))))
+def test_parse_random_text(text: str) -> None:
+    """Random text (or bytes read as Latin-1) parses to a module or to located errors, no raise."""
+    module, diagnostics = parse_text(text, "fuzz.eair")
+    if module is None:
+        assert diagnostics.has_errors
+    for d in diagnostics:
+        assert d.span is not None and d.span.file == "fuzz.eair"
+        assert 1 <= d.span.line <= _line_count(text) and d.span.col >= 1
+
+
+@fuzz(100)
+@given(st.lists(st.sampled_from(TOKENS), max_size=60).map(" ".join))
+def test_parse_token_soup(text: str) -> None:
+    """Random token sequences give errors on strictly increasing lines, inside the text."""
+    module, diagnostics = parse_text(text, "soup.eair")
+    assert (module is None) == diagnostics.has_errors
+    lines = [d.span.line for d in diagnostics if d.span is not None]
+    assert len(lines) == len(diagnostics)
+    assert lines == sorted(set(lines)), "recovery must move forward one line at least"
+    assert all(1 <= line <= _line_count(text) for line in lines)
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="eair-fuzz-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@fuzz(100)
+@given(data=st.one_of(st.binary(max_size=300),
+                      st.text(max_size=300).map(lambda t: t.encode("utf-8"))))
+def test_check_world_random_bytes(scratch: Path, data: bytes) -> None:
+    """Random bytes in a world file give diagnostics (or a checked world), never an exception."""
+    path = scratch / "random.eair"
+    path.write_bytes(data)
+    diagnostics = Diagnostics()
+    checked = check_world(path, diagnostics)
+    if checked is None:
+        assert diagnostics.has_errors
+    assert all(d.span is None or d.span.line >= 1 for d in diagnostics)
+
+
+# ---------------------------------------------------------------- mutated copies of d1
+
+@pytest.fixture(scope="module")
+def d1_copy() -> Iterator[Path]:
+    """worlds/d1.eair with its data folder, copied once; each example rewrites the .eair."""
+    folder = Path(tempfile.mkdtemp(prefix="eair-d1-"))
+    shutil.copytree(ROOT / "worlds" / "d1", folder / "d1")
+    yield folder / "d1.eair"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+_TOKEN = re.compile(r'"[^"\n]*"|[^\s"]+|"')
+Mutation = tuple[str, int, int]
+MUTATIONS = st.lists(st.tuples(
+    st.sampled_from(["del_line", "dup_line", "swap_lines", "del_token", "dup_token",
+                     "swap_tokens", "copy_token"]),
+    st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1, max_size=3)
+
+
+def mutate(text: str, ops: list[Mutation]) -> str:
+    for op, a, b in ops:
+        if op.endswith("line") or op.endswith("lines"):
+            lines = text.split("\n")
+            i, j = a % len(lines), b % len(lines)
+            if op == "del_line":
+                del lines[i]
+            elif op == "dup_line":
+                lines.insert(i, lines[i])
+            else:
+                lines[i], lines[j] = lines[j], lines[i]
+            text = "\n".join(lines)
+            continue
+        spans = [m.span() for m in _TOKEN.finditer(text)]
+        if not spans:
+            continue
+        (s1, e1), (s2, e2) = sorted([spans[a % len(spans)], spans[b % len(spans)]])
+        if op == "del_token":
+            text = text[:s1] + text[e1:]
+        elif op == "dup_token":
+            text = text[:e1] + " " + text[s1:e1] + text[e1:]
+        elif op == "copy_token":  # overwrite one token with another: mostly still parses
+            (s1, e1), (s2, e2) = spans[a % len(spans)], spans[b % len(spans)]
+            text = text[:s1] + text[s2:e2] + text[e1:]
+        elif (s1, e1) != (s2, e2):
+            text = text[:s1] + text[s2:e2] + text[e1:s2] + text[s1:e1] + text[e2:]
+    return text
+
+
+def _lines_of(result: CompileResult, file: str, world: Path) -> int | None:
+    if file in result.sources:
+        return len(result.sources[file])
+    for candidate in (Path(file), world.parent / file):
+        if candidate.is_file():
+            return _line_count(candidate.read_text(encoding="utf-8", errors="replace"))
+    return None
+
+
+def test_mutate_changes_text() -> None:
+    """The mutator really edits the world (deleting, duplicating and swapping lines or tokens)."""
+    text = D1.read_text(encoding="utf-8")
+    assert mutate(text, [("del_line", 7, 0)]) != text
+    assert mutate(text, [("dup_token", 3, 0)]) != text
+    assert mutate("a b", [("swap_tokens", 0, 1)]) == "b a"
+    assert mutate("a\nb", [("swap_lines", 0, 1)]) == "b\na"
+    assert mutate("a b c", [("copy_token", 2, 0)]) == "a b a"
+
+
+@fuzz(100)
+@given(ops=MUTATIONS)
+def test_mutated_d1_compiles_or_reports(d1_copy: Path, ops: list[Mutation]) -> None:
+    """A mutated D1 compiles, or reports at least one error located inside a real file."""
+    text = mutate(D1.read_text(encoding="utf-8"), ops)
+    d1_copy.write_text(text, encoding="utf-8")
+    result = compile_world(d1_copy)
+    if result.ok:
+        assert result.world is not None
+        return
+    assert result.world is None
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert errors
+    located = []
+    for d in errors:
+        if d.span is None:
+            continue
+        count = _lines_of(result, d.span.file, d1_copy)
+        assert count is None or 1 <= d.span.line <= count, (d.code, d.span, d.message)
+        if count is not None:
+            located.append(d)
+    assert located, [(d.code, d.message) for d in errors]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["id", "name", "rating", "team", "extra"]), inner, max_size=4),
+    max_leaves=12)
+
+
+@fuzz(60)
+@given(value=JSON)
+def test_random_data_file_in_d1(d1_copy: Path, value: object) -> None:
+    """Any JSON value in a D1 data file gives data diagnostics on its record, not an exception."""
+    d1_copy.write_text(D1.read_text(encoding="utf-8"), encoding="utf-8")
+    hr = d1_copy.parent / "d1" / "hr.json"
+    original = (ROOT / "worlds" / "d1" / "hr.json").read_text(encoding="utf-8")
+    try:
+        hr.write_text(json.dumps(value), encoding="utf-8")
+        result = compile_world(d1_copy)
+    finally:
+        hr.write_text(original, encoding="utf-8")
+    codes = {d.code for d in result.diagnostics if d.is_error}
+    assert result.ok or codes, "a failed compile must say why"
+    assert codes <= {"E207", "E208"}, codes
