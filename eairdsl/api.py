@@ -106,6 +106,8 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
             for inducer in world.inducers:
                 if inducer.roles and party.name not in inducer.roles:
                     continue
+                if inducer.kind == "warning":
+                    continue  # a warning shifts traits when it fires (runtime/engine.py)
                 if inducer.when is not None and not truthy(compiled.eval(inducer.when, scope)):
                     continue
                 for trait, delta in inducer.shifts.items():
@@ -150,7 +152,8 @@ def run_episode(world: World | CompiledWorld, condition: str | None = None,
                          seed=seed, agents={p: agents for p in sorted(agent_map)},
                          eairdsl_version=__version__)
     trace = Trace(header)
-    episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace)
+    episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
+                      shift_traits=agents == "sim")
     try:
         asyncio.run(episode.run())
     except Exception as exc:  # noqa: BLE001 - one broken episode must not end a run

@@ -94,6 +94,9 @@ def compile(  # noqa: A001 - the command is called compile
     """Check worlds and write generated/<world>/ (world.json, prompts, topology.dot/svg)."""
     from eairdsl.compiler import compile_world, stale_files, write_generated
 
+    if out.exists() and not out.is_dir():
+        _err(f"error: --out {out} exists and is not a folder")
+        raise typer.Exit(EXIT_USAGE)
     failed = False
     for path in _world_paths(worlds or []):
         result = compile_world(path)
@@ -111,8 +114,13 @@ def compile(  # noqa: A001 - the command is called compile
             else:
                 typer.echo(f"{path}: {out / result.world.meta.name} is up to date")
             continue
-        target, notes = write_generated(result.world, out)
-        (out / ".last").write_text(result.world.meta.name + "\n", encoding="utf-8")
+        try:
+            target, notes = write_generated(result.world, out)
+            (out / ".last").write_text(result.world.meta.name + "\n", encoding="utf-8")
+        except OSError as exc:
+            _err(f"{path}: cannot write {out}: {exc.strerror or exc}")
+            failed = True
+            continue
         prompts = sum(len(v) for v in result.world.prompts.values())
         typer.echo(f"{path}: compiled to {target} (world.json, {prompts} prompts, topology)")
         for note in notes:
@@ -138,7 +146,7 @@ def fmt(
     """Rewrite .eair files in the one canonical layout (comments kept)."""
     from eairdsl.diagnostics import render_all
     from eairdsl.source import SourceError, read_source
-    from eairdsl.syntax.fmt import format_text
+    from eairdsl.syntax.fmt import FormatterError, format_text
 
     targets = _eair_files(paths or [p for p in (Path("worlds"), Path("stdlib")) if p.exists()])
     failed = changed = 0
@@ -149,7 +157,12 @@ def fmt(
             _err(f"{path}: error[{err.code}]: {err.message}\n  hint: {err.hint}")
             failed += 1
             continue
-        formatted, diagnostics = format_text(source.text, source.name)
+        try:
+            formatted, diagnostics = format_text(source.text, source.name)
+        except FormatterError as exc:
+            _err(f"{path}: internal formatter error, file left unchanged: {exc}")
+            failed += 1
+            continue
         if formatted is None:
             _err(render_all(diagnostics.sorted(), {source.name: source.text.split("\n")}))
             failed += 1
@@ -187,6 +200,9 @@ def graph(
         raise typer.Exit(EXIT_INPUT)
     title = f"{result.world.meta.name}: {result.world.meta.title}"
     dot = to_dot(topology_graph(result.world), title)
+    if output.is_dir() or (output.parent.exists() and not output.parent.is_dir()):
+        _err(f"error: cannot write {output}")
+        raise typer.Exit(EXIT_USAGE)
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix == ".dot":
         output.write_text(dot, encoding="utf-8")

@@ -16,6 +16,7 @@ from eairdsl.check import check_world
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
 from eairdsl.ir import World, dump_world, lower
+from eairdsl.source import SourceFile
 
 __all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files"]
 
@@ -36,10 +37,10 @@ class CompileResult:
 
 def compile_world(path: Path) -> CompileResult:
     diagnostics = Diagnostics()
-    checked = check_world(path, diagnostics)
+    sources: dict[str, SourceFile] = {}
+    checked = check_world(path, diagnostics, sources)
     result = CompileResult(path=path, diagnostics=diagnostics)
-    if checked is not None:
-        result.sources = {s.name: s.text.split("\n") for s in checked.program.sources.values()}
+    result.sources = {s.name: s.text.split("\n") for s in sources.values()}
     if checked is None or diagnostics.has_errors:
         return result
     result.world = lower(checked)

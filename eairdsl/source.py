@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Span", "SourceFile", "SourceError", "read_source"]
+__all__ = ["Span", "SourceFile", "SourceError", "read_source", "display_name"]
 
 
 class Span(BaseModel):
@@ -88,7 +88,8 @@ def read_source(path: Path) -> SourceFile:
     except UnicodeDecodeError as exc:
         before = data[: exc.start]
         line = before.count(b"\n") + 1
-        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        line_start = before.rfind(b"\n") + 1
+        col = len(data[line_start: exc.start].decode("utf-8", errors="replace")) + 1
         raise SourceError(
             "E102", f"{name} is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
             "re-save the file as UTF-8", line, col,

@@ -264,7 +264,7 @@ CASES: list[Case] = [
       slots={"top": "lever mode : {a, b, a} = a"}),
     C("E407-too-many-arguments", "E407", ("measure", 21), slots={"measure": M + "len(1, 2) > 0"}),
     # ------------------------------------------------------------ E5xx world structure
-    C("E501-no-world-block", "E501", None, blank=tuple(range(2, 10))),
+    C("E501-no-world-block", "E501", (1, 1), blank=tuple(range(2, 10))),
     C("E502-second-world-block", "E502", ("tail", 1), slots={"tail": "world shop2 { risk A1 }"}),
     C("E502-world-in-imported-module", "E502", (1, 1), file="m.eair",
       slots={"top": 'import "m.eair"'}, files={"m.eair": "world other { risk A1 }\n"}),
@@ -308,16 +308,19 @@ CASES: list[Case] = [
       slots={"measure": M + 'final(clerk) == "x" when strict and not strict'}),
 ]
 
-# Bugs found while writing the templates: each states the behaviour we want and is a
-# strict xfail, so fixing the bug turns it into an XPASS that asks for the marker's removal.
-BUGS: list[tuple[Case, str]] = [
+# Inputs that once crashed the compiler or got a wrong position (found while writing the
+# templates, since fixed): each must now give a located diagnostic and no exception.
+REGRESSIONS: list[tuple[Case, str]] = [
     (C("negating-text-in-a-measurement", "E401", ("measure", 14),
        slots={"measure": M + '-"abc"'}),
      "BUG check/static.py fold(): `-value` on a folded text or list raises TypeError "
      "(lint_world folds every measurement after the type error was reported)"),
-    (C("text-times-huge-int", "E401", ("measure", 14),
-       slots={"measure": M + '"ab" * 99999999999999999999'}),
-     "BUG check/static.py _fold_binary(): OverflowError from `str * int` is not caught"),
+    (C("text-times-huge-int", "E103", ("measure", 21),
+       slots={"measure": M + '"ab" * 99999999999999999999'}, message="too long"),
+     "number literals have at most 15 digits, so `str * huge` never reaches the folder"),
+    (C("text-times-int", "E401", ("measure", 14),
+       slots={"measure": M + '"ab" * 999999999'}),
+     "BUG check/static.py _fold_binary(): `str * int` was folded, allocating at compile time"),
     (C("huge-int-division", None, None, slots={"measure": M + "9" * 400 + " / 1 > 0"}),
      "BUG check/static.py _fold_binary(): OverflowError from int / int is not caught"),
     (C("seeds-over-4300-digits", None, None, slots={"world": "seeds " + "9" * 5000}),
@@ -375,10 +378,9 @@ def test_bug_template(tmp_path: Path, case: Case) -> None:
     _check(compile_case(tmp_path, case), case)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=pytest.mark.xfail(
-    strict=True, reason=reason)) for c, reason in BUGS])
-def test_known_bug(tmp_path: Path, case: Case) -> None:
-    """A bad input the compiler mishandles today yields a located diagnostic, not a crash."""
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c, _ in REGRESSIONS])
+def test_regression(tmp_path: Path, case: Case) -> None:
+    """A bad input that once crashed or was mislocated yields a located diagnostic."""
     _check(compile_case(tmp_path, case), case)
 
 

@@ -297,11 +297,6 @@ def _assert_located(stderr: str, kind: str, name: str) -> None:
 
 
 FILE_KINDS = ["missing", "directory", "binary", "latin1", "syntax"]
-EMPTY_BUG = pytest.mark.xfail(strict=True, reason=(
-    "BUG: E501 (no world block) has span=None, so its error line never names the file "
-    "(eairdsl/check/declarations.py:72)"))
-
-
 @pytest.mark.parametrize("command", ["check", "compile"])
 def test_bad_inputs_give_located_errors(tmp_path: Path, command: str) -> None:
     """Missing, directory, binary, Latin-1, unparsable worlds: exit 1, each error names its file."""
@@ -325,7 +320,7 @@ def test_graph_bad_input_gives_a_located_error(tmp_path: Path, kind: str) -> Non
 
 
 @pytest.mark.parametrize("command", [
-    pytest.param("check", marks=EMPTY_BUG), pytest.param("compile", marks=EMPTY_BUG),
+    "check", "compile",
 ])
 def test_empty_file_gives_a_located_error(tmp_path: Path, command: str) -> None:
     """An empty world file (no world block) exits 1 with an error line naming the file."""
@@ -344,9 +339,6 @@ def test_fmt_bad_inputs_give_located_errors(tmp_path: Path) -> None:
         assert name in error_line(proc.stderr, BAD_INPUTS[kind][1]), proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: compile_world (eairdsl/compiler.py:41-42) fills result.sources only when "
-    "check_world returns a world, so a parse error renders without its source line and caret"))
 def test_syntax_error_in_check_shows_the_line_and_a_caret(tmp_path: Path) -> None:
     """`check` on a syntax error prints the offending source line and a caret under the column."""
     (tmp_path / "syn.eair").write_text("world d {\n  risk D1\n  clock ]\n}\n", encoding="utf-8")
@@ -380,9 +372,6 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
         assert ".png" in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: `compile -o FILE` (FILE an existing regular file) dies in write_generated's "
-    "mkdir (eairdsl/compiler.py:70) and main() reports 'internal error: FileExistsError', exit 3"))
 def test_compile_into_a_regular_file_is_a_usage_error(tmp_path: Path) -> None:
     """`compile -o F` with F an existing regular file exits 2 naming F (not an internal error)."""
     ws = make_workspace(tmp_path / "ws")

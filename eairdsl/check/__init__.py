@@ -21,6 +21,7 @@ from eairdsl.check.references import check_references
 from eairdsl.check.signatures import resolve_signatures
 from eairdsl.check.world import CheckedWorld, Pass
 from eairdsl.diagnostics import Diagnostics
+from eairdsl.source import SourceFile
 
 __all__ = ["PASSES", "check_world", "CheckedWorld"]
 
@@ -36,9 +37,14 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def check_world(entry: Path, diagnostics: Diagnostics) -> CheckedWorld | None:
-    """Load, parse and check a world. None when it cannot even be parsed."""
-    program = load_program(entry, diagnostics)
+def check_world(entry: Path, diagnostics: Diagnostics,
+                sources: dict[str, SourceFile] | None = None) -> CheckedWorld | None:
+    """Load, parse and check a world. None when it cannot even be parsed.
+
+    `sources` (if given) receives every file read, even when parsing failed, so
+    diagnostics can always be shown with their source line.
+    """
+    program = load_program(entry, diagnostics, sources)
     if program is None:
         return None
     world = CheckedWorld(program=program)

@@ -23,7 +23,7 @@ from eairdsl.check.references import RISKS
 from eairdsl.check.static import UNKNOWN, fold, uses_only_levers
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
-from eairdsl.source import Span
+from eairdsl.source import SourceFile, Span, display_name
 from eairdsl.syntax import ast as A
 
 __all__ = ["render_cards", "forbidden_words", "card_context", "CARD_VARIABLES"]
@@ -97,13 +97,24 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
     return line
 
 
+def _span_at(text: str, start: int, length: int, file: str) -> Span:
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    return Span(file=file, line=line, col=col, end_line=line, end_col=col + length)
+
+
 def _locate(text: str, needle: str, file: str) -> Span | None:
     match = re.search(re.escape(needle), text, re.IGNORECASE)
-    if match is None:
-        return None
-    line = text.count("\n", 0, match.start()) + 1
-    col = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
-    return Span(file=file, line=line, col=col, end_line=line, end_col=col + len(needle))
+    return None if match is None else _span_at(text, match.start(), len(needle), file)
+
+
+def _locate_variable(text: str, name: str, file: str) -> Span | None:
+    """Where a template variable is used: inside a {{ }} or {% %} tag, as a whole word."""
+    for tag in re.finditer(r"\{\{.*?\}\}|\{%.*?%\}", text, re.S):
+        word = re.search(rf"\b{re.escape(name)}\b", tag.group(0))
+        if word is not None:
+            return _span_at(text, tag.start() + word.start(), len(name), file)
+    return None
 
 
 def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
@@ -124,6 +135,7 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         module = world.module(party)
         path = resolve_data_path(module.path.parent, card.text, card.span, diagnostics)
+        shown = display_name(path) if path is not None else card.text
         if path is None:
             continue
         if not path.is_file():
@@ -137,11 +149,13 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                               card.span)
             continue
         world.data_files[data_ref(module, card.text)] = source.encode()
-        _render_party(world, party, path, source, card, words, diagnostics)
+        world.program.sources[shown] = SourceFile(name=shown, path=str(path), text=source)
+        _render_party(world, party, path, shown, source, card, words, diagnostics)
 
 
-def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, source: str,
-                  card: A.Clause, words: list[str], diagnostics: Diagnostics) -> None:
+def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: str,
+                  source: str, card: A.Clause, words: list[str],
+                  diagnostics: Diagnostics) -> None:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
@@ -153,12 +167,12 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, source: s
     except jinja2.TemplateSyntaxError as exc:
         line = exc.lineno or 1
         diagnostics.error("E601", f"card template syntax error: {exc.message}",
-                          Span(file=card.text or file, line=line, col=1, end_line=line,
+                          Span(file=shown, line=line, col=1, end_line=line,
                                end_col=2), "see the jinja2 template syntax")
         return
     unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
     for name in unknown:
-        span = _locate(source, name, card.text or file) or card.span
+        span = _locate_variable(source, name, shown) or card.span
         diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
                           did_you_mean(name, CARD_VARIABLES) or
                           f"cards see {', '.join(CARD_VARIABLES)}")
@@ -172,7 +186,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, source: s
         except jinja2.UndefinedError as exc:
             line = _template_line(exc, file) or 1
             diagnostics.error("E602", f"card for '{party.name}' under condition '{condition}': "
-                              f"{exc.message}", Span(file=card.text or file, line=line, col=1,
+                              f"{exc.message}", Span(file=shown, line=line, col=1,
                                                      end_line=line, end_col=2),
                               f"cards see {', '.join(CARD_VARIABLES)}")
             return
@@ -183,7 +197,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, source: s
         world.prompts[party.name][condition] = text
         for word in words:
             if word.lower() in text.lower():
-                span = _locate(source, word, card.text or file)
+                span = _locate(source, word, shown)
                 if span is None:
                     span = _inducer_span(world, word) or card.span
                 diagnostics.error("E603", f"the card of '{party.name}' names the risk under "

@@ -52,6 +52,10 @@ def read_rows(path: Path, data: bytes, span: Span,
         diagnostics.error("E207", f"{path.name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
                           span, "data files are JSON lists of objects, or CSV")
         return None
+    except (ValueError, RecursionError) as exc:
+        diagnostics.error("E207", f"{path.name}: unreadable JSON ({type(exc).__name__})", span,
+                          "data files are JSON lists of objects, or CSV")
+        return None
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         diagnostics.error("E207", f"{path.name} must hold a JSON list of objects", span)
         return None
@@ -100,7 +104,10 @@ def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, 
               optional: frozenset[str] = frozenset()) -> None:
     for index, row in enumerate(rows, start=1):
         for name in row:
-            if name not in fields:
+            if name is None:
+                diagnostics.error("E208", f"{file} row {index}: more cells than columns", span,
+                                  "check the row's commas and quoting")
+            elif name not in fields:
                 diagnostics.error("E208", f"{file} row {index}: field '{name}' is not declared "
                                   f"in {what}", span, did_you_mean(name, fields))
         for name, t in fields.items():
@@ -198,8 +205,11 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                 diagnostics.error("E404", "instance fields must be constants", expr.span)
         world.instances.append(row)
     ids = [str(i.get("id")) for i in world.instances]
+    where = world.instances_from[0][0].span if world.instances_from else (
+        next(iter(world.instance_decls.values())).span if world.instance_decls else None)
     for dupe in sorted({i for i in ids if ids.count(i) > 1}):
-        diagnostics.error("E208", f"two instances have id '{dupe}'", None)
+        diagnostics.error("E208", f"two instances have id '{dupe}'", where,
+                          "instance ids must be unique")
     for doc in world.documents.values():
         module = world.module(doc)
         path = resolve_data_path(_base(module), doc.source, doc.span, diagnostics)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from eairdsl.check.world import DECL_KINDS, CheckedWorld
 from eairdsl.diagnostics import Diagnostics
+from eairdsl.source import Span
 from eairdsl.syntax import ast as A
 
 __all__ = ["collect_declarations"]
@@ -69,7 +70,8 @@ def collect_declarations(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         getattr(world, table)[name] = decl
     if world.world is None and world.program.modules:
         entry = world.program.modules[-1]
-        diagnostics.error("E501", "the world file has no `world` block", None,
+        diagnostics.error("E501", "the world file has no `world` block",
+                          Span.point(entry.source.name),
                           f"add `world NAME {{ risk ... }}` to {entry.source.name}")
     if len(world.authorizations) > 1:
         for extra in world.authorizations[1:]:

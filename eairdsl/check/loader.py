@@ -90,9 +90,12 @@ def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile
         return None
 
 
-def load_program(entry: Path, diagnostics: Diagnostics) -> Program | None:
+def load_program(entry: Path, diagnostics: Diagnostics,
+                 sources: dict[str, SourceFile] | None = None) -> Program | None:
     """Load and parse `entry` and its imports; None if any file could not be parsed."""
     program = Program(entry=entry)
+    if sources is not None:
+        program.sources = sources
     stdlib = stdlib_root()
     ok = True
     done: set[Path] = set()

@@ -46,7 +46,11 @@ def fold(expr: A.Expr, levers: dict[str, Any], enum_members: set[str]) -> Any:
         value = fold(expr.operand, levers, enum_members)
         if value is UNKNOWN:
             return UNKNOWN
-        return (not value) if expr.op == "not" else -value
+        if expr.op == "not":
+            return (not value) if isinstance(value, bool) else UNKNOWN
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value
+        return UNKNOWN
     if isinstance(expr, A.BinaryExpr):
         return _fold_binary(expr, levers, enum_members)
     if isinstance(expr, A.QuantifierExpr):
@@ -92,6 +96,9 @@ def _fold_binary(e: A.BinaryExpr, levers: dict[str, Any], members: set[str]) -> 
         return False
     if left is UNKNOWN or right is UNKNOWN:
         return UNKNOWN
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+    if op in ("+", "-", "*", "/") and not numbers:
+        return UNKNOWN  # never build text or lists at compile time (`"a" * 10**9`)
     try:
         return {
             "==": lambda: left == right, "!=": lambda: left != right,
@@ -100,7 +107,7 @@ def _fold_binary(e: A.BinaryExpr, levers: dict[str, Any], members: set[str]) -> 
             "+": lambda: left + right, "-": lambda: left - right,
             "*": lambda: left * right, "/": lambda: left / right,
         }[op]()
-    except (KeyError, TypeError, ZeroDivisionError):
+    except (KeyError, TypeError, ZeroDivisionError, OverflowError, ValueError, MemoryError):
         return UNKNOWN
 
 

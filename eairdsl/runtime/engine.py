@@ -87,8 +87,14 @@ class Episode:
     traits: dict[str, dict[str, float]]
     trace: Trace
     invalid: list[str] = field(default_factory=list)
+    #: whether warnings shift traits when they fire (the `sim` profile, not the self-tests)
+    shift_traits: bool = True
 
     def __post_init__(self) -> None:
+        self.active = 0
+        self.scheduled = 0
+        self.triggered: list[Any] = []
+        self.trigger_state: dict[str, bool] = {}
         w = self.compiled.world
         self.env = simpy.Environment()
         self.pending: list[tuple[Agent, Observation, simpy.Event]] = []
@@ -139,7 +145,11 @@ class Episode:
             for event in party.events:
                 self.env.process(self._scheduled(party, event))
         for inducer in self.compiled.world.inducers:
-            if inducer.kind == "warning":
+            if inducer.kind != "warning":
+                continue
+            if inducer.at is None and inducer.every is None and inducer.when is not None:
+                self.triggered.append(inducer)
+            else:
                 self.env.process(self._warnings(inducer))
         processed = 0
         while True:
@@ -162,6 +172,13 @@ class Episode:
             self.env.step()
 
     def _scheduled(self, party: PartyIR, event: Any) -> Proc:
+        self.scheduled += 1
+        try:
+            yield from self._scheduled_event(party, event)
+        finally:
+            self.scheduled -= 1
+
+    def _scheduled_event(self, party: PartyIR, event: Any) -> Proc:
         at = float(self.compiled.eval(event.at, self.scope()) or 0)
         yield self.env.timeout(max(0.0, at))
         if event.when is not None and not truthy(self.compiled.eval(event.when, self.scope())):
@@ -193,25 +210,42 @@ class Episode:
         return text or party.objective or f"Hello, this is {party.name}."
 
     def _warnings(self, inducer: Any) -> Proc:
+        """A timed warning: from `at`, then every `every`, whenever its `when` holds.
+
+        A periodic warning stops once no participant has work left, so it never
+        keeps an otherwise finished episode alive.
+        """
         scope = self.scope()
-        if inducer.when is not None and not truthy(self.compiled.eval(inducer.when, scope)):
-            return
         at = float(self.compiled.eval(inducer.at, scope, 0) or 0)
         every = self.compiled.eval(inducer.every, scope)
         yield self.env.timeout(max(0.0, at))
-        roles = inducer.roles or [p.name for p in self.compiled.world.parties if p.kind == "role"]
-        for _ in range(100):
-            for role in roles:
-                self.trace.add(t=float(self.env.now), kind="message",
-                               actor=inducer.sender or "manager", recipient=role,
-                               edge=f"{inducer.sender or 'manager'}->{role}",
-                               content=inducer.text or "")
-                self.memory[role].append(MemoryItem(kind="note", task=0,
-                                                    sender=inducer.sender or "manager",
-                                                    text=inducer.text or ""))
-            if not every:
+        while True:
+            if inducer.when is None or truthy(self.compiled.eval(inducer.when, self.scope())):
+                self._warn(inducer)
+            if not every or (self.active == 0 and self.scheduled == 0):
                 return
             yield self.env.timeout(float(every))
+
+    def _check_triggers(self) -> None:
+        """Warnings without a time fire each time their `when` turns from false to true."""
+        for inducer in self.triggered:
+            now = truthy(self.compiled.eval(inducer.when, self.scope()))
+            if now and not self.trigger_state.get(inducer.name, False):
+                self._warn(inducer)
+            self.trigger_state[inducer.name] = now
+
+    def _warn(self, inducer: Any) -> None:
+        sender = inducer.sender or "manager"
+        roles = inducer.roles or [p.name for p in self.compiled.world.parties if p.kind == "role"]
+        for role in roles:
+            self.trace.add(t=float(self.env.now), kind="message", actor=sender, recipient=role,
+                           edge=f"{sender}->{role}", content=inducer.text or "")
+            self.memory[role].append(MemoryItem(kind="note", task=0, sender=sender,
+                                                text=inducer.text or ""))
+            traits = self.traits.get(role)
+            if traits is not None and self.shift_traits:
+                for trait, delta in inducer.shifts.items():
+                    traits[trait] = min(1.0, max(0.0, traits.get(trait, 0.5) + delta))
 
     def _decide(self, agent: Agent, obs: Observation) -> Proc:
         event = self.env.event()
@@ -251,6 +285,16 @@ class Episode:
     def handle(self, party_name: str, request: Request, principal: str | None,
                root: str | None, delegator: str | None, depth: int) -> Proc:
         """An agent handles one request: tool calls until it replies. Returns the reply."""
+        self.active += 1
+        try:
+            reply = yield from self._handle(party_name, request, principal, root, delegator,
+                                            depth)
+        finally:
+            self.active -= 1
+        return reply
+
+    def _handle(self, party_name: str, request: Request, principal: str | None,
+                root: str | None, delegator: str | None, depth: int) -> Proc:
         party = self.compiled.parties.get(party_name)
         self.tasks += 1
         task = _Task(self.tasks, party_name, request, principal, root, delegator, depth)
@@ -441,6 +485,7 @@ class Episode:
             self.states[effect.target] = value
         self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
                        tool=tool.name, diff=diff, task=task.id)
+        self._check_triggers()
 
     def _reject(self, task: _Task, call_step: str, tool: str, reason: str,
                 at: str | None = None) -> tuple[Any, bool]:

@@ -49,7 +49,11 @@ _EXAMPLES: list[tuple[str, str, str, list[str]]] = [
     ("E107", "'=' is assignment; comparisons use '=='",
      "write `a == b` to compare two values",
      ["measure { realized = a = b }", "policy p { rule a = b }",
-      "tool t() { require a = b else reject \"x\" }"]),
+      "tool t() { require a = b else reject \"x\" }", "measure { realized = 1 = b }",
+      "measure { realized = f(a) = b }", "measure { realized = a.b = c }",
+      "measure { realized = \"x\" = b }", "measure { realized = (a) = b }",
+      "measure { realized = [a] = b }", "tool t() { require a.b = c else reject \"x\" }",
+      "tool t() { require f(a) = c else reject \"x\" }"]),
     ("E108", "a `require` guard needs an `else reject \"…\"` or `else route NAME`",
      "guards read `require CONDITION else reject \"message\"`",
      ["tool t() { require a }", "tool t() { require a kind read }",
@@ -133,8 +137,17 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
         char = source.text[exc.pos_in_stream] if exc.pos_in_stream < len(source.text) else ""
         span = Span(file=file, line=line, col=col, end_line=line, end_col=col + 1)
         if char == '"':
-            return Diagnostic(code="E106", message="unterminated string", span=span,
-                              hint="close the string with \" on the same line, or use \"\"\"…\"\"\"")
+            pos = exc.pos_in_stream
+            if source.text[max(0, pos - 2):pos] == '""':  # an unterminated """ long string
+                col = max(1, col - 2)
+                span = Span(file=file, line=line, col=col, end_line=line, end_col=col + 3)
+            return Diagnostic(code="E106", message="unterminated or invalid string", span=span,
+                              hint='close it with " on the same line; write a tab as \\t and '
+                                   'other escapes as in JSON; use """…""" for text over '
+                                   "several lines")
+        if char.isdigit():
+            return Diagnostic(code="E103", message="number literal too long", span=span,
+                              hint="numbers have at most 15 digits before and after the point")
         return Diagnostic(code="E103", message=f"unexpected character {char!r}", span=span,
                           hint=f"expected {_expected(exc.allowed)}" if exc.allowed else None)
     if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
@@ -143,6 +156,9 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
                     end_line=tok.end_line or tok.line or 1,
                     end_col=tok.end_column or (tok.column or 1) + len(str(tok)))
         known = _known_mistake(exc)
+        top = {k.upper() for k in TOP_LEVEL_KEYWORDS} | {"$END"}
+        if known is None and "WORLD" in exc.expected and set(exc.expected) <= top:
+            known = next((c, m, h) for c, m, h, _ in _EXAMPLES if c == "E110")
         if known is not None:
             code, message, hint = known
             return Diagnostic(code=code, message=f"{message} (found {str(tok)!r})", span=span,
