@@ -105,11 +105,16 @@ class Episode:
             r.name: [Row(r.name, dict(row)) for row in copy.deepcopy(r.rows)] for r in w.records}
         self.documents = {d.name: d.text for d in w.documents}
         self.states: dict[str, Any] = {}
+        # The calendar starts at the instance's `start_date`, else the state `start_date`.
+        self.start_date = "2026-01-01"
         principals: dict[str, str] = {}
         self.authorizer = Authorizer(w, principals)
         base = self.scope()
         for state in w.states:
             self.states[state.name] = self.compiled.eval(state.value, base)
+        start = self.instance.get("start_date") or self.states.get("start_date")
+        if isinstance(start, str) and len(start) == 10:
+            self.start_date = start
         for party in w.parties:
             value = self.compiled.eval(party.principal, self.scope())
             if isinstance(value, str):
@@ -118,7 +123,8 @@ class Episode:
         self.forward: dict[str, list[str]] = {}
         self.merges: list[tuple[list[str], str, dict[str, str]]] = []
         for ch in w.channels:
-            if ch.kind in ("direct", "fork"):
+            # A channel `via TOOL` is used only through that tool; the others carry answers.
+            if ch.kind in ("direct", "fork") and ch.via is None:
                 self.forward.setdefault(ch.parties[0], []).extend(ch.parties[1:])
             elif ch.kind == "merge":
                 self.merges.append((ch.parties[:-1], ch.parties[-1], {}))
@@ -129,7 +135,8 @@ class Episode:
         return Scope(world=self.compiled.world, levers=self.levers, states=self.states,
                      records=self.records, documents=self.documents, authorizer=self.authorizer,
                      instance=self.instance, context=context, trace=self.trace,
-                     now=float(self.env.now), locals=dict(args or {}))
+                     now=float(self.env.now), start_date=self.start_date,
+                     locals=dict(args or {}))
 
     def principal_of(self, party: str) -> str:
         p = self.compiled.parties.get(party)
@@ -272,8 +279,13 @@ class Episode:
             hint = self.compiled.eval(p.hint, self.scope()) if p.hint is not None else None
             if hint is not None and not isinstance(hint, list):
                 hint = [hint]
+            members = list(p.type.members)
+            if p.type.kind == "document":
+                members = [d.name for d in self.compiled.world.documents]
+            elif p.type.kind == "party":
+                members = [q.name for q in self.compiled.world.parties if q.kind != "actor"]
             params.append(ParamSpec(name=p.name, type=_type_name(p.type),
-                                    required=p.default is None, members=list(p.type.members),
+                                    required=p.default is None, members=members,
                                     hint=to_json(hint)))
         reads: set[str] = set()
         for e in (tool.result, *(g.condition for g in tool.guards)):
@@ -405,8 +417,7 @@ class Episode:
                     tool.propagates_when is None
                     or truthy(self.compiled.eval(tool.propagates_when, scope)))
                 principal = self.compiled.eval(tool.propagates, scope) if propagate else None
-                question = next((v for k, v in args.items() if isinstance(v, str)), "") \
-                    if args else ""
+                question = _handoff_text(args)
                 callee = tool.delegates_to[0]
                 result: Any = yield from self.handle(
                     callee, Request(sender=task.party, text=question,
@@ -419,7 +430,7 @@ class Episode:
                 if target not in self.compiled.parties:
                     return self._reject(task, event.step, tool.name,
                                         f"no participant named {target!r} to send to")
-                text = "; ".join(f"{v}" for v in args.values() if v is not None)
+                text = _handoff_text({k: v for k, v in args.items() if v != target})
                 self._deliver(party, str(target), text, task.root)
                 result = self.compiled.eval(tool.result, scope, f"sent to {target}")
             else:
@@ -515,6 +526,15 @@ def _record_refs(e: Expr | None) -> set[str]:
     for child in (*e.args, e.source, e.body, e.where, *e.group_by):
         out |= _record_refs(child)
     return out
+
+
+def _handoff_text(args: dict[str, Any]) -> str:
+    """What a delegated or sent request says: one text argument as is, else every argument."""
+    present = {k: v for k, v in args.items() if v is not None}
+    texts = [v for v in present.values() if isinstance(v, str)]
+    if len(present) == 1 and texts:
+        return texts[0]
+    return "; ".join(f"{k}: {to_json(v)}" for k, v in present.items())
 
 
 def _render_args(call: ToolCall) -> str:
