@@ -9,11 +9,9 @@ interaction graph, so the drawing is never a second, divergent model.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-
 import networkx as nx
 
-from eairdsl.ir import Expr, World
+from eairdsl.ir import Expr, LetIR, World, walk_expr
 
 __all__ = ["topology_graph", "to_dot", "render_svg", "dot_available"]
 
@@ -38,16 +36,8 @@ _EDGE_STYLE = {
 _LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes")
 
 
-def _walk(e: Expr | None) -> Iterator[Expr]:
-    if e is None:
-        return
-    yield e
-    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
-        yield from _walk(child)
-
-
-def _refs(e: Expr | None, kind: str) -> set[str]:
-    return {x.name or "" for x in _walk(e) if x.op == "ref" and x.kind == kind}
+def _refs(e: Expr | None, kind: str, lets: dict[str, LetIR]) -> set[str]:
+    return {x.name or "" for x in walk_expr(e, lets) if x.op == "ref" and x.kind == kind}
 
 
 def topology_graph(world: World) -> nx.MultiDiGraph:
@@ -88,10 +78,10 @@ def topology_graph(world: World) -> nx.MultiDiGraph:
                                                                        tool.effects)]
         reads: set[str] = set()
         for e in exprs:
-            reads |= _refs(e, "record")
+            reads |= _refs(e, "record", world.lets)
         docs: set[str] = set()
         for e in exprs:
-            docs |= _refs(e, "document")
+            docs |= _refs(e, "document", world.lets)
         writes = {ef.target for ef in tool.effects if ef.op == "append"}
         for r in sorted(reads - writes):
             g.add_edge(f"record:{r}", node, kind="reads")

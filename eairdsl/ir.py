@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -28,11 +29,11 @@ __all__ = [
     "SCHEMA_VERSION", "Expr", "TypeIR", "FieldIR", "RecordIR", "StateIR", "DocumentIR",
     "AuthRuleIR", "AuthorizationIR", "PolicyIR", "LeverIR", "ConditionIR", "InducerIR", "GuardIR",
     "EffectIR", "ParamIR", "ToolIR", "ToolRefIR", "EventIR", "PartyIR", "ChannelIR", "MeasureIR",
-    "WorldMeta", "SourceIR", "World", "lower", "dump_world", "load_world",
+    "WorldMeta", "SourceIR", "World", "LetIR", "lower", "dump_world", "load_world", "walk_expr",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class _Model(BaseModel):
@@ -46,7 +47,8 @@ class Expr(_Model):
     call(name; args; keys = keyword names, "" for positional) · unary(kind; args=[x]) ·
     binary(kind; args=[l, r]) · list(args) · record(keys; args) ·
     comp(name=var; source, body, where, group_by) · agg(kind=func; name=var?; source?, body,
-    where, group_by) · quant(kind=all|any|exists; name=var; source, body)
+    where, group_by) · quant(kind=all|any|exists; name=var; source, body) ·
+    let(name = a `let` definition in World.lets; args in parameter order)
     """
 
     op: str
@@ -59,6 +61,14 @@ class Expr(_Model):
     body: Expr | None = None
     where: Expr | None = None
     group_by: list[Expr] = []
+
+
+class LetIR(_Model):
+    """A `let` definition: its body sees only its parameters and the world."""
+
+    name: str
+    params: list[str]
+    body: Expr
 
 
 class TypeIR(_Model):
@@ -288,6 +298,7 @@ class World(_Model):
     channels: list[ChannelIR] = []
     instances: list[dict[str, Any]] = []
     measures: list[MeasureIR] = []
+    lets: dict[str, LetIR] = {}
     protected: list[str] = []
     prompts: dict[str, dict[str, str]] = {}
 
@@ -297,6 +308,7 @@ class World(_Model):
 class _Lowerer:
     def __init__(self, world: CheckedWorld) -> None:
         self.w = world
+        self.used_lets: set[str] = set()
 
     def type(self, t: A.TypeRef, owner: str = "") -> TypeIR:
         checked = resolve_type(self.w, t, Diagnostics(), owner)
@@ -322,8 +334,8 @@ class _Lowerer:
         if isinstance(e, A.CallExpr):
             if e.func in self.w.lets:
                 let = self.w.lets[e.func]
-                bound = {p.name: x(a.value, s) for p, a in zip(let.params, e.args, strict=False)}
-                return x(let.body, bound)
+                self.used_lets.add(let.name)
+                return Expr(op="let", name=let.name, args=[x(a.value, s) for a in e.args])
             # `text(x)` renders with x's unit ($40, 6 min), which only the checker knows.
             unit = None
             if e.func in ("text", "join") and e.args:
@@ -459,6 +471,14 @@ def lower(world: CheckedWorld) -> World:
     out.measures = [MeasureIR(name=m.name, metric=m.metric, expr=lo.expr(m.expr),
                               when=lo.opt(m.when), at=_at(m.span))
                     for m in world.measure_items]
+    done: set[str] = set()
+    while lo.used_lets - done:  # lowering a body may reach further definitions
+        name = sorted(lo.used_lets - done)[0]
+        done.add(name)
+        let = world.lets[name]
+        out.lets[name] = LetIR(name=name, params=[p.name for p in let.params],
+                               body=lo.expr(let.body))
+    out.lets = dict(sorted(out.lets.items()))
     out.protected = sorted({item for p in world.protected for item in p.items})
     out.prompts = {role: dict(sorted(by_cond.items()))
                    for role, by_cond in sorted(world.prompts.items())}
@@ -559,6 +579,18 @@ def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
             out.events.append(EventIR(kind=c.key, at=lo.expr(c.expr), to=c.target or "",
                                       message=lo.opt(c.message), when=lo.opt(c.when)))
     return out
+
+
+def walk_expr(e: Expr | None, lets: dict[str, LetIR], _seen: frozenset[str] = frozenset()
+              ) -> Iterator[Expr]:
+    """Every node of `e`, following `let` calls into their bodies (once per path)."""
+    if e is None:
+        return
+    yield e
+    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
+        yield from walk_expr(child, lets, _seen)
+    if e.op == "let" and e.name in lets and e.name not in _seen:
+        yield from walk_expr(lets[e.name].body, lets, _seen | {e.name})
 
 
 def dump_world(world: World) -> str:

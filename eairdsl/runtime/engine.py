@@ -10,7 +10,6 @@ what keeps traces deterministic while letting LLM agents wait on a network.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,8 +26,15 @@ from eairdsl.agents.protocol import (
     ToolCall,
     ToolSpec,
 )
-from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World
-from eairdsl.runtime.evaluate import Authorizer, EvalError, Scope, compile_expr, truthy
+from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World, walk_expr
+from eairdsl.runtime.evaluate import (
+    Authorizer,
+    EvalError,
+    LetTable,
+    Scope,
+    compile_expr,
+    truthy,
+)
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row
 
@@ -53,15 +59,28 @@ class CompiledWorld:
         self.parties = {p.name: p for p in world.parties}
         self.records = {r.name: r for r in world.records}
         self.conditions = {c.name: c for c in world.conditions}
+        self.lets = LetTable(world.lets)
+        self._access: dict[str, tuple[list[str], list[str]]] = {}
 
     def fn(self, expr: Expr) -> Any:
         key = id(expr)
         if key not in self._fns:
-            self._fns[key] = compile_expr(expr)
+            self._fns[key] = compile_expr(expr, self.lets)
         return self._fns[key]
 
     def eval(self, expr: Expr | None, scope: Scope, default: Any = None) -> Any:
         return default if expr is None else self.fn(expr)(scope)
+
+    def access(self, tool: ToolIR) -> tuple[list[str], list[str]]:
+        """Records a tool reads (in its result and guards) and ledgers it appends to."""
+        if tool.name not in self._access:
+            reads: set[str] = set()
+            for e in (tool.result, *(g.condition for g in tool.guards)):
+                reads |= {x.name or "" for x in walk_expr(e, self.world.lets)
+                          if x.op == "ref" and x.kind == "record"}
+            writes = sorted({e.target for e in tool.effects if e.op == "append"})
+            self._access[tool.name] = (sorted(reads), writes)
+        return self._access[tool.name]
 
 
 @dataclass
@@ -93,6 +112,8 @@ class Episode:
     def __post_init__(self) -> None:
         self.active = 0
         self.scheduled = 0
+        self.version = 0  # bumped by every state change; keys cached tool specs
+        self._specs: dict[tuple[str, int], ToolSpec] = {}
         self.triggered: list[Any] = []
         self.trigger_state: dict[str, bool] = {}
         w = self.compiled.world
@@ -101,8 +122,9 @@ class Episode:
         self.memory: dict[str, list[MemoryItem]] = {p.name: [] for p in w.parties}
         self.tasks = 0
         self.levers = dict(self.compiled.conditions[self.condition].levers)
+        # Effects only append rows or set state variables, so rows are copied shallowly.
         self.records: dict[str, list[Row]] = {
-            r.name: [Row(r.name, dict(row)) for row in copy.deepcopy(r.rows)] for r in w.records}
+            r.name: [Row(r.name, row) for row in r.rows] for r in w.records}
         self.documents = {d.name: d.text for d in w.documents}
         self.states: dict[str, Any] = {}
         # The calendar starts at the instance's `start_date`, else the state `start_date`.
@@ -274,6 +296,14 @@ class Episode:
         return out
 
     def _spec(self, tool: ToolIR) -> ToolSpec:
+        """The tool as agents see it. Hints are re-evaluated only after the state changes."""
+        key = (tool.name, self.version)
+        cached = self._specs.get(key)
+        if cached is None:
+            cached = self._specs[key] = self._build_spec(tool)
+        return cached
+
+    def _build_spec(self, tool: ToolIR) -> ToolSpec:
         params = []
         for p in tool.params:
             hint = self.compiled.eval(p.hint, self.scope()) if p.hint is not None else None
@@ -287,12 +317,10 @@ class Episode:
             params.append(ParamSpec(name=p.name, type=_type_name(p.type),
                                     required=p.default is None, members=members,
                                     hint=to_json(hint)))
-        reads: set[str] = set()
-        for e in (tool.result, *(g.condition for g in tool.guards)):
-            reads |= _record_refs(e)
+        reads, writes = self.compiled.access(tool)
         return ToolSpec(name=tool.name, kind=tool.kind, description=tool.description,
-                        params=params, delegates=bool(tool.delegates_to), reads=sorted(reads),
-                        writes=sorted({e.target for e in tool.effects if e.op == "append"}))
+                        params=params, delegates=bool(tool.delegates_to), reads=reads,
+                        writes=writes)
 
     def handle(self, party_name: str, request: Request, principal: str | None,
                root: str | None, delegator: str | None, depth: int) -> Proc:
@@ -317,12 +345,13 @@ class Episode:
                        tool="delegation" if via_tool else None)
         if party is None or party.kind == "actor" or party_name not in self.agents:
             return ""
-        self.memory[party_name].append(MemoryItem(kind="message", task=task.id,
-                                                  sender=request.sender, text=request.text))
+        self.memory[party_name].append(MemoryItem.model_construct(
+            kind="message", task=task.id, sender=request.sender, text=request.text))
         agent = self.agents[party_name]
         for step in range(MAX_STEPS_PER_TASK):
             tools = self._available(party)
-            obs = Observation(party=party_name, kind=party.kind, card=self._card(party_name),
+            obs = Observation.model_construct(party=party_name, kind=party.kind,
+                              card=self._card(party_name),
                               time=float(self.env.now), task=task.id, step=step,
                               request=request, memory=list(self.memory[party_name]),
                               tools=[self._spec(t) for t in tools],
@@ -337,7 +366,7 @@ class Episode:
                     self._pass_on(party, request.sender, action.text, root)
                 return action.text
             result, rejected = yield from self.call_tool(task, action)
-            self.memory[party_name].append(MemoryItem(
+            self.memory[party_name].append(MemoryItem.model_construct(
                 kind="tool_result", task=task.id, tool=action.tool, args=to_json(action.args),
                 result=to_json(result), rejected=rejected))
         self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")
@@ -496,6 +525,7 @@ class Episode:
             self.states[effect.target] = value
         self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
                        tool=tool.name, diff=diff, task=task.id)
+        self.version += 1
         self._check_triggers()
 
     def _reject(self, task: _Task, call_step: str, tool: str, reason: str,
@@ -517,15 +547,6 @@ def _type_name(t: TypeIR) -> str:
     if t.kind in ("enum", "record", "schema") and t.name:
         return t.name
     return t.kind
-
-
-def _record_refs(e: Expr | None) -> set[str]:
-    if e is None:
-        return set()
-    out = {e.name or ""} if e.op == "ref" and e.kind == "record" else set()
-    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
-        out |= _record_refs(child)
-    return out
 
 
 def _handoff_text(args: dict[str, Any]) -> str:

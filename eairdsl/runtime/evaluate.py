@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from eairdsl.ir import Expr, World
+from eairdsl.ir import Expr, LetIR, World
 from eairdsl.runtime.values import FieldSet, Row, Rows, add_days, quarter_of, render_value
 
-__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "truthy"]
+__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy"]
 
 Fn = Callable[["Scope"], Any]
 
@@ -64,6 +64,42 @@ class Authorizer:
         return [n for n in names if n in allowed]
 
 
+class LetTable:
+    """`let` definitions, compiled on first use and memoised per evaluation.
+
+    A definition is pure: within one evaluation context (one Scope family,
+    sharing `memo`), the same definition with the same arguments gives the same
+    value, so repeated calls — `my_ticket(context.caller)` five times in one
+    guard — are computed once.
+    """
+
+    def __init__(self, lets: dict[str, LetIR]) -> None:
+        self.lets = lets
+        self._fns: dict[str, Fn] = {}
+
+    def call(self, name: str, args: list[Any], s: Scope) -> Any:
+        key = (name, *(_memo_key(a) for a in args))
+        memo = s.memo
+        if key in memo:
+            return memo[key]
+        fn = self._fns.get(name)
+        if fn is None:
+            fn = self._fns[name] = compile_expr(self.lets[name].body, self)
+        inner = Scope.__new__(Scope)
+        inner.__dict__.update(s.__dict__)
+        inner.locals = dict(zip(self.lets[name].params, args, strict=False))
+        value = memo[key] = fn(inner)
+        return value
+
+
+def _memo_key(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
 @dataclass
 class Scope:
     """Everything an expression can read during an episode."""
@@ -81,6 +117,8 @@ class Scope:
     start_date: str = "2026-01-01"
     locals: dict[str, Any] = field(default_factory=dict)
     measures: dict[str, Any] = field(default_factory=dict)
+    #: results of `let` calls in this evaluation context (shared by child scopes)
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def bind(self, name: str, value: Any) -> Scope:
         child = Scope.__new__(Scope)
@@ -172,7 +210,7 @@ def _contains_any(a: Any, b: Any) -> Any:
     return any(_text(x).casefold() in text for x in b)
 
 
-def compile_expr(e: Expr) -> Fn:
+def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
     """A closure evaluating `e` in a Scope."""
     op = e.op
     if op == "lit":
@@ -181,11 +219,17 @@ def compile_expr(e: Expr) -> Fn:
     if op == "ref":
         return _compile_ref(e)
     if op == "attr":
-        obj = compile_expr(e.args[0])
+        obj = compile_expr(e.args[0], lets)
         name = e.name or ""
-        return lambda s: _attr(obj(s), name, s)
+
+        def attr(s: Scope) -> Any:
+            value = obj(s)
+            if type(value) is Row or type(value) is dict:  # the hot path: a field of a row
+                return value.get(name)
+            return _attr(value, name, s)
+        return attr
     if op == "index":
-        obj, idx = compile_expr(e.args[0]), compile_expr(e.args[1])
+        obj, idx = compile_expr(e.args[0], lets), compile_expr(e.args[1], lets)
 
         def index(s: Scope) -> Any:
             items, i = obj(s), idx(s)
@@ -194,24 +238,30 @@ def compile_expr(e: Expr) -> Fn:
             return items[i] if -len(items) <= i < len(items) else None
         return index
     if op == "call":
-        return _compile_call(e)
+        return _compile_call(e, lets)
     if op == "unary":
-        operand = compile_expr(e.args[0])
+        operand = compile_expr(e.args[0], lets)
         if e.kind == "not":
             return lambda s: None if (v := operand(s)) is None else not v
         return lambda s: None if (v := operand(s)) is None else -v
     if op == "binary":
-        return _compile_binary(e)
+        return _compile_binary(e, lets)
     if op == "list":
-        items = [compile_expr(a) for a in e.args]
+        items = [compile_expr(a, lets) for a in e.args]
         return lambda s: [f(s) for f in items]
     if op == "record":
-        pairs = [(k, compile_expr(a)) for k, a in zip(e.keys, e.args, strict=True)]
+        pairs = [(k, compile_expr(a, lets)) for k, a in zip(e.keys, e.args, strict=True)]
         return lambda s: {k: f(s) for k, f in pairs}
     if op in ("comp", "agg"):
-        return _compile_collection(e)
+        return _compile_collection(e, lets)
     if op == "quant":
-        return _compile_quant(e)
+        return _compile_quant(e, lets)
+    if op == "let":
+        if lets is None:
+            raise ValueError("a `let` call needs the world's let table")
+        table, name = lets, e.name or ""
+        params = [compile_expr(a, lets) for a in e.args]
+        return lambda s: table.call(name, [f(s) for f in params], s)
     raise ValueError(f"unknown IR op {op!r}")
 
 
@@ -250,9 +300,9 @@ def _attr(obj: Any, name: str, s: Scope) -> Any:
     raise EvalError(f"cannot read .{name} of {obj!r}")
 
 
-def _compile_binary(e: Expr) -> Fn:
+def _compile_binary(e: Expr, lets: LetTable | None) -> Fn:
     op = e.kind or ""
-    left, right = compile_expr(e.args[0]), compile_expr(e.args[1])
+    left, right = compile_expr(e.args[0], lets), compile_expr(e.args[1], lets)
     if op == "and":
         return lambda s: _kleene_and(left(s), lambda: right(s))
     if op == "or":
@@ -289,47 +339,61 @@ def _aggregate(func: str, values: list[Any]) -> Any:
     return sum(present) / len(present)  # avg
 
 
-def _compile_collection(e: Expr) -> Fn:
+def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
     func = e.kind or ""
-    body = compile_expr(e.body) if e.body else (lambda s: None)
+    body = compile_expr(e.body, lets) if e.body else (lambda s: None)
     if e.op == "agg" and e.source is None:
         return lambda s: _aggregate(func, list(body(s) or []))
-    source = compile_expr(e.source) if e.source else (lambda s: [])
-    where = compile_expr(e.where) if e.where else None
-    keys = [compile_expr(g) for g in e.group_by]
+    source = compile_expr(e.source, lets) if e.source else (lambda s: [])
+    where = compile_expr(e.where, lets) if e.where else None
+    keys = [compile_expr(g, lets) for g in e.group_by]
     var = e.name or ""
 
-    def items(s: Scope) -> list[tuple[Scope, Any]]:
+    def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
+        """(body value, group key) for every item that passes `where`.
+
+        One child scope per evaluation, rebound per item: values are computed
+        before the next item is bound, so nothing sees a stale binding.
+        """
+        inner = s.bind(var, None)
         out = []
         for item in source(s) or []:
-            inner = s.bind(var, item)
+            inner.locals[var] = item
             if where is None or where(inner) is True:
-                out.append((inner, item))
+                out.append((body(inner), [k(inner) for k in keys]))
         return out
 
     if keys:
         def grouped(s: Scope) -> Any:
             groups: dict[str, list[Any]] = {}
-            for inner, _ in items(s):
-                key = repr([k(inner) for k in keys])
-                groups.setdefault(key, []).append(body(inner))
+            for value, key in rows(s):
+                groups.setdefault(repr(key), []).append(value)
             values = [groups[k] for k in sorted(groups)]
             if e.op == "comp":
                 return values
             return [_aggregate(func, v) for v in values]
         return grouped
     if e.op == "comp":
-        return lambda s: [body(inner) for inner, _ in items(s)]
-    return lambda s: _aggregate(func, [body(inner) for inner, _ in items(s)])
+        return lambda s: [value for value, _ in rows(s)]
+    return lambda s: _aggregate(func, [value for value, _ in rows(s)])
 
 
-def _compile_quant(e: Expr) -> Fn:
-    source = compile_expr(e.source) if e.source else (lambda s: [])
-    body = compile_expr(e.body) if e.body else (lambda s: None)
+def _compile_quant(e: Expr, lets: LetTable | None) -> Fn:
+    source = compile_expr(e.source, lets) if e.source else (lambda s: [])
+    body = compile_expr(e.body, lets) if e.body else (lambda s: None)
     var, kind = e.name or "", e.kind
 
     def quant(s: Scope) -> Any:
-        values = [body(s.bind(var, item)) for item in (source(s) or [])]
+        inner = s.bind(var, None)
+        values = []
+        for item in source(s) or []:
+            inner.locals[var] = item
+            value = body(inner)
+            if value is True and kind != "all":
+                return True  # any/exists: decided by the first witness
+            if value is False and kind == "all":
+                return False
+            values.append(value)
         if kind == "all":
             if any(v is False for v in values):
                 return False
@@ -342,9 +406,9 @@ def _compile_quant(e: Expr) -> Fn:
 
 # ---------------------------------------------------------------- builtins
 
-def _compile_call(e: Expr) -> Fn:
+def _compile_call(e: Expr, lets: LetTable | None) -> Fn:
     name = e.name or ""
-    args = [compile_expr(a) for a in e.args]
+    args = [compile_expr(a, lets) for a in e.args]
     keys = list(e.keys)
     if name == "choose":
         cond, then, other = args[0], args[1], args[2]

@@ -97,7 +97,8 @@ class Trace:
         self.result: TraceResult | None = None
 
     def add(self, **fields: Any) -> TraceEvent:
-        event = TraceEvent(step=f"s{len(self.events) + 1:04d}", **fields)
+        # The runtime builds events from values it already checked: skip re-validation.
+        event = TraceEvent.model_construct(step=f"s{len(self.events) + 1:04d}", **fields)
         self.events.append(event)
         return event
 
