@@ -270,7 +270,7 @@ class ExprChecker:
             chain = " -> ".join([*self._typing_lets[self._typing_lets.index(let.name):],
                                  let.name])
             self.error("E304", f"recursive definition: {chain}", let,
-                       "`let` definitions are expanded inline and may not call themselves")
+                       "a `let` definition may not call itself, directly or through others")
             return T.ANY
         self._typing_lets.append(let.name)
         scope = Scope(f"let {let.name}", instance=True,
