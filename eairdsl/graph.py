@@ -9,6 +9,7 @@ interaction graph, so the drawing is never a second, divergent model.
 from __future__ import annotations
 
 import shutil
+
 import networkx as nx
 
 from eairdsl.ir import Expr, LetIR, World, walk_expr

@@ -75,7 +75,8 @@ def read_source(path: Path) -> SourceFile:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise SourceError("E202", f"cannot read {name}: {exc.strerror}", "check permissions") from None
+        raise SourceError("E202", f"cannot read {name}: {exc.strerror}",
+                          "check permissions") from None
     if b"\x00" in data[:8192]:
         raise SourceError(
             "E101", f"{name} looks like a binary file (it contains NUL bytes)",

@@ -68,7 +68,7 @@ def test_trace_reads_back_with_the_documented_schema(d1: World, tmp_path: Path) 
 
 
 def test_d1_canonical_discloses_and_repair_closes_it(d1: World) -> None:
-    """Canonical D1 leaks in a substantial share; requester-bound delegation with ACLs leaks never."""
+    """Canonical D1 leaks in a substantial share; requester-bound delegation never leaks."""
     canonical = run_episodes(d1, "canonical", seed=0, episodes=45)
     repaired = run_episodes(d1, "repaired", seed=1000, episodes=45)
     assert _rate(canonical, "realized") >= 0.5

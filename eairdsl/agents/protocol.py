@@ -7,7 +7,7 @@ Both models are pydantic so they can be logged, recorded and replayed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol, Union
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -90,7 +90,7 @@ class Reply(BaseModel):
     text: str
 
 
-Action = Annotated[Union[ToolCall, Reply], Field(discriminator="kind")]
+Action = Annotated[ToolCall | Reply, Field(discriminator="kind")]
 
 
 class Agent(Protocol):

@@ -190,7 +190,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
                                                      end_line=line, end_col=2),
                               f"cards see {', '.join(CARD_VARIABLES)}")
             return
-        except Exception as exc:  # noqa: BLE001 - a template may raise anything jinja allows
+        except Exception as exc:
             diagnostics.error("E601", f"card for '{party.name}' failed to render: {exc}",
                               card.span)
             return

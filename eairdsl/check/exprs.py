@@ -350,9 +350,8 @@ class ExprChecker:
             return T.DURATION
         if op == "-" and lk == "date" and rk == "duration":
             return T.DATE
-        if op in ("+", "-"):
-            if _same_quantity(left, right) and lk in T.QUANTITIES:
-                return T.NUMBER if "number" in (lk, rk) and lk in ("int", "number") else left
+        if op in ("+", "-") and _same_quantity(left, right) and lk in T.QUANTITIES:
+            return T.NUMBER if "number" in (lk, rk) and lk in ("int", "number") else left
         if op == "*":
             if T.is_numeric(left) and rk in T.QUANTITIES:
                 return right if not (lk == "number" and rk == "int") else T.NUMBER

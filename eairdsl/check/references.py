@@ -10,7 +10,6 @@ from __future__ import annotations
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
-from eairdsl.syntax import ast as A
 
 __all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS"]
 

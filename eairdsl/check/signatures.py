@@ -42,7 +42,8 @@ def resolve_type(world: CheckedWorld, ref: A.TypeRef, diagnostics: Diagnostics,
             world.used.add(ref.name)
             group = ref.arg.name
             if ref.arg.kind != "name" or group not in world.groups(ref.name):
-                diagnostics.error("E301", f"record '{ref.name}' has no group '{group}'", ref.arg.span,
+                diagnostics.error("E301", f"record '{ref.name}' has no group '{group}'",
+                                  ref.arg.span,
                                   did_you_mean(group, world.groups(ref.name)))
             return T.record_row(ref.name)
         diagnostics.error("E401", f"'{ref.name}[...]' is not a type constructor", ref.span,

@@ -187,7 +187,7 @@ class Episode:
                 for agent, obs, event in batch:
                     try:
                         action = await agent.decide(obs)
-                    except Exception as exc:  # noqa: BLE001 - a backend failure is data
+                    except Exception as exc:
                         self.invalid.append(f"{obs.party}: agent failed: {exc}")
                         action = Reply(text="")
                     event.succeed(action)

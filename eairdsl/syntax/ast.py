@@ -9,7 +9,7 @@ layout-free shape the formatter round-trip tests compare.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -145,7 +145,7 @@ class ComprehensionExpr(Node):
 
 
 class AggregateExpr(Node):
-    """`sum|count|max|min|avg|distinct(body [for ...])`; with `group by` it yields one value per group."""
+    """`sum|count|max|min|avg|distinct(body [for ...])`; `group by` gives one value per group."""
 
     node: Literal["aggregate"] = "aggregate"
     func: Literal["sum", "count", "max", "min", "avg", "distinct"]
@@ -164,8 +164,8 @@ class QuantifierExpr(Node):
 
 
 Expr = Annotated[
-    Union[LiteralExpr, NameExpr, AttrExpr, IndexExpr, CallExpr, UnaryExpr, BinaryExpr, ListExpr,
-          RecordExpr, ComprehensionExpr, AggregateExpr, QuantifierExpr],
+    LiteralExpr | NameExpr | AttrExpr | IndexExpr | CallExpr | UnaryExpr | BinaryExpr
+    | ListExpr | RecordExpr | ComprehensionExpr | AggregateExpr | QuantifierExpr,
     Field(discriminator="node"),
 ]
 
@@ -458,10 +458,10 @@ class ProtectedDecl(Node):
 
 
 Decl = Annotated[
-    Union[WorldDecl, ImportDecl, EnumDecl, SchemaDecl, RecordDecl, StateDecl, DocumentDecl,
-          AuthorizationDecl, PolicyDecl, LeverDecl, ConditionDecl, InducerDecl, ToolDecl,
-          PartyDecl, ChannelDecl, InstancesDecl, InstanceDecl, MeasureDecl, LetDecl,
-          ProtectedDecl],
+    WorldDecl | ImportDecl | EnumDecl | SchemaDecl | RecordDecl | StateDecl | DocumentDecl
+    | AuthorizationDecl | PolicyDecl | LeverDecl | ConditionDecl | InducerDecl | ToolDecl
+    | PartyDecl | ChannelDecl | InstancesDecl | InstanceDecl | MeasureDecl | LetDecl
+    | ProtectedDecl,
     Field(discriminator="decl"),
 ]
 
@@ -501,7 +501,7 @@ def strip_spans(value: Any) -> Any:
 def walk_exprs(value: Any) -> Iterator[Any]:
     """Every expression node reachable from `value`, parents before children."""
     if isinstance(value, BaseModel):
-        if hasattr(value, "node") and isinstance(getattr(value, "node"), str):
+        if hasattr(value, "node") and isinstance(value.node, str):
             yield value
         for _, child in value:
             yield from walk_exprs(child)

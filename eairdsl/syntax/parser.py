@@ -39,7 +39,7 @@ TOP_LEVEL_KEYWORDS = (
     "simulator", "channel", "delegation", "fork", "merge", "relay", "instances", "instance",
     "measure", "let", "protected",
 )
-_RESYNC = re.compile(r"^(?:%s)\b" % "|".join(TOP_LEVEL_KEYWORDS), re.M)
+_RESYNC = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
 _comments_lock = threading.Lock()
 _comment_sink: list[Token] = []
@@ -100,7 +100,7 @@ def _describe(terminal: str) -> str:
 def _expected(expected: set[str] | frozenset[str]) -> str:
     names = sorted({_describe(t) for t in expected})
     if len(names) > 8:
-        names = names[:8] + ["…"]
+        names = [*names[:8], "…"]
     return ", ".join(names)
 
 
