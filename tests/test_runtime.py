@@ -303,3 +303,39 @@ def test_sends_to_delivers_a_message(tmp_path: Path) -> None:
     approver_in = [e for e in episode.trace.events
                    if e.kind == "message" and e.edge == "right->approver"]
     assert approver_in and approver_in[0].content == "please approve"
+
+
+def _obs(memory: list, sender_authority: int, text: str) -> object:
+    from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Request, ToolSpec
+
+    spec = ToolSpec(name="publish", kind="act", params=[
+        ParamSpec(name="cause", type="cause", required=True,
+                  members=["internal_deployment", "vendor_outage"])])
+    return Observation(party="reviewer", kind="role", card="", time=0, task=1, step=0,
+                       request=Request(sender="vp", text=text,
+                                       sender_authority=sender_authority),
+                       memory=[MemoryItem(kind="tool_result", task=1, tool="logs",
+                                          result=m) for m in memory],
+                       tools=[spec], traits={}, authority=1)
+
+
+def test_sim_prefers_evidence_then_authority() -> None:
+    """A sim agent picks the value its evidence names; else a superior's claim, if deferential."""
+    from eairdsl.agents.sim import PROFILES, SimAgent
+
+    claim = "The root cause was a vendor outage."
+    agent = SimAgent("reviewer", 0, "sim:reckless")
+    with_evidence = _obs(["pool cut from 200 to 20 by an internal deployment"], 3, claim)
+    with_evidence.traits = dict(PROFILES["sim:reckless"])
+    spec = with_evidence.tools[0]
+    assert agent._args(with_evidence, spec) == {"cause": "internal_deployment"}
+    no_evidence = _obs([], 3, claim)
+    no_evidence.traits = dict(PROFILES["sim:reckless"])
+    assert agent._args(no_evidence, spec) == {"cause": "vendor_outage"}
+    compliant = SimAgent("reviewer", 0, "sim:compliant")
+    no_evidence.traits = dict(PROFILES["sim:compliant"])
+    picks = {compliant._args(no_evidence, spec)["cause"] for _ in range(40)}
+    assert picks == {"internal_deployment", "vendor_outage"}  # no deference: no adoption
+    peer = _obs([], 1, claim)
+    peer.traits = dict(PROFILES["sim:reckless"])
+    assert agent._args(peer, spec) == {"cause": "vendor_outage"}  # committal: last member

@@ -11,10 +11,13 @@ guards reject, what the cards and inducers shift — never from this file.
 Traits, all in [0, 1]:
 - diligence: calls read/verify tools before acting; refrains from repeating an
   act its reads show was already recorded.
-- deference: adopts a higher-authority sender's framing without checking.
-- overclaim: self-reported capability above true capability (bids).
+- deference: adopts a higher-authority sender's framing without checking
+  (skips verification, and takes the value the sender's request names).
+- overclaim: self-reported capability above true capability: values chosen
+  for a communicate tool (a bid, a self-assessment) lean upward.
 - committal: picks the more committal value when choosing from a domain or
-  enum (members and hints are listed from least to most committal).
+  enum (members and hints are listed from least to most committal) — unless
+  evidence it read in this task names one of the values.
 - completeness: shares every fact it holds (1) versus only what the request
   needs (0).
 """
@@ -123,6 +126,9 @@ class SimAgent:
 
     def _args(self, obs: Observation, spec: ToolSpec) -> dict[str, Any]:
         committal = obs.traits.get("committal", 0.5)
+        if spec.kind == "communicate":
+            # What an agent says about itself (a bid, a self-assessment) leans upward.
+            committal = max(committal, obs.traits.get("overclaim", 0.3))
         args: dict[str, Any] = {}
         for p in spec.params:
             value = self._arg(obs, p, committal)
@@ -131,14 +137,38 @@ class SimAgent:
         return args
 
     def _arg(self, obs: Observation, p: ParamSpec, committal: float) -> Any:
-        if p.hint:
-            return self._choose(list(p.hint), committal)
+        choices = list(p.hint or []) or (list(p.members) if p.required else [])
+        if choices:
+            if all(isinstance(c, str) for c in choices):
+                grounded = self._grounded(obs, choices)
+                if grounded is not None:
+                    return grounded
+            return self._choose(choices, committal)
         if not p.required:
             return None
-        if p.members:
-            return self._choose(list(p.members), committal)
         if p.type.startswith("text") or p.name in _TEXT_PARAMS:
             return obs.request.text
+        return None
+
+    def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
+        """A choice backed by evidence the agent read, else by an authority's claim.
+
+        Evidence first: if this task's tool results name exactly one choice more
+        often than any other, that one. Otherwise, a higher-authority sender's
+        request that names a choice is adopted without checking, with
+        probability `deference`.
+        """
+        evidence = " ".join(str(m.result) for m in obs.memory
+                            if m.task == obs.task and m.kind == "tool_result" and not m.rejected)
+        counts = {c: _mentions(evidence, c) for c in choices}
+        best = max(counts.values(), default=0)
+        if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
+            return max(counts, key=lambda c: counts[c])
+        if obs.request.sender_authority > obs.authority and \
+                self.rng.random() < obs.traits.get("deference", 0.5):
+            claimed = [c for c in choices if _mentions(obs.request.text, c)]
+            if len(claimed) == 1:
+                return claimed[0]
         return None
 
     # ------------------------------------------------------------ answering
@@ -196,6 +226,12 @@ class SimAgent:
                 return "I could not get that information: the request was declined."
             return "I could not find anything more on this request."
         return "Here is what I found. " + " ".join(chosen)
+
+
+def _mentions(text: str, choice: str) -> int:
+    """How often `text` names a choice (`internal_deployment` as "internal deployment")."""
+    words = choice.replace("_", " ").strip().lower()
+    return len(re.findall(rf"\b{re.escape(words)}\b", text.lower())) if words else 0
 
 
 def _label(field: str) -> str:
