@@ -1,0 +1,32 @@
+"""Apply a repair to a world as a source patch, the way the Repair Agent will.
+
+A repair is a change to the `.eair` text alone: the world folder is copied, each
+(old, new) replacement must match exactly once, and the result is compiled
+from scratch — so a repair that only works by touching Python cannot pass.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from eairdsl.compiler import compile_world
+from eairdsl.diagnostics import render_all
+from eairdsl.ir import World
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def patched_world(tmp_path: Path, name: str, edits: list[tuple[str, str]]) -> World:
+    """Copy worlds/<name>.eair and worlds/<name>/ to tmp_path, apply edits, compile."""
+    shutil.copytree(ROOT / "worlds" / name, tmp_path / name)
+    text = (ROOT / "worlds" / f"{name}.eair").read_text(encoding="utf-8")
+    for old, new in edits:
+        assert text.count(old) == 1, f"patch anchor must match once: {old!r}"
+        text = text.replace(old, new)
+    entry = tmp_path / f"{name}.eair"
+    entry.write_text(text, encoding="utf-8")
+    result = compile_world(entry)
+    assert result.ok and result.world is not None, render_all(result.diagnostics.sorted(),
+                                                              result.sources)
+    return result.world
