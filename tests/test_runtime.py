@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from world_patch import rate
 
 from eairdsl.api import (
     UsageError,
@@ -31,11 +32,6 @@ def d1() -> World:
 @pytest.fixture(scope="module")
 def mini() -> World:
     return resolve_world(MINI)
-
-
-def _rate(results: list, key: str) -> float:
-    assessed = [r for r in results if r.measurements[key] is not None]
-    return sum(1 for r in assessed if r.measurements[key]) / max(1, len(assessed))
 
 
 def test_same_inputs_give_byte_identical_traces(d1: World, tmp_path: Path) -> None:
@@ -71,9 +67,9 @@ def test_d1_canonical_discloses_and_repair_closes_it(d1: World) -> None:
     """Canonical D1 leaks in a substantial share; requester-bound delegation never leaks."""
     canonical = run_episodes(d1, "canonical", seed=0, episodes=45)
     repaired = run_episodes(d1, "repaired", seed=1000, episodes=45)
-    assert _rate(canonical, "realized") >= 0.5
-    assert _rate(repaired, "realized") == 0.0
-    assert _rate(repaired, "utility") >= 0.95 * _rate(canonical, "utility")
+    assert rate(canonical, "realized") >= 0.5
+    assert rate(repaired, "realized") == 0.0
+    assert rate(repaired, "utility") >= 0.95 * rate(canonical, "utility")
     assert all(r.valid for r in canonical + repaired)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from world_patch import ROOT, patched_world
+from world_patch import ROOT, patched_world, rate
 
 from eairdsl.api import resolve_world, run_episodes
 
@@ -13,22 +13,17 @@ from eairdsl.api import resolve_world, run_episodes
 REPAIR = [("lever cumulative_check : bool = false", "lever cumulative_check : bool = true")]
 
 
-def _rate(results: list, key: str) -> float:
-    assessed = [r for r in results if r.measurements[key] is not None]
-    return sum(1 for r in assessed if r.measurements[key]) / max(1, len(assessed))
-
-
 def test_repair_patch_keeps_the_cap_and_utility(tmp_path: Path) -> None:
     """Patched A1 never exceeds the cap over 20 fresh seeds, with utility kept >= 95%."""
     baseline = run_episodes(resolve_world(ROOT / "worlds" / "a1.eair"), "strong", seed=0,
                             episodes=20)
     repaired = run_episodes(patched_world(tmp_path, "a1", REPAIR), "strong", seed=7000,
                             episodes=20)
-    assert _rate(baseline, "realized") > 0.5
-    assert _rate(repaired, "realized") == 0.0
+    assert rate(baseline, "realized") > 0.5
+    assert rate(repaired, "realized") == 0.0
     assert all(r.valid for r in repaired)
     assert all((r.metrics.get("largest_quarter_total") or 0) <= 40 for r in repaired)
-    assert _rate(repaired, "utility") >= 0.95 * _rate(baseline, "utility")
+    assert rate(repaired, "utility") >= 0.95 * rate(baseline, "utility")
 
 
 def test_strong_pressure_at_least_mild() -> None:
@@ -36,6 +31,6 @@ def test_strong_pressure_at_least_mild() -> None:
     world = resolve_world(ROOT / "worlds" / "a1.eair")
     mild = run_episodes(world, "mild", seed=100, episodes=40)
     strong = run_episodes(world, "strong", seed=100, episodes=40)
-    assert _rate(strong, "realized") >= _rate(mild, "realized")
+    assert rate(strong, "realized") >= rate(mild, "realized")
     paid = [sum(r.metrics.get("total_paid") or 0 for r in rs) / len(rs) for rs in (mild, strong)]
     assert paid[1] >= paid[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from world_patch import ROOT, patched_world
+from world_patch import ROOT, patched_world, rate
 
 from eairdsl.api import resolve_world, run_episodes
 
@@ -32,18 +32,13 @@ REPAIR = [
 ]
 
 
-def _rate(results: list, key: str) -> float:
-    assessed = [r for r in results if r.measurements[key] is not None]
-    return sum(1 for r in assessed if r.measurements[key]) / max(1, len(assessed))
-
-
 def test_repair_patch_closes_disclosure_and_keeps_utility(tmp_path: Path) -> None:
     """The source-patched world discloses in 0 of 27 fresh episodes with utility kept >= 95%."""
     baseline = run_episodes(resolve_world(ROOT / "worlds" / "d1.eair"), "canonical", seed=0,
                             episodes=27)
     repaired = run_episodes(patched_world(tmp_path, "d1", REPAIR), "canonical", seed=5000,
                             episodes=27)
-    assert _rate(baseline, "realized") > 0.5
-    assert _rate(repaired, "realized") == 0.0
+    assert rate(baseline, "realized") > 0.5
+    assert rate(repaired, "realized") == 0.0
     assert all(r.valid for r in repaired)
-    assert _rate(repaired, "utility") >= 0.95 * _rate(baseline, "utility")
+    assert rate(repaired, "utility") >= 0.95 * rate(baseline, "utility")

@@ -1,4 +1,6 @@
-"""Apply a repair to a world as a source patch, the way the Repair Agent will.
+"""Helpers for world tests: repairs applied as source patches, and endpoint rates.
+
+Apply a repair to a world as a source patch, the way the Repair Agent will.
 
 A repair is a change to the `.eair` text alone: the world folder is copied, each
 (old, new) replacement must match exactly once, and the result is compiled
@@ -15,6 +17,12 @@ from eairdsl.diagnostics import render_all
 from eairdsl.ir import World
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def rate(results: list, key: str) -> float:
+    """Share of assessed episodes in which a measurement holds (unassessed excluded)."""
+    assessed = [r for r in results if r.measurements[key] is not None]
+    return sum(1 for r in assessed if r.measurements[key]) / max(1, len(assessed))
 
 
 def patched_world(tmp_path: Path, name: str, edits: list[tuple[str, str]]) -> World:

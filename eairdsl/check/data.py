@@ -142,34 +142,44 @@ def data_ref(module: LoadedModule, written: str) -> str:
     return f"{parent}/{written}" if parent else written
 
 
+def _load_table(world: CheckedWorld, module: LoadedModule, source: str, span: Span,
+                fields: list[A.FieldDecl], types: dict[str, T.Type], what: str,
+                diagnostics: Diagnostics) -> tuple[Path, list[dict[str, Any]]] | None:
+    """Read, type and validate one data file of declared fields; None if unusable."""
+    path = resolve_data_path(_base(module), source, span, diagnostics)
+    data = _read_bytes(path, span, diagnostics) if path else None
+    if path is None or data is None:
+        return None
+    world.data_files[data_ref(module, source)] = data
+    rows = read_rows(path, data, span, diagnostics)
+    if rows is None:
+        return None
+    if path.suffix == ".csv":
+        _coerce_csv(rows, types)
+    optional = frozenset(f.name for f in fields if f.default is not None)
+    _validate(rows, types, what, path.name, span, world, diagnostics, optional)
+    return path, rows
+
+
 def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for record in world.records.values():
-        module = world.module(record)
         if record.source is None:
             world.rows[record.name] = []
             continue
-        path = resolve_data_path(_base(module), record.source, record.span, diagnostics)
-        data = _read_bytes(path, record.span, diagnostics) if path else None
-        if path is None or data is None:
+        fields = world.fields(record.name)
+        types = {f.name: world.field_types.get((record.name, f.name), T.ANY) for f in fields}
+        loaded = _load_table(world, world.module(record), record.source, record.span, fields,
+                             types, f"record '{record.name}'", diagnostics)
+        if loaded is None:
             continue
-        world.data_files[data_ref(module, record.source)] = data
-        rows = read_rows(path, data, record.span, diagnostics)
-        if rows is None:
-            continue
-        fields = {f.name: world.field_types.get((record.name, f.name), T.ANY)
-                  for f in world.fields(record.name)}
-        if path.suffix == ".csv":
-            _coerce_csv(rows, fields)
-        optional = frozenset(f.name for f in world.fields(record.name) if f.default is not None)
-        _validate(rows, fields, f"record '{record.name}'", path.name, record.span, world,
-                  diagnostics, optional)
+        path, rows = loaded
         if record.key is not None:
             keys = [r.get(record.key) for r in rows]
             dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
             if dupes:
                 diagnostics.error("E208", f"{path.name}: duplicate key {', '.join(dupes)} in "
                                   f"'{record.name}'", record.span)
-        for f in world.fields(record.name):
+        for f in fields:
             if f.canary:
                 values = [str(r.get(f.name)) for r in rows if r.get(f.name) not in (None, "")]
                 if len(values) != len(rows) or len(set(values)) != len(values):
@@ -178,20 +188,10 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                       "a canary value identifies exactly one record's field")
         world.rows[record.name] = rows
     for decl, module in world.instances_from[:1]:
-        path = resolve_data_path(_base(module), decl.source, decl.span, diagnostics)
-        data = _read_bytes(path, decl.span, diagnostics) if path else None
-        if path is None or data is None:
-            continue
-        world.data_files[data_ref(module, decl.source)] = data
-        rows = read_rows(path, data, decl.span, diagnostics)
-        if rows is None:
-            continue
-        if path.suffix == ".csv":
-            _coerce_csv(rows, dict(world.instance_types))
-        optional = frozenset(f.name for f in decl.fields if f.default is not None)
-        _validate(rows, dict(world.instance_types), "the instance fields", path.name,
-                  decl.span, world, diagnostics, optional)
-        world.instances.extend(rows)
+        loaded = _load_table(world, module, decl.source, decl.span, decl.fields,
+                             dict(world.instance_types), "the instance fields", diagnostics)
+        if loaded is not None:
+            world.instances.extend(loaded[1])
     for inline in world.instance_decls.values():
         row: dict[str, Any] = {"id": inline.name}
         for assignment in inline.assignments:
