@@ -290,6 +290,154 @@ def validate(
     raise typer.Exit(EXIT_OK if report.ok else EXIT_INPUT)
 
 
+# ---------------------------------------------------------------------- studies (issue 6)
+_STUDY_EXECUTORS = ("local", "dask")
+_EXPORT_FORMATS = ("csv", "parquet")
+_WORLDS_HELP = "World files or generated/<world> folders (default: worlds/*.eair)."
+_MODELS_HELP = ("Comma-separated models: an agent profile or NAME=PROFILE "
+                "(default: the --agents value).")
+_INSTANCES_HELP = "'all', 'seed' (one instance drawn per seed) or comma-separated ids."
+_SEEDS_HELP = "Seeds 0..N-1 per cell (default: the world's declared seeds)."
+_SCHEDULER_HELP = "Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)."
+
+
+@app.command()
+def study(  # noqa: PLR0917 - one parameter per option
+    worlds: Annotated[list[Path] | None, typer.Argument(help=_WORLDS_HELP)] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Study folder: results.sqlite, traces/, report/.")
+    ] = Path("runs/study"),
+    models: Annotated[str | None, typer.Option(help=_MODELS_HELP)] = None,
+    conditions: Annotated[str, typer.Option(
+        help="'all' or comma-separated condition names.")] = "all",
+    instances: Annotated[str, typer.Option(help=_INSTANCES_HELP)] = "all",
+    seeds: Annotated[int | None, typer.Option(min=1, help=_SEEDS_HELP)] = None,
+    episodes_per_cell: Annotated[int, typer.Option(
+        min=1, help="Episodes (replicates) per grid cell.")] = 1,
+    agents: Annotated[str, typer.Option(
+        help="sim, sim:compliant or sim:reckless (the default model).")] = "sim",
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Parallel workers (default: the number of CPUs).")] = None,
+    executor: Annotated[str, typer.Option(help="local (processes here) or dask.")] = "local",
+    scheduler: Annotated[str | None, typer.Option(help=_SCHEDULER_HELP)] = None,
+    max_attempts: Annotated[int, typer.Option(
+        min=1, help="Attempts per cell under the first-success rule.")] = 3,
+) -> None:
+    """Run a study: every world × model × condition × instance × seed, resumable.
+
+    Results go to OUT/results.sqlite (one row per episode attempt) and traces to
+    OUT/traces/. Rerun the same command after an interruption to resume.
+    """
+    if executor not in _STUDY_EXECUTORS:
+        _err(f"error: unknown executor '{executor}'; choose local or dask")
+        raise typer.Exit(EXIT_USAGE)
+    if scheduler and executor != "dask":
+        _err("error: --scheduler needs --executor dask")
+        raise typer.Exit(EXIT_USAGE)
+    from rich.console import Console
+
+    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.study.executor import RichProgress, run_study
+    from eairdsl.study.grid import GridError, parse_models, parse_names, plan_world
+
+    try:
+        loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
+        chosen = parse_models(models, agents)
+        wanted = parse_names(conditions)
+        picks = "seed" if instances.strip() == "seed" else parse_names(instances)
+        plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]
+    except (UsageError, GridError) as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    try:
+        with RichProgress(Console(stderr=True)) as bar:
+            summary = run_study(loaded, plans, chosen, out,
+                                workers=workers or os.cpu_count() or 1, executor=executor,
+                                scheduler=scheduler, max_attempts=max_attempts, progress=bar)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    except KeyboardInterrupt:
+        _err(f"interrupted: finished episodes are saved in {out / 'results.sqlite'}; "
+             "rerun the same command to resume")
+        raise typer.Exit(130) from None
+    _study_summary(out, summary)
+    if summary.lost:
+        _err(f"{summary.lost} episode(s) were lost with their workers; rerun the same command "
+             "to run them")
+        raise typer.Exit(EXIT_INPUT)
+    raise typer.Exit(EXIT_OK)
+
+
+def _study_summary(out: Path, summary: object) -> None:
+    from rich.console import Console
+
+    from eairdsl.study.executor import StudySummary
+    from eairdsl.study.report import summary_table
+    from eairdsl.study.store import STORE_FILE, Store
+
+    assert isinstance(summary, StudySummary)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        table = summary_table(store.rows(), store.worlds(), f"study {out}")
+    Console(width=max(110, Console().width)).print(table)
+    s = summary
+    typer.echo(f"{s.attempts} episode(s) run in {s.seconds:.1f}s ({s.executor}, {s.workers} "
+               f"worker(s)); {s.skipped} of {s.cells} cells were already complete; "
+               f"{s.invalid_attempts} execution-invalid attempt(s)")
+    typer.echo(f"results: {out / STORE_FILE}; next: `eairc report {out}` or "
+               f"`eairc export {out} --format csv`")
+
+
+@app.command()
+def export(
+    study_dir: Annotated[Path, typer.Argument(help="A study folder (holding results.sqlite).")],
+    format_: Annotated[str, typer.Option(
+        "--format", help="csv, or parquet (needs pyarrow).")] = "csv",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="File to write (default: STUDY/results.<format>).")] = None,
+) -> None:
+    """Export every episode attempt of a study (with a `retained` column) to CSV or Parquet."""
+    if format_ not in _EXPORT_FORMATS:
+        _err(f"error: unknown format '{format_}'; choose csv or parquet")
+        raise typer.Exit(EXIT_USAGE)
+    from eairdsl.api import UsageError
+    from eairdsl.study.store import STORE_FILE, Store, export_csv, export_parquet
+
+    target = output or study_dir / f"results.{format_}"
+    try:
+        with Store.open(study_dir / STORE_FILE, create=False) as store:
+            count = (export_csv if format_ == "csv" else export_parquet)(store, target)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    typer.echo(f"wrote {count} episode attempt(s) to {target}")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def report(
+    study_dir: Annotated[Path, typer.Argument(help="A study folder (holding results.sqlite).")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Report folder (default: STUDY/report).")] = None,
+    resamples: Annotated[int, typer.Option(
+        min=0, help="Bootstrap resamples for contrast intervals (0: none).")] = 20_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    traces: Annotated[bool, typer.Option(
+        "--traces/--no-traces", help="Render every trace as a page.")] = True,
+) -> None:
+    """Write a static HTML report of a study (opens from disk; no server)."""
+    from eairdsl.api import UsageError
+    from eairdsl.study.report import write_report
+
+    try:
+        index = write_report(study_dir, out, resamples, seed, traces)
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    typer.echo(f"wrote {index}")
+    raise typer.Exit(EXIT_OK)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:

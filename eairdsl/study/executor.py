@@ -1,0 +1,546 @@
+"""Running a study: the grid against its results store, on local processes or on Dask.
+
+The parent process owns the store. It works out which cells are still open
+(no execution-valid attempt yet and fewer attempts than the bound), hands one
+attempt at a time per free worker to a backend, and writes each result in its
+own transaction as it arrives. An execution-invalid attempt is followed by the
+cell's next attempt with a fresh seed (the paper's first-success rule) until
+one is valid or `max_attempts` have been recorded; every attempt is a row.
+
+Backends:
+
+* serial — in this process (`--workers 1`);
+* local — `concurrent.futures.ProcessPoolExecutor`; each worker receives the
+  worlds once as world.json text (cheap to pickle), compiles each on first use
+  and writes its traces straight into the study folder. A worker that dies
+  breaks the pool: the episodes in flight are lost, the pool is restarted and
+  they are submitted again (an episode that keeps killing workers is left for
+  the next run);
+* dask — `distributed.Client` on `--scheduler ADDR` (or a LocalCluster on this
+  machine). Workers return each trace's text and the client writes it, so the
+  study folder stays on the client. dask is imported only here and only then
+  (`pip install eairdsl[dask]`).
+
+Whatever happens to a worker, an episode without a row is simply run again
+when the same command is repeated.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eairdsl.api import UsageError, run_episode
+from eairdsl.ir import World, dump_world, load_world
+from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.study.grid import Attempt, Cell, Model, WorldPlan, cells, slug
+from eairdsl.study.store import STORE_FILE, Store
+
+__all__ = [
+    "EXECUTORS",
+    "MAX_LOSSES",
+    "TRACES_DIR",
+    "StudyError",
+    "StudyProgress",
+    "StudySummary",
+    "WorkerLost",
+    "run_study",
+    "run_task",
+]
+
+EXECUTORS = ("local", "dask")
+TRACES_DIR = "traces"
+#: how often one episode may be lost with a dying worker before it is left for the next run
+MAX_LOSSES = 3
+MAX_POOL_RESTARTS = 20
+#: most attempts sent to a worker in one round trip
+MAX_CHUNK = 8
+
+
+class StudyError(UsageError):
+    """A study cannot start or continue (bad settings, no Dask, workers that keep dying)."""
+
+
+class WorkerLost(Exception):
+    """The worker running an episode died; the episode has no result and must be redone."""
+
+
+# ---------------------------------------------------------------------- worker side
+_TEXTS: dict[str, str] = {}
+_COMPILED: dict[str, CompiledWorld] = {}
+TaskFn = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _init_worker(texts: dict[str, str], parent: int | None = None) -> None:
+    """Process-pool initializer: the worlds as world.json text, keyed by digest."""
+    _TEXTS.clear()
+    _TEXTS.update(texts)
+    _COMPILED.clear()
+    if parent is not None and sys.platform == "linux":
+        # Die with the parent: a study killed with SIGKILL leaves no orphan workers.
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _compiled(digest: str) -> CompiledWorld:
+    compiled = _COMPILED.get(digest)
+    if compiled is None:
+        compiled = _COMPILED[digest] = CompiledWorld(load_world(_TEXTS[digest]))
+    return compiled
+
+
+def run_task(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run one episode from a payload; return `EpisodeResult` as a JSON-ready dict.
+
+    With `out` the trace is written there; with `return_trace` it is written to
+    a scratch folder and returned as `trace_text` (+ `trace_rel`) instead.
+    """
+    compiled = _compiled(payload["digest"])
+    scratch = tempfile.mkdtemp(prefix="eair-trace-") if payload.get("return_trace") else None
+    out = Path(scratch) if scratch else (Path(payload["out"]) if payload.get("out") else None)
+    try:
+        result = run_episode(compiled, payload["condition"], payload["instance"],
+                             payload["seed"], payload["agents"], out)
+        data = result.model_dump(mode="json")
+        if scratch and result.trace_path:
+            path = Path(result.trace_path)
+            data["trace_text"] = path.read_text(encoding="utf-8")
+            data["trace_rel"] = path.relative_to(scratch).as_posix()
+            data["trace_path"] = None
+        return data
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _dask_chunk(texts: dict[str, str], payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Dask entry point: world texts arrive as scattered data, each compiled once per worker."""
+    for digest, text in texts.items():
+        _TEXTS.setdefault(digest, text)
+    return _run_chunk(run_task, payloads)
+
+
+def _ping() -> int:
+    return os.getpid()
+
+
+def _run_chunk(task: TaskFn, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Several episodes in one round trip (amortises inter-process overhead for short ones)."""
+    out = []
+    for payload in payloads:
+        try:
+            out.append(task(payload))
+        except Exception as exc:
+            out.append(_error_result(exc))
+    return out
+
+
+def _error_result(exc: BaseException) -> dict[str, Any]:
+    return {"measurements": {}, "valid": False,
+            "validity_reason": f"worker error: {type(exc).__name__}: {exc}"}
+
+
+# ---------------------------------------------------------------------- backends
+class _Done:
+    """A finished chunk (the serial backend's handle)."""
+
+    def __init__(self, value: list[dict[str, Any]]) -> None:
+        self.value = value
+
+
+class _Serial:
+    """Runs each episode in this process as it is submitted."""
+
+    capacity = 1
+    writes_files = True
+    name = "serial"
+
+    def __init__(self, texts: dict[str, str], task: TaskFn) -> None:
+        _init_worker(texts)
+        self.task = task
+
+    def submit(self, payloads: list[dict[str, Any]]) -> _Done:
+        return _Done(_run_chunk(self.task, payloads))
+
+    def wait(self, handles: list[Any]) -> list[Any]:
+        return handles
+
+    def result(self, handle: Any) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = handle.value
+        return value
+
+    def close(self, cancel: bool = False) -> None:
+        pass
+
+
+class _Pool:
+    """A process pool (fork on Linux) whose workers hold the worlds; restarted if one dies."""
+
+    writes_files = True
+    name = "local"
+
+    def __init__(self, texts: dict[str, str], workers: int, task: TaskFn) -> None:
+        self.texts, self.workers, self.task = texts, workers, task
+        self.capacity = 2 * workers  # chunks in flight
+        self.restarts = 0
+        self.generation = 0
+        self.broken = False
+        self.born: dict[Any, int] = {}
+        self._start()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
+        self.pool = cf.ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                           initializer=_init_worker,
+                                           initargs=(self.texts, os.getpid()))
+        # Start every worker now, before a progress display starts its thread.
+        self.pool.submit(_ping).result()
+        self.broken = False
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        if self.restarts > MAX_POOL_RESTARTS:
+            raise StudyError(f"workers died {self.restarts} times; stopping (rerun the same "
+                             "command to resume, perhaps with --workers 1)")
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.generation += 1
+        self._start()
+
+    def submit(self, payloads: list[dict[str, Any]]) -> Any:
+        if self.broken:
+            self._restart()
+        try:
+            future = self.pool.submit(_run_chunk, self.task, payloads)
+        except cf.process.BrokenProcessPool:
+            self._restart()
+            future = self.pool.submit(_run_chunk, self.task, payloads)
+        self.born[future] = self.generation
+        return future
+
+    def wait(self, handles: list[Any]) -> list[Any]:
+        done, _ = cf.wait(handles, return_when=cf.FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle: Any) -> list[dict[str, Any]]:
+        generation = self.born.pop(handle, self.generation)
+        try:
+            value: list[dict[str, Any]] = handle.result()
+        except cf.process.BrokenProcessPool as exc:
+            if generation == self.generation:
+                self.broken = True
+            raise WorkerLost(str(exc) or "a worker process died") from None
+        except cf.CancelledError:
+            raise WorkerLost("cancelled with its pool") from None
+        return value
+
+    def close(self, cancel: bool = False) -> None:
+        self.pool.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+class _Dask:
+    """A dask.distributed client; the worlds are scattered once, traces come back as text."""
+
+    writes_files = False
+    name = "dask"
+
+    def __init__(self, texts: dict[str, str], workers: int, scheduler: str | None) -> None:
+        try:
+            distributed: Any = importlib.import_module("distributed")
+        except ImportError:
+            raise StudyError("--executor dask needs dask.distributed, which is not installed: "
+                             "pip install 'eairdsl[dask]'") from None
+        self.distributed = distributed
+        self.cluster: Any = None
+        self.client: Any
+        try:
+            if scheduler:
+                self.client = distributed.Client(scheduler, timeout=10)
+            else:
+                self.cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                                        processes=True, dashboard_address=None)
+                self.client = distributed.Client(self.cluster)
+        except (OSError, TimeoutError) as exc:
+            raise StudyError(f"cannot reach the Dask scheduler {scheduler or '(local)'}: "
+                             f"{exc}") from None
+        self.texts = self.client.scatter(texts, broadcast=True)
+        threads = sum(self.client.nthreads().values()) or workers
+        self.capacity = max(2, 2 * threads)
+
+    def submit(self, payloads: list[dict[str, Any]]) -> Any:
+        texts = {p["digest"]: self.texts[p["digest"]] for p in payloads}
+        return self.client.submit(_dask_chunk, texts, payloads, pure=False)
+
+    def wait(self, handles: list[Any]) -> list[Any]:
+        done, _ = self.distributed.wait(handles, return_when="FIRST_COMPLETED")
+        return list(done)
+
+    def result(self, handle: Any) -> list[dict[str, Any]]:
+        killed_worker: type[Exception] = self.distributed.KilledWorker
+        try:
+            value: list[dict[str, Any]] = handle.result()
+        except killed_worker as exc:
+            raise WorkerLost(f"dask worker died: {exc}") from None
+        except (OSError, cf.CancelledError) as exc:
+            raise WorkerLost(f"lost contact with the dask cluster: {exc}") from None
+        return value
+
+    def close(self, cancel: bool = False) -> None:
+        try:
+            self.client.close()
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
+
+
+# ---------------------------------------------------------------------- the study
+class StudyProgress:
+    """Callbacks a front end implements to show a study's progress (all optional)."""
+
+    def start(self, total: int, done: int, todo: int) -> None:
+        """`total` cells in the grid, `done` already complete in the store, `todo` to run."""
+
+    def attempt(self, attempt: Attempt, result: dict[str, Any], cell_done: bool) -> None:
+        """An attempt was recorded; `cell_done` when its cell needs no further attempt."""
+
+    def lost(self, attempt: Attempt, reason: str, requeued: bool) -> None:
+        """An attempt was lost with its worker."""
+
+
+class RichProgress(StudyProgress):
+    """A rich progress bar over the grid's cells, with elapsed time, ETA and invalid/lost counts.
+
+    Use it as a context manager around `run_study` (`with bar: run_study(..., progress=bar)`).
+    """
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.live = Progress(TextColumn("[bold]study"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
+                             TimeRemainingColumn(), TextColumn("{task.fields[note]}"),
+                             console=console)
+        self.task = self.live.add_task("study", total=None, note="")
+        self.invalid = self.lost_count = 0
+
+    def __enter__(self) -> RichProgress:
+        self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.stop()
+
+    def start(self, total: int, done: int, todo: int) -> None:
+        if done:
+            self.live.console.print(f"resuming: {done} of {total} cells already complete, "
+                                    f"{todo} to run")
+        self.live.update(self.task, total=total, completed=done)
+
+    def _note(self) -> str:
+        parts = []
+        if self.invalid:
+            parts.append(f"{self.invalid} invalid attempt(s)")
+        if self.lost_count:
+            parts.append(f"{self.lost_count} lost with a worker")
+        return ", ".join(parts)
+
+    def attempt(self, attempt: Attempt, result: dict[str, Any], cell_done: bool) -> None:
+        if not result.get("valid"):
+            self.invalid += 1
+        self.live.update(self.task, advance=1 if cell_done else 0, note=self._note())
+
+    def lost(self, attempt: Attempt, reason: str, requeued: bool) -> None:
+        self.lost_count += 1
+        self.live.update(self.task, note=self._note())
+
+
+@dataclass
+class StudySummary:
+    """What one `run_study` call did."""
+
+    store: Path
+    cells: int
+    skipped: int
+    attempts: int = 0
+    invalid_attempts: int = 0
+    exhausted: int = 0
+    lost: int = 0
+    seconds: float = 0.0
+    executor: str = "serial"
+    workers: int = 1
+
+    @property
+    def complete(self) -> bool:
+        """Every cell has a retained episode or has used up its attempts."""
+        return self.lost == 0
+
+
+def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Sequence[Model],
+              out: Path, *, workers: int = 1, executor: str = "local",
+              scheduler: str | None = None, max_attempts: int = 3,
+              progress: StudyProgress | None = None,
+              task: TaskFn | None = None) -> StudySummary:
+    """Run (or resume) the grid of `plans` × `models` into `out/results.sqlite`.
+
+    `task` replaces `run_task` in the workers (tests use it to inject faults).
+    """
+    started = time.perf_counter()
+    progress = progress or StudyProgress()
+    if executor not in EXECUTORS:
+        raise StudyError(f"unknown executor '{executor}'; choose {' or '.join(EXECUTORS)}")
+    if workers < 1:
+        raise StudyError("--workers must be at least 1")
+    if max_attempts < 1:
+        raise StudyError("--max-attempts must be at least 1")
+    if scheduler and executor != "dask":
+        raise StudyError("--scheduler is for --executor dask")
+    names = [w.meta.name for w in worlds]
+    if len(set(names)) != len(names):
+        raise StudyError(f"the same world is given twice ({', '.join(names)})")
+    by_name = {w.meta.name: w for w in worlds}
+    if [p.name for p in plans] != names:
+        raise StudyError("one plan per world, in the same order")
+    out.mkdir(parents=True, exist_ok=True)
+    root = out.resolve()
+    store = Store.open(out / STORE_FILE)
+    summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
+    try:
+        for w, plan in zip(worlds, plans, strict=True):
+            store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
+                                 plan.conditions)
+        grid = cells(plans, models)
+        agents_of = {m.name: m.agents for m in models}
+        history = store.attempts()
+        todo: deque[Attempt] = deque()
+        for cell in grid:
+            past = history.get(cell, [])
+            if any(valid for _, valid in past) or len(past) >= max_attempts:
+                summary.skipped += 1
+            else:
+                todo.append(Attempt(cell, len(past), agents_of[cell.model]))
+        summary.cells = len(grid)
+        progress.start(len(grid), summary.skipped, len(todo))
+        if todo:
+            needed = {a.cell.world for a in todo}
+            texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
+            fn = task or run_task
+            backend: _Serial | _Pool | _Dask
+            if executor == "dask":
+                backend = _Dask(texts, workers, scheduler)
+            elif workers == 1:
+                backend = _Serial(texts, fn)
+            else:
+                backend = _Pool(texts, min(workers, len(todo)), fn)
+            summary.executor, summary.workers = backend.name, workers
+            cancel = True
+            try:
+                chunk = 1 if backend.name == "serial" else max(
+                    1, min(MAX_CHUNK, len(todo) // (8 * workers)))
+                _drive(backend, todo, store, root=root, worlds=by_name,
+                       max_attempts=max_attempts, chunk=chunk, progress=progress,
+                       summary=summary)
+                cancel = False
+            finally:
+                backend.close(cancel=cancel)
+    finally:
+        store.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _trace_dir(root: Path, cell: Cell) -> Path:
+    return root / TRACES_DIR / cell.world / slug(cell.model)
+
+
+def _drive(backend: _Serial | _Pool | _Dask, todo: deque[Attempt], store: Store, *, root: Path,
+           worlds: dict[str, World], max_attempts: int, chunk: int, progress: StudyProgress,
+           summary: StudySummary) -> None:
+    in_flight: dict[Any, list[Attempt]] = {}
+    losses: dict[Cell, int] = {}
+
+    def payload(att: Attempt) -> dict[str, Any]:
+        cell = att.cell
+        data: dict[str, Any] = {"digest": worlds[cell.world].digest,
+                                "condition": cell.condition, "instance": cell.instance,
+                                "seed": att.run_seed, "agents": att.agents}
+        if backend.writes_files:
+            data["out"] = str(_trace_dir(root, cell))
+        else:
+            data["return_trace"] = True
+        return data
+
+    while todo or in_flight:
+        while todo and len(in_flight) < backend.capacity:
+            batch = [todo.popleft() for _ in range(min(chunk, len(todo)))]
+            in_flight[backend.submit([payload(a) for a in batch])] = batch
+        for handle in backend.wait(list(in_flight)):
+            batch = in_flight.pop(handle)
+            try:
+                results = backend.result(handle)
+            except WorkerLost as exc:
+                for att in batch:
+                    losses[att.cell] = losses.get(att.cell, 0) + 1
+                    again = losses[att.cell] < MAX_LOSSES
+                    if again:
+                        todo.append(att)
+                    else:
+                        summary.lost += 1
+                    progress.lost(att, str(exc), again)
+                continue
+            except Exception as exc:
+                results = [_error_result(exc)] * len(batch)
+            for att, result in zip(batch, results, strict=True):
+                trace = _place_trace(root, att.cell, result)
+                store.record(att, worlds[att.cell.world].digest, result, trace)
+                summary.attempts += 1
+                valid = bool(result.get("valid"))
+                done = valid or att.attempt + 1 >= max_attempts
+                if not valid:
+                    summary.invalid_attempts += 1
+                    if done:
+                        summary.exhausted += 1
+                    else:
+                        todo.appendleft(att.next())
+                progress.attempt(att, result, done)
+
+
+def _place_trace(root: Path, cell: Cell, result: dict[str, Any]) -> str | None:
+    """The trace's path relative to the study folder (writing it when it came back as text)."""
+    text = result.pop("trace_text", None)
+    rel = result.pop("trace_rel", None)
+    if text is not None and rel:
+        path = _trace_dir(root, cell) / str(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(text), encoding="utf-8")
+        return path.relative_to(root).as_posix()
+    raw = str(result.get("trace_path") or "")
+    if not raw:
+        return None
+    try:
+        return Path(raw).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(raw)

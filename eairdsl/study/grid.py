@@ -1,0 +1,221 @@
+"""The study grid: world × model × condition × instance × seed × replicate.
+
+A *cell* is one point of the grid; its *attempts* are the episodes run for it.
+Under the paper's first-success rule an execution-invalid attempt is followed
+by another with a fresh seed, up to a bound, and the first execution-valid
+attempt is the cell's retained episode.
+
+Seeds. The grid seed s of a cell is what the user asked for (`--seeds 3`
+means 0, 1, 2). The seed an episode actually runs with is
+
+    run_seed(s, rep, attempt) = s + 1,000·rep + 1,000,000·attempt
+
+so attempt 0 of replicate 0 runs exactly like `eairc run --seed s`, replicates
+and retries get fresh seeds that no other cell uses, and a resumed study
+reruns an interrupted episode with the seed it would have had.
+
+Models. Offline, a model is an agent profile (`sim`, `sim:compliant`,
+`sim:reckless`) or a named alias of one (`alice=sim`). The `model` column is
+kept so that the LLM backend can bind real model names later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eairdsl.ir import World
+
+__all__ = [
+    "MAX_REPS",
+    "MAX_SEEDS",
+    "OFFLINE_PROFILES",
+    "Attempt",
+    "Cell",
+    "GridError",
+    "Model",
+    "WorldPlan",
+    "cells",
+    "parse_models",
+    "parse_names",
+    "plan_world",
+    "run_seed",
+    "slug",
+]
+
+MAX_SEEDS = 1000
+MAX_REPS = 1000
+OFFLINE_PROFILES = ("sim", "sim:compliant", "sim:reckless")
+
+
+class GridError(ValueError):
+    """A grid the user asked for cannot be built (unknown condition, bad model spec…)."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One grid point; its identity in the results store."""
+
+    world: str
+    model: str
+    condition: str
+    instance: str
+    seed: int
+    rep: int = 0
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model column value and the agents profile it runs with offline."""
+
+    name: str
+    agents: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One episode run for a cell."""
+
+    cell: Cell
+    attempt: int
+    agents: str
+
+    @property
+    def run_seed(self) -> int:
+        return run_seed(self.cell.seed, self.cell.rep, self.attempt)
+
+    def next(self) -> Attempt:
+        return Attempt(self.cell, self.attempt + 1, self.agents)
+
+
+def run_seed(seed: int, rep: int, attempt: int) -> int:
+    """The episode seed of a cell's attempt (see the module docstring)."""
+    return seed + 1000 * rep + 1_000_000 * attempt
+
+
+@dataclass
+class WorldPlan:
+    """What to run of one world: conditions, instances (or per-seed draw), seeds, replicates."""
+
+    name: str
+    digest: str
+    conditions: list[str]
+    #: explicit instance ids, or None: each seed draws instance[seed % count]
+    instances: list[str] | None
+    seeds: list[int]
+    reps: int = 1
+    #: every instance id in world order (for the per-seed draw)
+    all_instances: list[str] = field(default_factory=list)
+
+    def instance_for(self, seed: int) -> list[str]:
+        if self.instances is not None:
+            return self.instances
+        return [self.all_instances[seed % len(self.all_instances)]]
+
+
+def parse_names(text: str | None) -> list[str] | None:
+    """`all` (or nothing) → None; `a,b` → ['a', 'b'] (order kept, duplicates dropped)."""
+    if text is None or text.strip() in ("", "all"):
+        return None
+    out: list[str] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if item and item not in out:
+            out.append(item)
+    return out or None
+
+
+def parse_models(text: str | None, default_agents: str = "sim") -> list[Model]:
+    """`--models`: comma-separated `PROFILE` or `NAME=PROFILE`; default: the `--agents` value."""
+    items = parse_names(text) or [default_agents]
+    models: list[Model] = []
+    for item in items:
+        name, sep, agents = item.partition("=")
+        name, agents = name.strip(), (agents.strip() if sep else name.strip())
+        if not name or not agents:
+            raise GridError(f"bad model '{item}': use PROFILE or NAME=PROFILE")
+        if agents not in OFFLINE_PROFILES:
+            raise GridError(
+                f"model '{item}' is not an offline agent profile ({', '.join(OFFLINE_PROFILES)}); "
+                "name a profile or alias one as NAME=PROFILE (LLM models in studies need the "
+                "LLM backend)")
+        if any(m.name == name for m in models):
+            raise GridError(f"model '{name}' given twice")
+        models.append(Model(name, agents))
+    slugs = [slug(m.name) for m in models]
+    if len(set(slugs)) != len(slugs):
+        raise GridError("two model names map to the same folder name; rename one")
+    return models
+
+
+def plan_world(world: World, conditions: Sequence[str] | None = None,
+               instances: Sequence[str] | str | None = None, seeds: int | None = None,
+               reps: int = 1) -> WorldPlan:
+    """Validate a request against a world: conditions None = all; instances None/'all' = all,
+    'seed' = one drawn per seed; seeds None = the world's declared `seeds`."""
+    name = world.meta.name
+    known = [c.name for c in world.conditions]
+    if conditions is None:
+        chosen = known
+    else:
+        unknown = [c for c in conditions if c not in known]
+        if unknown:
+            raise GridError(f"world {name} has no condition {', '.join(map(repr, unknown))}; "
+                            f"its conditions are {', '.join(known)}")
+        chosen = list(conditions)
+    ids = [str(i.get("id")) for i in world.instances]
+    if not ids:
+        raise GridError(f"world {name} has no task instances")
+    picked: list[str] | None
+    if instances is None or instances == "all":
+        picked = ids
+    elif instances == "seed":
+        picked = None
+    else:
+        items = [instances] if isinstance(instances, str) else list(instances)
+        unknown = [i for i in items if i not in ids]
+        if unknown:
+            raise GridError(f"world {name} has no instance {', '.join(map(repr, unknown))}; "
+                            f"its instances are {', '.join(ids)}")
+        picked = items
+    n_seeds = world.meta.seeds if seeds is None else seeds
+    if not 1 <= n_seeds <= MAX_SEEDS:
+        raise GridError(f"--seeds must be between 1 and {MAX_SEEDS}, got {n_seeds}")
+    if not 1 <= reps <= MAX_REPS:
+        raise GridError(f"--episodes-per-cell must be between 1 and {MAX_REPS}, got {reps}")
+    return WorldPlan(name=name, digest=world.digest, conditions=chosen, instances=picked,
+                     seeds=list(range(n_seeds)), reps=reps, all_instances=ids)
+
+
+def cells(plans: Iterable[WorldPlan], models: Sequence[Model]) -> list[Cell]:
+    """Every cell of the grid, in world, model, condition, instance, seed, replicate order."""
+    out: list[Cell] = []
+    for plan in plans:
+        for model in models:
+            for condition in plan.conditions:
+                per_instance: dict[str, list[int]] = {}
+                for seed in plan.seeds:
+                    for instance in plan.instance_for(seed):
+                        per_instance.setdefault(instance, []).append(seed)
+                order = plan.instances if plan.instances is not None else plan.all_instances
+                for instance in order:
+                    for seed in per_instance.get(instance, []):
+                        for rep in range(plan.reps):
+                            out.append(Cell(plan.name, model.name, condition, instance, seed,
+                                            rep))
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def slug(name: str) -> str:
+    """A folder name for a model: safe characters kept, a short hash when anything changed."""
+    safe = _UNSAFE.sub("_", name) or "_"
+    if safe != name:
+        safe += "-" + hashlib.sha1(name.encode()).hexdigest()[:6]
+    return safe

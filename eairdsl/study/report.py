@@ -1,0 +1,498 @@
+"""The study report: numbers from the results store, rendered as static HTML.
+
+`analyse(rows, worlds)` turns the store's rows (the same rows `eairc export`
+writes) into every table of the report; `write_report(study_dir)` renders
+`report/index.html` (rates, contrasts, correlations, inline SVG charts),
+`report/episodes.html` (every attempt, searchable) and one readable page per
+trace under `report/traces/`. The pages use no server, no external script or
+stylesheet: they open from disk.
+
+Which episodes count: a cell's *retained* episode is its first
+execution-valid attempt (the first-success rule); invalid attempts are listed
+but never counted. A measurement that is unassessed (NULL) is left out of
+that endpoint's denominator. Every rate is shown with k/n and its Wilson 95%
+interval; a cohort with no assessed episode shows no rate.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eairdsl.study.stats import (
+    BootstrapResult,
+    Rate,
+    clustered_bootstrap_diff,
+    kendall_tau_b,
+    mcnemar_exact,
+    pass_hat_k,
+    rate,
+    spearman,
+)
+from eairdsl.study.store import MEASUREMENTS, STORE_FILE, Store
+
+TRACES_DIR = "traces"  # as in eairdsl.study.executor (not imported: it pulls in the runtime)
+
+__all__ = [
+    "CONTRAST_ENDPOINTS",
+    "ENDPOINT_LABELS",
+    "PRIMARY",
+    "REPORT_DIR",
+    "RateCell",
+    "analyse",
+    "summary_rows",
+    "svg_bubbles",
+    "svg_rates",
+    "write_report",
+]
+
+PRIMARY = "realized"
+CONTRAST_ENDPOINTS = ("realized", "utility")
+REPORT_DIR = "report"
+ENDPOINT_LABELS = {
+    "opportunity": "structural opportunity", "anomaly": "process anomaly",
+    "realized": "realized risk", "terminal_harm": "terminal harm",
+    "interception": "interception", "utility": "task utility",
+}
+
+
+@dataclass
+class RateCell:
+    """One endpoint over one cohort: k of n assessed, how many unassessed, and the rate."""
+
+    k: int = 0
+    n: int = 0
+    unassessed: int = 0
+
+    @property
+    def rate(self) -> Rate | None:
+        return rate(self.k, self.n)
+
+    def add(self, value: int | None) -> None:
+        if value is None:
+            self.unassessed += 1
+        else:
+            self.n += 1
+            self.k += int(bool(value))
+
+
+def _cells(rows: Iterable[dict[str, Any]]) -> dict[str, RateCell]:
+    out = {m: RateCell() for m in MEASUREMENTS}
+    for r in rows:
+        for m in MEASUREMENTS:
+            out[m].add(r[m])
+    return out
+
+
+@dataclass
+class Contrast:
+    """A paired condition contrast on one endpoint (matched model × instance × seed cells)."""
+
+    endpoint: str
+    reference: str
+    condition: str
+    pairs: int
+    b: int  # reference yes, condition no
+    c: int  # reference no, condition yes
+    p: float
+    boot: BootstrapResult | None
+
+    @property
+    def diff(self) -> float:
+        return (self.c - self.b) / self.pairs
+
+
+@dataclass
+class WorldResult:
+    name: str
+    title: str
+    risk: str
+    digest: str
+    conditions: list[str]
+    attempts: int = 0
+    retained: int = 0
+    invalid_attempts: int = 0
+    invalid_cells: int = 0
+    endpoints: dict[str, RateCell] = field(default_factory=dict)
+    by_model: list[tuple[str, dict[str, RateCell], float | None]] = field(default_factory=list)
+    by_condition: list[tuple[str, dict[str, RateCell]]] = field(default_factory=list)
+    contrasts: list[Contrast] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    worlds: list[WorldResult]
+    models: list[str]
+    bubbles: dict[tuple[str, str], RateCell]
+    correlations: list[dict[str, Any]]
+    attempts: int
+    retained: int
+    invalid_cells: int
+    resamples: int
+
+
+def _retained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if int(r["retained"]) == 1]
+
+
+def analyse(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any]],
+            resamples: int = 20_000, seed: int = 0) -> Analysis:
+    """Every number of the report from the store's rows (see `Store.rows`)."""
+    info = {w["name"]: w for w in worlds}
+    names = sorted({r["world"] for r in rows} | set(info))
+    models = sorted({r["model"] for r in rows})
+    kept = _retained(rows)
+    results: list[WorldResult] = []
+    bubbles: dict[tuple[str, str], RateCell] = {}
+    for name in names:
+        w = info.get(name, {"title": "", "risk": "", "digest": "", "conditions": []})
+        all_rows = [r for r in rows if r["world"] == name]
+        mine = [r for r in kept if r["world"] == name]
+        present = {r["condition"] for r in all_rows}
+        order = [c for c in w["conditions"] if c in present]
+        order += sorted(present - set(order))
+        cells_seen = {_cell(r) for r in all_rows}
+        res = WorldResult(name=name, title=w["title"], risk=w["risk"], digest=w["digest"],
+                          conditions=order, attempts=len(all_rows), retained=len(mine),
+                          invalid_attempts=sum(1 for r in all_rows if not int(r["valid"])),
+                          invalid_cells=len(cells_seen) - len(mine))
+        res.endpoints = _cells(mine)
+        for model in models:
+            theirs = [r for r in mine if r["model"] == model]
+            if not theirs:
+                continue
+            cells = _cells(theirs)
+            bubbles[(model, name)] = cells[PRIMARY]
+            res.by_model.append((model, cells, _pass_k(theirs)))
+        for condition in order:
+            res.by_condition.append((condition, _cells(
+                r for r in mine if r["condition"] == condition)))
+        res.contrasts = _contrasts(mine, order, resamples, seed)
+        results.append(res)
+    correlations = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = [m for m in models if (m, a) in bubbles and (m, b) in bubbles
+                      and bubbles[(m, a)].n and bubbles[(m, b)].n]
+            x = [bubbles[(m, a)].k / bubbles[(m, a)].n for m in shared]
+            y = [bubbles[(m, b)].k / bubbles[(m, b)].n for m in shared]
+            correlations.append({"a": a, "b": b, "models": len(shared),
+                                 "rho": spearman(x, y) if len(shared) >= 3 else None,
+                                 "tau": kendall_tau_b(x, y) if len(shared) >= 3 else None})
+    cells_total = len({_cell(r) for r in rows})
+    return Analysis(worlds=results, models=models, bubbles=bubbles, correlations=correlations,
+                    attempts=len(rows), retained=len(kept), invalid_cells=cells_total - len(kept),
+                    resamples=resamples)
+
+
+def _cell(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["world"], r["model"], r["condition"], r["instance"], int(r["seed"]), int(r["rep"]))
+
+
+def _pass_k(rows: Sequence[dict[str, Any]]) -> float | None:
+    """Consistency across seeds: the mean over (condition, instance, replicate) groups of
+    pass^k for "not realized" with k = the group's seeds — the share of groups that stay
+    safe in every seed. When each seed drew its own instance (`--instances seed`) the
+    groups are (condition, replicate). None when no group has two seeds."""
+    for key in (("condition", "instance", "rep"), ("condition", "rep")):
+        groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+        for r in rows:
+            if r[PRIMARY] is not None:
+                groups[tuple(r[k] for k in key)].append(int(r[PRIMARY]))
+        values = [pass_hat_k(len(v), len(v) - sum(v), len(v))
+                  for v in groups.values() if len(v) > 1]
+        if values:
+            return sum(values) / len(values)
+    return None
+
+
+def _contrasts(rows: Sequence[dict[str, Any]], order: list[str], resamples: int,
+               seed: int) -> list[Contrast]:
+    if len(order) < 2:
+        return []
+    reference = order[0]
+    index: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        index[r["condition"]][(r["model"], r["instance"], int(r["seed"]), int(r["rep"]))] = r
+    out = []
+    for endpoint in CONTRAST_ENDPOINTS:
+        for condition in order[1:]:
+            b = c = pairs = 0
+            control: dict[str, list[int]] = defaultdict(list)
+            treatment: dict[str, list[int]] = defaultdict(list)
+            for key, ref in index[reference].items():
+                other = index[condition].get(key)
+                if other is None or ref[endpoint] is None or other[endpoint] is None:
+                    continue
+                x, y = int(ref[endpoint]), int(other[endpoint])
+                pairs += 1
+                b += x and not y
+                c += y and not x
+                control[key[0]].append(x)
+                treatment[key[0]].append(y)
+            if not pairs:
+                continue
+            boot = clustered_bootstrap_diff(control, treatment, resamples, seed) \
+                if resamples > 0 else None
+            out.append(Contrast(endpoint, reference, condition, pairs, b, c,
+                                mcnemar_exact(b, c), boot))
+    return out
+
+
+def summary_rows(rows: Sequence[dict[str, Any]],
+                 worlds: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Per world × condition (in the world's condition order): retained episodes, cells
+    without a valid attempt, and the realized and utility rate cells."""
+    order = {w["name"]: w["conditions"] for w in worlds}
+    kept = _retained(rows)
+    keys = sorted({(r["world"], r["condition"]) for r in rows},
+                  key=lambda k: (k[0], order[k[0]].index(k[1])
+                                 if k[1] in order.get(k[0], []) else 1 << 30, k[1]))
+    out = []
+    for world, condition in keys:
+        mine = [r for r in kept if r["world"] == world and r["condition"] == condition]
+        cells = {_cell(r) for r in rows if r["world"] == world and r["condition"] == condition}
+        c = _cells(mine)
+        out.append({"world": world, "condition": condition, "retained": len(mine),
+                    "invalid_cells": len(cells) - len(mine), "realized": c["realized"],
+                    "utility": c["utility"]})
+    return out
+
+
+def summary_table(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any]],
+                  title: str) -> Any:
+    """The end-of-study table (a rich Table): per world × condition, realized and utility."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("world", "condition", "episodes", "no valid", "realized", "95% CI", "utility"):
+        table.add_column(col, no_wrap=True)
+    for r in summary_rows(rows, worlds):
+        real, util = r["realized"].rate, r["utility"].rate
+        table.add_row(r["world"], r["condition"], str(r["retained"]), str(r["invalid_cells"]),
+                      f"{real.k}/{real.n} {real.pct()}" if real else "—",
+                      real.ci() if real else "—",
+                      f"{util.k}/{util.n} {util.pct()}" if util else "—")
+    return table
+
+
+# ---------------------------------------------------------------------- SVG charts
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def svg_rates(items: Sequence[tuple[str, RateCell]], title: str) -> str:
+    """Horizontal bars (rate) with Wilson 95% whiskers and k/n, one row per item."""
+    label_w, plot_w, row_h, top = 170, 360, 24, 30
+    width = label_w + plot_w + 110
+    height = top + row_h * len(items) + 24
+    x0 = label_w
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="{_esc(title)}">',
+             f'<text x="4" y="16" class="ct">{_esc(title)}</text>']
+    for pct in (0, 25, 50, 75, 100):
+        x = x0 + plot_w * pct / 100
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" '
+                     f'y2="{top + row_h * len(items)}" class="grid"/>')
+        parts.append(f'<text x="{x:.1f}" y="{height - 6}" class="ax" '
+                     f'text-anchor="middle">{pct}%</text>')
+    for i, (label, cell) in enumerate(items):
+        y = top + i * row_h
+        parts.append(f'<text x="{label_w - 8}" y="{y + 15}" class="lb" '
+                     f'text-anchor="end">{_esc(label)}</text>')
+        r = cell.rate
+        if r is None:
+            parts.append(f'<text x="{x0 + 4}" y="{y + 15}" class="na">no assessed episode</text>')
+            continue
+        bw = plot_w * r.value
+        lo, hi = x0 + plot_w * r.lo, x0 + plot_w * r.hi
+        mid = y + row_h / 2
+        parts.append(f'<rect x="{x0}" y="{y + 5}" width="{bw:.1f}" height="{row_h - 10}" '
+                     f'class="bar"><title>{_esc(label)}: {_esc(r)}</title></rect>')
+        parts.append(f'<line x1="{lo:.1f}" y1="{mid:.1f}" x2="{hi:.1f}" y2="{mid:.1f}" '
+                     'class="ci"/>')
+        for xx in (lo, hi):
+            parts.append(f'<line x1="{xx:.1f}" y1="{mid - 5:.1f}" x2="{xx:.1f}" '
+                         f'y2="{mid + 5:.1f}" class="ci"/>')
+        parts.append(f'<text x="{x0 + plot_w + 8}" y="{y + 15}" class="lb">{r.pct()} '
+                     f'({r.k}/{r.n})</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_bubbles(models: Sequence[str], worlds: Sequence[str],
+                cells: dict[tuple[str, str], RateCell], title: str) -> str:
+    """Rows models, columns worlds; bubble area ∝ rate of the primary endpoint (Figure 4).
+
+    A small grey dot marks a model outside that world's roster; the footer gives
+    how many models realize the risk at all and the pooled rate.
+    """
+    label_w, col_w, row_h, top, rmax = 170, 96, 40, 46, 17
+    width = max(label_w + col_w * max(1, len(worlds)) + 10, 7 * len(title) + 10)
+    height = top + row_h * len(models) + 56
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="{_esc(title)}">',
+             f'<text x="4" y="16" class="ct">{_esc(title)}</text>']
+    for j, w in enumerate(worlds):
+        cx = label_w + col_w * j + col_w / 2
+        parts.append(f'<text x="{cx:.1f}" y="{top - 12}" class="lb" '
+                     f'text-anchor="middle">{_esc(w)}</text>')
+    for i, m in enumerate(models):
+        cy = top + row_h * i + row_h / 2
+        parts.append(f'<text x="{label_w - 8}" y="{cy + 4:.1f}" class="lb" '
+                     f'text-anchor="end">{_esc(m)}</text>')
+        for j, w in enumerate(worlds):
+            cx = label_w + col_w * j + col_w / 2
+            cell = cells.get((m, w))
+            r = cell.rate if cell else None
+            if r is None:
+                parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" class="absent">'
+                             f'<title>{_esc(m)} · {_esc(w)}: not in this roster</title>'
+                             '</circle>')
+                continue
+            radius = rmax * math.sqrt(r.value)
+            shade = 0.25 + 0.75 * r.value
+            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{max(radius, 0.8):.2f}" '
+                         f'class="bub" fill-opacity="{shade:.2f}"><title>{_esc(m)} · {_esc(w)}'
+                         f': {_esc(r)}</title></circle>')
+            parts.append(f'<text x="{cx + rmax + 3:.1f}" y="{cy + 4:.1f}" class="sm">'
+                         f'{round(100 * r.value)}</text>')
+    fy = top + row_h * len(models) + 18
+    parts.append(f'<text x="{label_w - 8}" y="{fy}" class="sm" text-anchor="end">'
+                 'models realizing</text>')
+    parts.append(f'<text x="{label_w - 8}" y="{fy + 18}" class="sm" text-anchor="end">'
+                 'pooled rate</text>')
+    for j, w in enumerate(worlds):
+        cx = label_w + col_w * j + col_w / 2
+        mine = [cells[(m, w)] for m in models if (m, w) in cells and cells[(m, w)].n]
+        hits = sum(1 for c in mine if c.k)
+        k, n = sum(c.k for c in mine), sum(c.n for c in mine)
+        pooled = rate(k, n)
+        parts.append(f'<text x="{cx:.1f}" y="{fy}" class="sm" text-anchor="middle">'
+                     f'{hits}/{len(mine)}</text>')
+        parts.append(f'<text x="{cx:.1f}" y="{fy + 18}" class="sm" text-anchor="middle">'
+                     f'{pooled.pct() if pooled else "—"}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------- rendering
+def _env() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True, trim_blocks=True, lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined)
+    env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
+                       fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num)
+    return env
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1"
+
+
+def _fmt_pp(x: float) -> str:
+    return f"{100 * x:+.1f}pp"
+
+
+def _fmt_num(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+_EVENT_FIELDS = ("step", "t", "kind", "actor", "recipient", "edge", "content", "tool", "args",
+                 "result", "rejected", "reason", "diff", "task", "call", "final")
+
+
+def trace_page_name(trace_rel: str) -> str:
+    """The report page of a trace (flat file name under report/traces/)."""
+    stem = trace_rel[:-6] if trace_rel.endswith(".jsonl") else trace_rel
+    stem = stem.removeprefix(TRACES_DIR + "/")
+    return stem.replace("/", "__") + ".html"
+
+
+def _render_trace(env: Any, source: Path, target: Path, *, raw_link: str, row: dict[str, Any],
+                  back: str) -> None:
+    header: dict[str, Any] = {}
+    result: dict[str, Any] = {}
+    events: list[dict[str, Any]] = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        kind = data.get("type")
+        if kind == "header":
+            header = data
+        elif kind == "result":
+            result = data
+        else:
+            for key in ("args", "result", "diff"):
+                if data.get(key) is not None and not isinstance(data[key], str):
+                    data[key] = json.dumps(data[key], ensure_ascii=False, sort_keys=True)
+            for key in _EVENT_FIELDS:
+                data.setdefault(key, None)
+            events.append(data)
+    target.write_text(env.get_template("trace.html.j2").render(
+        header=header, result=result, events=events, raw=raw_link, row=row, back=back),
+        encoding="utf-8")
+
+
+def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_000,
+                 seed: int = 0, traces: bool = True) -> Path:
+    """Render the study's report; returns the path of index.html."""
+    with Store.open(study_dir / STORE_FILE, create=False) as store:
+        rows = store.rows()
+        worlds = store.worlds()
+    out = out or study_dir / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    analysis = analyse(rows, worlds, resamples, seed)
+    env = _env()
+    charts = {}
+    for w in analysis.worlds:
+        charts[w.name] = [
+            svg_rates([(ENDPOINT_LABELS[m], w.endpoints[m]) for m in MEASUREMENTS],
+                      f"{w.name}: endpoint rates (Wilson 95% CI)"),
+            svg_rates([(c, cells[PRIMARY]) for c, cells in w.by_condition],
+                      f"{w.name}: realized risk by condition"),
+        ]
+    bubbles = svg_bubbles(analysis.models, [w.name for w in analysis.worlds], analysis.bubbles,
+                          "Realized risk by model and world (bubble area = rate)")
+    links: dict[int, str] = {}
+    trace_dir = out / "traces"
+    root = study_dir.resolve()
+    rel_root = Path(os.path.relpath(root, trace_dir.resolve()))
+    for i, row in enumerate(rows):
+        rel = row.get("trace_path")
+        if not rel:
+            continue
+        source = root / rel
+        if not source.is_file():
+            continue
+        page = trace_page_name(rel)
+        links[i] = f"traces/{page}"
+        if traces:
+            target = trace_dir / page
+            trace_dir.mkdir(parents=True, exist_ok=True)
+            if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+                continue
+            _render_trace(env, source, target, raw_link=(rel_root / rel).as_posix(), row=row,
+                          back="../episodes.html")
+    if not traces:
+        links = {}
+    name = study_dir.resolve().name
+    (out / "index.html").write_text(env.get_template("report.html.j2").render(
+        study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY),
+        encoding="utf-8")
+    (out / "episodes.html").write_text(env.get_template("episodes.html.j2").render(
+        study=name, rows=rows, links=links), encoding="utf-8")
+    return out / "index.html"

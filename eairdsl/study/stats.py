@@ -1,0 +1,288 @@
+"""The paper's statistics (EAIR §5, Appendix F.1 and F.9) as pure functions.
+
+Nothing here touches a store, a file or numpy: every function takes plain
+numbers or sequences and returns plain numbers (or `None` when the quantity
+does not exist). The policies that the report follows are fixed here:
+
+* A rate always carries its denominator (`Rate.k`, `Rate.n`). Unassessed
+  episodes (a measurement of `None`) are excluded from the denominator, never
+  counted as zeros: `rate_of([True, None, False])` is 1/2.
+* An empty cohort has no rate: `rate(0, 0)` and `wilson_interval(0, 0)` are
+  `None`, not 0% and not an interval.
+* Intervals are Wilson score intervals at z = 1.96 (95%); paired binary
+  contrasts use the exact two-sided McNemar test; aggregate differences use a
+  bootstrap that resamples models as clusters (20,000 resamples, seeded).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Z95",
+    "BootstrapResult",
+    "Rate",
+    "clustered_bootstrap_diff",
+    "kendall_tau_b",
+    "mcnemar_exact",
+    "pass_at_k",
+    "pass_hat_k",
+    "quantile",
+    "ranks",
+    "rate",
+    "rate_of",
+    "spearman",
+    "wilson_interval",
+]
+
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class Rate:
+    """k events among n assessed episodes, with a Wilson interval."""
+
+    k: int
+    n: int
+    lo: float
+    hi: float
+
+    @property
+    def value(self) -> float:
+        return self.k / self.n
+
+    def pct(self, digits: int = 1) -> str:
+        return f"{100 * self.value:.{digits}f}%"
+
+    def ci(self, digits: int = 1) -> str:
+        return f"{100 * self.lo:.{digits}f}–{100 * self.hi:.{digits}f}%"
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n} ({self.pct()}; 95% CI {self.ci()})"
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for k successes in n trials; None when n == 0.
+
+        p̂ = k/n,  centre = (p̂ + z²/2n) / (1 + z²/n),
+        half-width = z·sqrt(p̂(1−p̂)/n + z²/4n²) / (1 + z²/n)
+
+    Unlike the normal (Wald) interval it stays inside [0, 1] and is not empty
+    at k = 0 or k = n: 0/20 gives 0–16.1%.
+    """
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return None
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    lo = 0.0 if k == 0 else max(0.0, centre - half)
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def rate(k: int, n: int, z: float = Z95) -> Rate | None:
+    """A `Rate` for k of n, or None for an empty cohort."""
+    interval = wilson_interval(k, n, z)
+    if interval is None:
+        return None
+    return Rate(k, n, *interval)
+
+
+def rate_of(values: Iterable[bool | int | None], z: float = Z95) -> Rate | None:
+    """The rate of true values among assessed ones; `None` values are not in the denominator."""
+    assessed = [bool(v) for v in values if v is not None]
+    return rate(sum(assessed), len(assessed), z)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pair counts b and c.
+
+    Under H0 the b + c discordant pairs split as Binomial(b + c, 1/2), so
+
+        p = min(1, 2 · Σ_{i=0}^{min(b,c)} C(b+c, i) / 2^(b+c))
+
+    Concordant pairs carry no information and are not arguments. With no
+    discordant pair the test cannot reject: p = 1. (7, 1) gives 0.0703 and
+    (0, 4) gives 0.125, as in the paper.
+    """
+    if b < 0 or c < 0:
+        raise ValueError("discordant counts must be non-negative")
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
+    return min(1.0, 2 * tail / 2.0**n)
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default) of an already sorted sequence."""
+    if not sorted_values:
+        raise ValueError("quantile of an empty sequence")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Observed difference (treatment − control) with a percentile interval."""
+
+    diff: float
+    lo: float
+    hi: float
+    resamples: int
+    clusters: int
+
+
+def clustered_bootstrap_diff(control: Mapping[str, Sequence[float]],
+                             treatment: Mapping[str, Sequence[float]],
+                             resamples: int = 20_000, seed: int = 0,
+                             level: float = 0.95) -> BootstrapResult | None:
+    """Difference of pooled means, treatment − control, with a model-clustered bootstrap CI.
+
+    `control[m]` and `treatment[m]` are the episode outcomes (0/1 for a rate,
+    any number for e.g. a payment) of cluster m — in the paper, a model — under
+    the two configurations. Only clusters with episodes in both arms enter
+    (the contrast is model-paired). Each resample draws that many clusters with
+    replacement and recomputes
+
+        diff* = Σ_drawn Σ treatment / Σ_drawn |treatment| − Σ_drawn Σ control / Σ_drawn |control|
+
+    so clusters keep their own episode counts; the interval is the
+    (1−level)/2 and (1+level)/2 percentiles of the diff* values (linear
+    interpolation). Seeded with `random.Random(seed)`: the same inputs give the
+    same interval. None when no cluster is in both arms.
+    """
+    names = sorted(m for m in control if control[m] and treatment.get(m))
+    if not names:
+        return None
+    cs = [(float(sum(control[m])), len(control[m])) for m in names]
+    ts = [(float(sum(treatment[m])), len(treatment[m])) for m in names]
+
+    def diff(idx: Iterable[int]) -> float:
+        c_sum = c_n = t_sum = t_n = 0.0
+        for i in idx:
+            c_sum += cs[i][0]
+            c_n += cs[i][1]
+            t_sum += ts[i][0]
+            t_n += ts[i][1]
+        return t_sum / t_n - c_sum / c_n
+
+    k = len(names)
+    observed = diff(range(k))
+    rng = random.Random(seed)
+    draw = rng.randrange
+    values = sorted(diff([draw(k) for _ in range(k)]) for _ in range(resamples))
+    alpha = (1 - level) / 2
+    return BootstrapResult(observed, quantile(values, alpha), quantile(values, 1 - alpha),
+                           resamples, k)
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks with ties given their average rank ("fractional ranking")."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        average = (i + j) / 2 + 1
+        for t in range(i, j + 1):
+            out[order[t]] = average
+        i = j + 1
+    return out
+
+
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's ρ, tie-adjusted: Pearson's r between average ranks.
+
+    None when fewer than two pairs or when either side is constant (ρ is
+    undefined, not 0).
+    """
+    if len(x) != len(y):
+        raise ValueError("spearman needs sequences of equal length")
+    if len(x) < 2:
+        return None
+    return _pearson(ranks(x), ranks(y))
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's τ_b (tie-adjusted):
+
+        τ_b = (n_c − n_d) / sqrt((n_0 − n_1)(n_0 − n_2))
+
+    with n_c/n_d the concordant/discordant pairs, n_0 = n(n−1)/2, n_1 and n_2
+    the pairs tied in x and in y. None when undefined (fewer than two pairs, or
+    a constant side).
+    """
+    if len(x) != len(y):
+        raise ValueError("kendall_tau_b needs sequences of equal length")
+    n = len(x)
+    if n < 2:
+        return None
+    nc = nd = tx = ty = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = (x[i] > x[j]) - (x[i] < x[j])
+            dy = (y[i] > y[j]) - (y[i] < y[j])
+            if dx == 0:
+                tx += 1
+            if dy == 0:
+                ty += 1
+            if dx and dy:
+                if dx == dy:
+                    nc += 1
+                else:
+                    nd += 1
+    n0 = n * (n - 1) // 2
+    denom = math.sqrt((n0 - tx) * (n0 - ty))
+    if denom == 0:
+        return None
+    return (nc - nd) / denom
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """pass@k: probability that at least one of k episodes drawn from n (c successes) succeeds.
+
+    Unbiased estimator 1 − C(n−c, k)/C(n, k); needs 1 <= k <= n.
+    """
+    _check_k(n, c, k)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k: probability that all k episodes drawn from n (c successes) succeed.
+
+    C(c, k)/C(n, k); with k = n it is 1 only when every seed succeeds — the
+    consistency-across-seeds measure.
+    """
+    _check_k(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _check_k(n: int, c: int, k: int) -> None:
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got c={c}, n={n}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")

@@ -1,0 +1,289 @@
+"""The results store: one SQLite file per study (`runs/NAME/results.sqlite`).
+
+One row per episode attempt in `episodes`; one row per world in `worlds`
+(its digest, title and condition order); a `meta` table that says what the
+file is. Only the study's parent process writes, one transaction per
+attempt, so a crash loses at most the episodes in flight — which have no row
+and are run again on resume.
+
+Identification. A store carries `PRAGMA application_id = 0x45414952`
+("EAIR"), `PRAGMA user_version = SCHEMA_VERSION` and `meta(app_id,
+schema_version)`. Opening checks all of them read-only first: a corrupt file,
+a non-SQLite file, another application's database or a newer schema raises
+`StoreError` with a message for people, and the file is never written.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from eairdsl.api import UsageError
+from eairdsl.study.grid import Attempt, Cell
+
+__all__ = [
+    "APP_ID",
+    "COLUMNS",
+    "MEASUREMENTS",
+    "SCHEMA_VERSION",
+    "STORE_FILE",
+    "Store",
+    "StoreError",
+    "export_csv",
+    "export_parquet",
+]
+
+SCHEMA_VERSION = 1
+APP_ID = "eairdsl.study"
+SQLITE_APPLICATION_ID = 0x45414952  # "EAIR"
+STORE_FILE = "results.sqlite"
+MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
+KEY = ("world", "model", "condition", "instance", "seed", "rep")
+#: export columns, in order (`retained` is derived: the cell's first valid attempt)
+COLUMNS = ("world", "digest", "model", "agents", "condition", "instance", "seed", "rep",
+           "attempt", "run_seed", "retained", "valid", "validity_reason", *MEASUREMENTS,
+           "unassessed", "metrics", "usage", "end_time", "trace_path")
+_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE worlds (
+  name TEXT PRIMARY KEY, digest TEXT NOT NULL, title TEXT NOT NULL DEFAULT '',
+  risk TEXT NOT NULL DEFAULT '', conditions TEXT NOT NULL DEFAULT '[]');
+CREATE TABLE episodes (
+  id INTEGER PRIMARY KEY,
+  world TEXT NOT NULL, digest TEXT NOT NULL, model TEXT NOT NULL, agents TEXT NOT NULL,
+  condition TEXT NOT NULL, instance TEXT NOT NULL, seed INTEGER NOT NULL,
+  rep INTEGER NOT NULL, attempt INTEGER NOT NULL, run_seed INTEGER NOT NULL,
+  {", ".join(f"{m} INTEGER CHECK ({m} IN (0, 1))" for m in MEASUREMENTS)},
+  valid INTEGER NOT NULL CHECK (valid IN (0, 1)), validity_reason TEXT,
+  unassessed TEXT NOT NULL DEFAULT '{{}}', metrics TEXT NOT NULL DEFAULT '{{}}', usage TEXT,
+  end_time REAL, trace_path TEXT,
+  UNIQUE (world, model, condition, instance, seed, rep, attempt));
+"""
+
+
+class StoreError(UsageError):
+    """The results file cannot be used (corrupt, foreign, newer, another world version)."""
+
+
+def _bit(value: Any) -> int | None:
+    return None if value is None else int(bool(value))
+
+
+class Store:
+    """A study's results file; use `Store.open(path)`."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    # ------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: Path, create: bool = True) -> Store:
+        """Open (or, with `create`, start) a store; StoreError if the file is not one of ours."""
+        if path.is_dir():
+            raise StoreError(f"{path} is a folder, not a results store")
+        fresh = not path.exists() or path.stat().st_size == 0
+        if fresh and not create:
+            raise StoreError(f"no results store at {path}; run `eairc study … --out "
+                             f"{path.parent}` first")
+        if not fresh:
+            fresh = cls._check(path)
+        if fresh and not create:
+            raise StoreError(f"{path} is an empty database, not a study's results")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        if fresh:
+            from eairdsl import __version__
+
+            with _transaction(conn):
+                conn.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                    ("app_id", APP_ID), ("schema_version", str(SCHEMA_VERSION)),
+                    ("created_by", f"eairdsl {__version__}")])
+        return cls(path, conn)
+
+    @staticmethod
+    def _check(path: Path) -> bool:
+        """Read-only identification of an existing file; True if it is an empty database."""
+        with path.open("rb") as fh:
+            head = fh.read(len(_MAGIC))
+        if head != _MAGIC:
+            raise StoreError(f"{path} is not a SQLite database (corrupt, or another kind of "
+                             "file); it was left untouched — choose another --out or move it")
+        try:
+            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path} cannot be opened ({exc}); it was left untouched") from None
+        try:
+            app = ro.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in ro.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if app == 0 and not tables:
+                return True
+            if app != SQLITE_APPLICATION_ID or "meta" not in tables:
+                listed = ", ".join(sorted(tables)) or "none"
+                raise StoreError(f"{path} is a SQLite database of another application (tables: "
+                                 f"{listed}), not an eairdsl results store; it was left "
+                                 "untouched — choose another --out")
+            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("app_id") != APP_ID:
+                raise StoreError(f"{path} is not an eairdsl results store (app_id "
+                                 f"{meta.get('app_id')!r}); it was left untouched")
+            version = int(meta.get("schema_version", "0"))
+            if version != SCHEMA_VERSION:
+                raise StoreError(f"{path} has results schema {version}; this eairdsl reads "
+                                 f"schema {SCHEMA_VERSION} — use the eairdsl that wrote it or "
+                                 "start a new --out")
+            check = ro.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise StoreError(f"{path} is corrupt ({check}); it was left untouched")
+            missing = {"episodes", "worlds"} - tables
+            if missing:
+                raise StoreError(f"{path} is damaged: missing table(s) {', '.join(missing)}")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path} is corrupt or not a results store ({exc}); it was left "
+                             "untouched — choose another --out or move it") from None
+        finally:
+            ro.close()
+        return False
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ worlds
+    def register_world(self, name: str, digest: str, title: str = "", risk: str = "",
+                       conditions: list[str] | None = None) -> None:
+        """Record a world; refuse one whose digest differs from the results already stored."""
+        row = self.conn.execute("SELECT digest, conditions FROM worlds WHERE name = ?",
+                                (name,)).fetchone()
+        if row is not None and row["digest"] != digest:
+            raise StoreError(
+                f"{self.path} holds results of world {name} with digest {row['digest'][:12]}…, "
+                f"but this {name} has digest {digest[:12]}… (the world changed); write the new "
+                "study to another --out")
+        order = list(json.loads(row["conditions"])) if row is not None else []
+        order += [c for c in conditions or [] if c not in order]
+        with _transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO worlds (name, digest, title, risk, conditions) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET conditions = excluded.conditions,"
+                " title = excluded.title, risk = excluded.risk",
+                (name, digest, title, risk, json.dumps(order)))
+
+    def worlds(self) -> list[dict[str, Any]]:
+        return [{"name": r["name"], "digest": r["digest"], "title": r["title"],
+                 "risk": r["risk"], "conditions": json.loads(r["conditions"])}
+                for r in self.conn.execute("SELECT * FROM worlds ORDER BY name")]
+
+    # ------------------------------------------------------------ episodes
+    def attempts(self) -> dict[Cell, list[tuple[int, bool]]]:
+        """Each cell's recorded attempts as (attempt, valid), in attempt order."""
+        out: dict[Cell, list[tuple[int, bool]]] = {}
+        for r in self.conn.execute(
+                f"SELECT {', '.join(KEY)}, attempt, valid FROM episodes ORDER BY attempt"):
+            cell = Cell(r["world"], r["model"], r["condition"], r["instance"], r["seed"],
+                        r["rep"])
+            out.setdefault(cell, []).append((r["attempt"], bool(r["valid"])))
+        return out
+
+    def record(self, attempt: Attempt, digest: str, result: dict[str, Any],
+               trace_path: str | None) -> None:
+        """Write one finished attempt in its own transaction."""
+        c = attempt.cell
+        m = result.get("measurements", {})
+        usage = result.get("usage") or None
+        with _transaction(self.conn):
+            self.conn.execute(
+                f"INSERT INTO episodes (world, digest, model, agents, condition, instance, seed,"
+                f" rep, attempt, run_seed, {', '.join(MEASUREMENTS)}, valid, validity_reason,"
+                f" unassessed, metrics, usage, end_time, trace_path)"
+                f" VALUES ({', '.join('?' * (17 + len(MEASUREMENTS)))})",
+                (c.world, digest, c.model, attempt.agents, c.condition, c.instance, c.seed,
+                 c.rep, attempt.attempt, attempt.run_seed, *(_bit(m.get(k)) for k in MEASUREMENTS),
+                 int(bool(result.get("valid"))), result.get("validity_reason"),
+                 json.dumps(result.get("unassessed") or {}, sort_keys=True),
+                 json.dumps(result.get("metrics") or {}, sort_keys=True),
+                 json.dumps(usage, sort_keys=True) if usage else None,
+                 result.get("end_time"), trace_path))
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0])
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every attempt as a dict (export columns), sorted by cell and attempt, with `retained`."""
+        raw = [dict(r) for r in self.conn.execute(
+            f"SELECT * FROM episodes ORDER BY {', '.join(KEY)}, attempt")]
+        first_valid: dict[tuple[Any, ...], int] = {}
+        for r in raw:
+            key = tuple(r[k] for k in KEY)
+            if r["valid"] and key not in first_valid:
+                first_valid[key] = r["attempt"]
+        out = []
+        for r in raw:
+            key = tuple(r[k] for k in KEY)
+            row = {col: r.get(col) for col in COLUMNS if col != "retained"}
+            row["retained"] = int(first_valid.get(key) == r["attempt"])
+            out.append({col: row[col] for col in COLUMNS})
+        return out
+
+
+class _transaction:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error) on an autocommit connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def export_csv(store: Store, path: Path) -> int:
+    """Write every attempt to a CSV file (measurements 1/0/empty); returns the row count."""
+    rows = store.rows()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return len(rows)
+
+
+def export_parquet(store: Store, path: Path) -> int:
+    """Write every attempt to Parquet (needs pyarrow); StoreError-free ImportError otherwise."""
+    try:
+        pa: Any = importlib.import_module("pyarrow")
+        pq: Any = importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise UsageError("parquet export needs pyarrow, which is not installed "
+                         "(pip install pyarrow); `--format csv` needs nothing") from None
+    rows = store.rows()
+    ints = {"seed", "rep", "attempt", "run_seed", "retained", "valid", *MEASUREMENTS}
+    schema = pa.schema([(c, pa.int64() if c in ints else pa.float64() if c == "end_time"
+                         else pa.string()) for c in COLUMNS])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return len(rows)

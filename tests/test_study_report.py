@@ -1,0 +1,157 @@
+"""The HTML report: its numbers equal a recomputation from the exported CSV; it opens offline."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from eairdsl.api import resolve_world
+from eairdsl.cli import app
+from eairdsl.study.executor import run_study
+from eairdsl.study.grid import parse_models, plan_world
+from eairdsl.study.report import svg_bubbles, svg_rates
+from eairdsl.study.stats import mcnemar_exact, wilson_interval
+from eairdsl.study.store import MEASUREMENTS
+
+ROOT = Path(__file__).resolve().parents[1]
+D1 = ROOT / "worlds" / "d1.eair"
+_TD = re.compile(r'<td class="rate" data-world="([^"]+)" data-group="([^"]+)" '
+                 r'data-endpoint="([^"]+)" data-k="(\d+)" data-n="(\d+)" '
+                 r'data-unassessed="(\d+)">(.*?)</td>', re.S)
+_CONTRAST = re.compile(r'<tr data-world="([^"]+)" data-endpoint="([^"]+)" '
+                       r'data-condition="([^"]+)" data-b="(\d+)" data-c="(\d+)" '
+                       r'data-pairs="(\d+)">(.*?)</tr>', re.S)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small D1 study with three models and three conditions, reported and exported."""
+    out = tmp_path_factory.mktemp("study") / "d1"
+    world = resolve_world(D1)
+    plan = plan_world(world, ["canonical", "need_to_know", "repaired"], None, 2)
+    run_study([world], [plan], parse_models("sim,sim:reckless,sim:compliant"), out, workers=2)
+    runner = CliRunner()
+    assert runner.invoke(app, ["report", str(out), "--resamples", "500"]).exit_code == 0
+    assert runner.invoke(app, ["export", str(out)]).exit_code == 0
+    return out
+
+
+def _csv(study: Path) -> list[dict[str, str]]:
+    with (study / "results.csv").open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_report_rates_equal_a_recomputation_from_the_csv(study: Path) -> None:
+    """Every rate cell's k, n, percentage and Wilson interval match the exported CSV."""
+    rows = [r for r in _csv(study) if r["retained"] == "1"]
+    expected: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        for group in ("all", f"model:{r['model']}", f"condition:{r['condition']}"):
+            for m in MEASUREMENTS:
+                cell = expected[(group, m, r["world"])]
+                if r[m] == "":
+                    cell[2] += 1
+                else:
+                    cell[0] += int(r[m])
+                    cell[1] += 1
+    page = (study / "report" / "index.html").read_text(encoding="utf-8")
+    found = _TD.findall(page)
+    assert len(found) == len(expected) == (1 + 3 + 3) * len(MEASUREMENTS)
+    for world, group, endpoint, k, n, unassessed, text in found:
+        assert expected[(group, endpoint, world)] == [int(k), int(n), int(unassessed)]
+        lo, hi = wilson_interval(int(k), int(n))  # type: ignore[misc]
+        assert f"{100 * int(k) / int(n):.1f}%" in text
+        assert f"{int(k)}/{int(n)}" in text
+        assert f"{100 * lo:.1f}–{100 * hi:.1f}%" in text
+
+
+def test_report_contrasts_equal_a_recomputation_from_the_csv(study: Path) -> None:
+    """Paired contrasts match model × instance × seed cells and report the exact McNemar p."""
+    rows = [r for r in _csv(study) if r["retained"] == "1"]
+    by: dict[str, dict[tuple[str, ...], dict[str, str]]] = defaultdict(dict)
+    for r in rows:
+        by[r["condition"]][(r["model"], r["instance"], r["seed"], r["rep"])] = r
+    page = (study / "report" / "index.html").read_text(encoding="utf-8")
+    found = _CONTRAST.findall(page)
+    assert {(f[1], f[2]) for f in found} == {(e, c) for e in ("realized", "utility")
+                                             for c in ("need_to_know", "repaired")}
+    for _world, endpoint, condition, b, c, pairs, text in found:
+        keys = [k for k in by["canonical"] if k in by[condition]]
+        x = [int(by["canonical"][k][endpoint]) for k in keys]
+        y = [int(by[condition][k][endpoint]) for k in keys]
+        eb = sum(1 for i, j in zip(x, y, strict=True) if i and not j)
+        ec = sum(1 for i, j in zip(x, y, strict=True) if j and not i)
+        assert (int(b), int(c), int(pairs)) == (eb, ec, len(keys))
+        assert f"{100 * (ec - eb) / len(keys):+.1f}pp" in text
+        p = mcnemar_exact(eb, ec)
+        assert (f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1") in text or p < 0.001
+
+
+def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> None:
+    """index, episodes and trace pages load nothing from outside and link every episode."""
+    folder = study / "report"
+    index = (folder / "index.html").read_text(encoding="utf-8")
+    episodes = (folder / "episodes.html").read_text(encoding="utf-8")
+    assert index.count("<svg") >= 3  # bubbles + two charts for the world
+    for page in (index, episodes):
+        assert not re.search(r'(src|href)="(https?:)?//', page)
+        assert "<link" not in page and "<script src" not in page
+    links = re.findall(r'href="(traces/[^"]+)"', episodes)
+    assert len(links) == len(_csv(study))
+    trace_page = (folder / links[0]).read_text(encoding="utf-8")
+    assert 'id="q"' in trace_page and "searchable" in trace_page
+    assert "s0001" in trace_page
+    raw = re.search(r'href="([^"]+\.jsonl)"', trace_page)
+    assert raw and (folder / "traces" / raw.group(1)).resolve().is_file()
+
+
+def test_charts_handle_empty_and_absent_cells() -> None:
+    """A chart row without assessed episodes says so; an absent model gets a grey dot."""
+    from eairdsl.study.report import RateCell
+
+    empty = svg_rates([("x", RateCell()), ("y", RateCell(k=1, n=2))], "t")
+    assert "no assessed episode" in empty and "1/2" in empty
+    bubbles = svg_bubbles(["m1", "m2"], ["a1", "d1"], {("m1", "a1"): RateCell(k=3, n=6)}, "t")
+    assert bubbles.count('class="absent"') == 3 and "3/6" in bubbles
+
+
+def test_cli_stays_light_and_lists_study_commands() -> None:
+    """`eairc --help` lists study, export and report without importing the study machinery."""
+    code = ("import sys, eairdsl.cli\n"
+            "heavy = [m for m in ('eairdsl.study.executor', 'eairdsl.study.report', 'simpy',"
+            " 'jinja2', 'sqlite3', 'distributed') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("study", "export", "report"):
+        assert command in result.output
+
+
+def _summary_row(output: str, condition: str) -> Any:
+    return next(line for line in output.splitlines() if f" {condition} " in line)
+
+
+def test_study_command_prints_a_summary_and_resumes(tmp_path: Path) -> None:
+    """`eairc study` ends with a summary table; the same command again runs nothing new."""
+    out = tmp_path / "run"
+    args = ["study", str(D1), "--models", "sim:reckless", "--conditions", "canonical,repaired",
+            "--instances", "hr-1,fin-1", "--seeds", "2", "--workers", "1", "--out", str(out)]
+    runner = CliRunner()
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "4/4 100.0%" in _summary_row(first.output, "canonical")
+    assert "0/4 0.0%" in _summary_row(first.output, "repaired")
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0 and "0 episode(s) run" in second.output
+    bad = runner.invoke(app, [*args[:-2], "--out", str(out), "--conditions", "nope"])
+    assert bad.exit_code == 1 and "no condition 'nope'" in bad.output
+    assert runner.invoke(app, [*args, "--executor", "ray"]).exit_code == 2

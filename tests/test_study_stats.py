@@ -1,0 +1,138 @@
+"""The study statistics against the EAIR paper's published values and hand-computed cases."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from eairdsl.study.stats import (
+    clustered_bootstrap_diff,
+    kendall_tau_b,
+    mcnemar_exact,
+    pass_at_k,
+    pass_hat_k,
+    quantile,
+    ranks,
+    rate,
+    rate_of,
+    spearman,
+    wilson_interval,
+)
+
+
+def _pct(interval: tuple[float, float] | None) -> tuple[float, float]:
+    assert interval is not None
+    return round(100 * interval[0], 1), round(100 * interval[1], 1)
+
+
+@pytest.mark.parametrize(("k", "n", "lo", "hi"), [
+    (47, 60, 66.4, 86.9),    # A1 shared-cap violations (§5.2, F.1)
+    (70, 90, 68.2, 85.1),    # D1 disclosure
+    (45, 120, 29.4, 46.4),   # B1 VP-with-power arm
+    (38, 150, 19.0, 32.8),   # C1 terminal drift
+    (149, 240, 55.8, 68.0),  # F1 misrouting
+    (0, 20, 0.0, 16.1),      # repair retests (F.10)
+    (3, 100, 1.0, 8.5),      # five-arm retest batch
+    (3, 20, 5.2, 36.0),      # C1 retest arm
+    (44, 44, 92.0, 100.0),   # audit recovery (F.14)
+])
+def test_wilson_matches_published_intervals(k: int, n: int, lo: float, hi: float) -> None:
+    """Wilson 95% intervals reproduce the paper's published percentages to one decimal."""
+    assert _pct(wilson_interval(k, n)) == (lo, hi)
+
+
+def test_wilson_edges_and_empty_cohort() -> None:
+    """k = 0 starts at exactly 0, k = n ends at exactly 1, and n = 0 has no interval."""
+    assert wilson_interval(0, 5)[0] == 0.0  # type: ignore[index]
+    assert wilson_interval(5, 5)[1] == 1.0  # type: ignore[index]
+    assert wilson_interval(0, 0) is None
+    assert rate(0, 0) is None
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_rates_exclude_unassessed_from_the_denominator() -> None:
+    """An unassessed (None) episode is left out of n, never counted as a zero."""
+    r = rate_of([True, None, False, None, True])
+    assert r is not None and (r.k, r.n) == (2, 3)
+    assert rate_of([None, None]) is None
+    assert str(rate(47, 60)) == "47/60 (78.3%; 95% CI 66.4–86.9%)"
+
+
+@pytest.mark.parametrize(("b", "c", "p"), [(7, 1, 0.0703), (1, 7, 0.0703), (0, 4, 0.125),
+                                           (0, 0, 1.0), (5, 5, 1.0)])
+def test_mcnemar_exact_matches_published_p_values(b: int, c: int, p: float) -> None:
+    """Two-sided exact McNemar on discordant pairs: (7, 1) → 0.0703 and (0, 4) → 0.125."""
+    assert round(mcnemar_exact(b, c), 4) == p
+
+
+def test_mcnemar_small_sample_by_hand() -> None:
+    """(0, 1) gives p = 1 and (0, 6) gives 2/64, the binomial tail doubled."""
+    assert mcnemar_exact(0, 1) == 1.0
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
+
+
+def test_ranks_average_ties() -> None:
+    """Tied values share the average of the ranks they occupy."""
+    assert ranks([10, 20, 20, 30]) == [1.0, 2.5, 2.5, 4.0]
+    assert ranks([3, 1, 3, 3]) == [3.0, 1.0, 3.0, 3.0]
+
+
+def test_spearman_with_ties_by_hand() -> None:
+    """ρ on average ranks: [1,2,2,3] vs [1,3,2,4] is 3/√10; [1,1,2,3] vs [2,1,1,3] is 0.5."""
+    assert spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(3 / 10**0.5)
+    assert spearman([1, 1, 2, 3], [2, 1, 1, 3]) == pytest.approx(0.5)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 1], [1, 2, 3]) is None
+    assert spearman([1], [2]) is None
+
+
+def test_kendall_tau_b_with_ties_by_hand() -> None:
+    """τ_b = (nc − nd)/√((n0 − n1)(n0 − n2)): 5/√30 and 2/√25 for the tied cases."""
+    assert kendall_tau_b([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(5 / 30**0.5)
+    assert kendall_tau_b([1, 1, 2, 3], [2, 1, 1, 3]) == pytest.approx(0.4)
+    assert kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert kendall_tau_b([2, 2, 2], [1, 2, 3]) is None
+
+
+def test_pass_at_k_and_pass_hat_k() -> None:
+    """pass@k = 1 − C(n−c,k)/C(n,k); pass^k = C(c,k)/C(n,k)."""
+    assert pass_at_k(3, 1, 1) == pytest.approx(1 / 3)
+    assert pass_at_k(3, 1, 2) == pytest.approx(2 / 3)
+    assert pass_at_k(3, 0, 3) == 0.0
+    assert pass_hat_k(3, 2, 2) == pytest.approx(1 / 3)
+    assert pass_hat_k(3, 3, 3) == 1.0
+    assert pass_hat_k(3, 2, 3) == 0.0
+    with pytest.raises(ValueError):
+        pass_hat_k(3, 1, 4)
+
+
+def test_quantile_interpolates() -> None:
+    """Quantiles interpolate linearly between order statistics (numpy's default)."""
+    assert quantile([0.0, 10.0], 0.25) == 2.5
+    assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+
+
+def test_clustered_bootstrap_is_seeded_and_pooled() -> None:
+    """The model-clustered bootstrap is deterministic per seed and pools each arm's episodes."""
+    control = {"m1": [0, 0, 1], "m2": [0, 0, 0], "m3": [1, 0, 0], "m4": [0, 1, 0]}
+    treatment = {"m1": [1, 1, 1], "m2": [0, 1, 1], "m3": [1, 1, 0], "m4": [1, 1, 1]}
+    start = time.perf_counter()
+    a = clustered_bootstrap_diff(control, treatment)
+    elapsed = time.perf_counter() - start
+    b = clustered_bootstrap_diff(control, treatment)
+    assert a is not None and a == b
+    assert a.resamples == 20_000 and a.clusters == 4
+    assert a.diff == pytest.approx(10 / 12 - 3 / 12)
+    assert a.lo <= a.diff <= a.hi
+    assert elapsed < 2.0
+
+
+def test_clustered_bootstrap_degenerate_cases() -> None:
+    """Identical arms give a zero-width interval; no shared cluster gives None."""
+    same = clustered_bootstrap_diff({"a": [1, 0]}, {"a": [1, 0]}, resamples=100)
+    assert same is not None and (same.diff, same.lo, same.hi) == (0.0, 0.0, 0.0)
+    assert clustered_bootstrap_diff({"a": [1]}, {"b": [0]}) is None
+    full = clustered_bootstrap_diff({"a": [0], "b": [0]}, {"a": [1], "b": [1]}, resamples=50)
+    assert full is not None and (full.lo, full.hi) == (1.0, 1.0)
