@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from eairdsl.runtime.values import FieldSet
 
-__all__ = ["TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult", "Trace",
+__all__ = ["TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult", "Trace", "Event",
            "to_json", "read_trace", "EVENT_KINDS"]
 
 TRACE_SCHEMA_VERSION = 1
@@ -88,34 +88,68 @@ def to_json(value: Any) -> Any:
     return value
 
 
+_EVENT_FIELDS = tuple(TraceEvent.model_fields)
+
+
+class Event:
+    """An event as the runtime records it: TraceEvent's fields, without validation.
+
+    The runtime writes thousands of events per second from values it has already
+    checked; validating each through pydantic would cost more than the episode.
+    `read_trace` gives validated `TraceEvent` models with the same attributes.
+    """
+
+    __slots__ = _EVENT_FIELDS
+
+    def __init__(self, **fields: Any) -> None:
+        for name in _EVENT_FIELDS:
+            setattr(self, name, fields.get(name))
+        self.type = "event"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {n: v for n in _EVENT_FIELDS if (v := getattr(self, n)) is not None}
+
+
 class Trace:
     """Events of one episode in memory, with the queries measurements use."""
 
     def __init__(self, header: TraceHeader) -> None:
         self.header = header
-        self.events: list[TraceEvent] = []
+        self.events: list[Any] = []  # Event while running, TraceEvent when read back
         self.result: TraceResult | None = None
+        # Indexes for the trace queries, kept as events arrive: a guard that asks
+        # `messages(customer, role)` on every call must not rescan the trace.
+        self._messages: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
+        self._calls: dict[str, list[Any]] = {}
+        self._results: dict[str, Any] = {}
 
-    def add(self, **fields: Any) -> TraceEvent:
-        # The runtime builds events from values it already checked: skip re-validation.
-        event = TraceEvent.model_construct(step=f"s{len(self.events) + 1:04d}", **fields)
-        self.events.append(event)
+    def add(self, **fields: Any) -> Event:
+        event = Event(step=f"s{len(self.events) + 1:04d}", **fields)
+        self._index(event)
         return event
+
+    def _index(self, e: Any) -> None:
+        self.events.append(e)
+        if e.kind == "message":
+            view = {"sender": e.actor, "recipient": e.recipient, "text": e.content or "",
+                    "time": e.t, "edge": e.edge}
+            for key in ((None, None), (e.actor, None), (None, e.recipient),
+                        (e.actor, e.recipient)):
+                self._messages.setdefault(key, []).append(view)
+        elif e.kind == "tool_call":
+            self._calls.setdefault(e.tool or "", []).append(e)
+        elif e.kind == "tool_result" and e.call:
+            self._results[e.call] = e
 
     # ------------------------------------------------------------ queries (TraceView)
     def messages(self, sender: str | None, recipient: str | None) -> list[dict[str, Any]]:
-        return [{"sender": e.actor, "recipient": e.recipient, "text": e.content or "",
-                 "time": e.t, "edge": e.edge}
-                for e in self.events if e.kind == "message"
-                and (sender is None or e.actor == sender)
-                and (recipient is None or e.recipient == recipient)]
+        return list(self._messages.get((sender, recipient), ()))
 
     def calls(self, tool: str, by: str | None) -> list[dict[str, Any]]:
         out = []
-        results = {e.call: e for e in self.events if e.kind == "tool_result"}
-        for e in self.events:
-            if e.kind == "tool_call" and e.tool == tool and (by is None or e.actor == by):
-                res = results.get(e.step)
+        for e in self._calls.get(tool, ()):
+            if by is None or e.actor == by:
+                res = self._results.get(e.step)
                 out.append({"tool": tool, "caller": e.actor, "args": e.args or {},
                             "result": res.result if res else None,
                             "rejected": bool(res.rejected) if res else True, "time": e.t})
@@ -138,8 +172,9 @@ class Trace:
         out = [json.dumps(self.header.model_dump(mode="json"), sort_keys=True,
                           ensure_ascii=False)]
         for e in self.events:
-            out.append(json.dumps(e.model_dump(mode="json", exclude_none=True), sort_keys=True,
-                                  ensure_ascii=False))
+            data = e.as_dict() if isinstance(e, Event) else e.model_dump(mode="json",
+                                                                        exclude_none=True)
+            out.append(json.dumps(data, sort_keys=True, ensure_ascii=False))
         if self.result is not None:
             out.append(json.dumps(self.result.model_dump(mode="json"), sort_keys=True,
                                   ensure_ascii=False))
@@ -165,5 +200,5 @@ def read_trace(path: Path) -> Trace:
         if data.get("type") == "result":
             trace.result = TraceResult.model_validate(data)
         else:
-            trace.events.append(TraceEvent.model_validate(data))
+            trace._index(TraceEvent.model_validate(data))
     return trace
