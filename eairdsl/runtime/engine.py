@@ -33,6 +33,7 @@ from eairdsl.runtime.evaluate import (
     LetTable,
     Scope,
     compile_expr,
+    is_stable,
     truthy,
 )
 from eairdsl.runtime.trace import Trace, to_json
@@ -59,7 +60,12 @@ class CompiledWorld:
         self.parties = {p.name: p for p in world.parties}
         self.records = {r.name: r for r in world.records}
         self.conditions = {c.name: c for c in world.conditions}
-        self.lets = LetTable(world.lets)
+        self.mutable = {e.target for t in world.tools for e in t.effects if e.op == "append"}
+        self.lets = LetTable(world.lets, self.mutable)
+        # Tools whose argument hints cannot change during an episode: specced once.
+        self.stable_hints = {t.name for t in world.tools
+                             if all(is_stable(p.hint, world.lets, self.mutable)
+                                    for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
 
     def fn(self, expr: Expr) -> Any:
@@ -112,8 +118,10 @@ class Episode:
     def __post_init__(self) -> None:
         self.active = 0
         self.scheduled = 0
+        self.episode_memo: dict[tuple[Any, ...], Any] = {}
         self.version = 0  # bumped by every state change; keys cached tool specs
         self._specs: dict[tuple[str, int], ToolSpec] = {}
+        self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
         self.triggered: list[Any] = []
         self.trigger_state: dict[str, bool] = {}
         w = self.compiled.world
@@ -158,7 +166,7 @@ class Episode:
                      records=self.records, documents=self.documents, authorizer=self.authorizer,
                      instance=self.instance, context=context, trace=self.trace,
                      now=float(self.env.now), start_date=self.start_date,
-                     locals=dict(args or {}))
+                     locals=dict(args or {}), episode_memo=self.episode_memo)
 
     def principal_of(self, party: str) -> str:
         p = self.compiled.parties.get(party)
@@ -295,9 +303,17 @@ class Episode:
                 out.append(tool)
         return out
 
+    def _specs_for(self, party: PartyIR) -> list[ToolSpec]:
+        """The tools a participant holds now, as it sees them (recomputed on state change)."""
+        key = (f"party:{party.name}", self.version)
+        cached = self._party_specs.get(key)
+        if cached is None:
+            cached = self._party_specs[key] = [self._spec(t) for t in self._available(party)]
+        return list(cached)
+
     def _spec(self, tool: ToolIR) -> ToolSpec:
         """The tool as agents see it. Hints are re-evaluated only after the state changes."""
-        key = (tool.name, self.version)
+        key = (tool.name, -1 if tool.name in self.compiled.stable_hints else self.version)
         cached = self._specs.get(key)
         if cached is None:
             cached = self._specs[key] = self._build_spec(tool)
@@ -349,12 +365,11 @@ class Episode:
             kind="message", task=task.id, sender=request.sender, text=request.text))
         agent = self.agents[party_name]
         for step in range(MAX_STEPS_PER_TASK):
-            tools = self._available(party)
             obs = Observation.model_construct(party=party_name, kind=party.kind,
                               card=self._card(party_name),
                               time=float(self.env.now), task=task.id, step=step,
                               request=request, memory=list(self.memory[party_name]),
-                              tools=[self._spec(t) for t in tools],
+                              tools=self._specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
                               authority=party.authority)
             action = yield from self._decide(agent, obs)
@@ -368,7 +383,7 @@ class Episode:
             result, rejected = yield from self.call_tool(task, action)
             self.memory[party_name].append(MemoryItem.model_construct(
                 kind="tool_result", task=task.id, tool=action.tool, args=to_json(action.args),
-                result=to_json(result), rejected=rejected))
+                result=result, rejected=rejected))
         self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")
         self.trace.add(t=float(self.env.now), kind="decision", actor=party_name,
                        content="step budget exhausted without a reply", task=task.id)
@@ -536,9 +551,11 @@ class Episode:
         return {"error": reason}, True
 
     def _result(self, task: _Task, call_step: str, tool: str, result: Any) -> tuple[Any, bool]:
+        """Record a result; the caller gets the same plain-JSON value the trace holds."""
+        plain = to_json(result)
         self.trace.add(t=float(self.env.now), kind="tool_result", actor=task.party, tool=tool,
-                       result=to_json(result), rejected=False, call=call_step, task=task.id)
-        return result, False
+                       result=plain, rejected=False, call=call_step, task=task.id)
+        return plain, False
 
 
 def _type_name(t: TypeIR) -> str:

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from eairdsl.ir import Expr, LetIR, World
 from eairdsl.runtime.values import FieldSet, Row, Rows, add_days, quarter_of, render_value
 
-__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy"]
+__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy",
+           "is_stable"]
 
 Fn = Callable[["Scope"], Any]
 
@@ -73,13 +74,19 @@ class LetTable:
     guard — are computed once.
     """
 
-    def __init__(self, lets: dict[str, LetIR]) -> None:
+    def __init__(self, lets: dict[str, LetIR], mutable_records: set[str] | None = None) -> None:
         self.lets = lets
         self._fns: dict[str, Fn] = {}
+        self.stable = {name for name in lets if self._is_stable(name, mutable_records or set())}
+
+    def _is_stable(self, name: str, mutable: set[str]) -> bool:
+        """Such a definition is computed once per episode for given arguments."""
+        return is_stable(self.lets[name].body, self.lets, mutable)
+
 
     def call(self, name: str, args: list[Any], s: Scope) -> Any:
         key = (name, *(_memo_key(a) for a in args))
-        memo = s.memo
+        memo = s.episode_memo if name in self.stable else s.memo
         if key in memo:
             return memo[key]
         fn = self._fns.get(name)
@@ -90,6 +97,28 @@ class LetTable:
         inner.locals = dict(zip(self.lets[name].params, args, strict=False))
         value = memo[key] = fn(inner)
         return value
+
+
+def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> bool:
+    """Does `expr` read only what cannot change during an episode?
+
+    Static tables, the instance, levers, literals and parameters are stable;
+    state variables, ledgers some tool appends to, `context`, measurements, the
+    clock and trace queries are not.
+    """
+    from eairdsl.ir import walk_expr
+
+    for node in walk_expr(expr, lets):
+        if node.op == "ref" and (node.kind in ("state", "context", "measure")
+                                 or (node.kind == "record" and node.name in mutable)):
+            return False
+        if node.op == "call" and node.name in _VOLATILE:
+            return False
+    return True
+
+
+#: builtins whose value changes during an episode (time and trace queries)
+_VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", "delegated"})
 
 
 def _memo_key(value: Any) -> Any:
@@ -119,6 +148,8 @@ class Scope:
     measures: dict[str, Any] = field(default_factory=dict)
     #: results of `let` calls in this evaluation context (shared by child scopes)
     memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    #: results of `let` calls that depend on nothing mutable (shared by the episode)
+    episode_memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def bind(self, name: str, value: Any) -> Scope:
         child = Scope.__new__(Scope)
@@ -130,28 +161,6 @@ class Scope:
 def truthy(value: Any) -> bool:
     """Guards and `when` clauses: only a definite true passes."""
     return value is True
-
-
-def _kleene_and(a: Any, b: Callable[[], Any]) -> Any:
-    if a is False:
-        return False
-    right = b()
-    if right is False:
-        return False
-    if a is None or right is None:
-        return None
-    return True
-
-
-def _kleene_or(a: Any, b: Callable[[], Any]) -> Any:
-    if a is True:
-        return True
-    right = b()
-    if right is True:
-        return True
-    if a is None or right is None:
-        return None
-    return False
 
 
 def _text(v: Any) -> str:
@@ -304,10 +313,30 @@ def _compile_binary(e: Expr, lets: LetTable | None) -> Fn:
     op = e.kind or ""
     left, right = compile_expr(e.args[0], lets), compile_expr(e.args[1], lets)
     if op == "and":
-        return lambda s: _kleene_and(left(s), lambda: right(s))
+        def and_(s: Scope) -> Any:  # Kleene: false wins, then unknown
+            a = left(s)
+            if a is False:
+                return False
+            b = right(s)
+            if b is False:
+                return False
+            return None if a is None or b is None else True
+        return and_
     if op == "or":
-        return lambda s: _kleene_or(left(s), lambda: right(s))
-    if op in ("==", "!=", "<", "<=", ">", ">="):
+        def or_(s: Scope) -> Any:  # Kleene: true wins, then unknown
+            a = left(s)
+            if a is True:
+                return True
+            b = right(s)
+            if b is True:
+                return True
+            return None if a is None or b is None else False
+        return or_
+    if op == "==":
+        return lambda s: left(s) == right(s)
+    if op == "!=":
+        return lambda s: left(s) != right(s)
+    if op in ("<", "<=", ">", ">="):
         return lambda s: _cmp(op, left(s), right(s))
     if op == "contains":
         return lambda s: _contains(left(s), right(s))
