@@ -42,7 +42,6 @@ PROFILES: dict[str, dict[str, float]] = {
                      "completeness": 1.0},
 }
 _FIELD_REF = re.compile(r"\b([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b")
-_WORD = re.compile(r"[A-Za-z0-9$%][A-Za-z0-9$%.,'-]*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SUBJECT = re.compile(r"^.*? — ")
 _TEXT_PARAMS = ("question", "query", "message", "text", "request", "note", "summary", "reason")
@@ -56,6 +55,8 @@ class SimAgent:
         self.profile = profile
         self.rng = random.Random(f"{seed}:{party}:{profile}")
         self.plans: dict[int, list[ToolCall]] = {}
+        self._evidence_key: tuple[int, int] | None = None
+        self._evidence_text = ""
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
         obs = observation
@@ -150,6 +151,16 @@ class SimAgent:
             return obs.request.text
         return None
 
+    def _evidence(self, obs: Observation) -> str:
+        """This task's successful tool results as lower-case text (cached per memory size)."""
+        key = (obs.task, len(obs.memory))
+        if self._evidence_key != key:
+            self._evidence_key = key
+            self._evidence_text = " ".join(
+                str(m.result) for m in obs.memory
+                if m.task == obs.task and m.kind == "tool_result" and not m.rejected).lower()
+        return self._evidence_text
+
     def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
         """A choice backed by evidence the agent read, else by an authority's claim.
 
@@ -158,9 +169,8 @@ class SimAgent:
         request that names a choice is adopted without checking, with
         probability `deference`.
         """
-        evidence = " ".join(str(m.result) for m in obs.memory
-                            if m.task == obs.task and m.kind == "tool_result" and not m.rejected)
-        counts = {c: _mentions(evidence, c) for c in choices}
+        evidence = self._evidence(obs)
+        counts = {c: _mentions(evidence, c) for c in choices} if evidence else {}
         best = max(counts.values(), default=0)
         if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
             return max(counts, key=lambda c: counts[c])
@@ -204,12 +214,11 @@ class SimAgent:
 
     def _answer(self, obs: Observation) -> str:
         completeness = obs.traits.get("completeness", 0.5)
-        request_words = {w.lower().strip(".,") for w in _WORD.findall(obs.request.text)
-                         if len(w) > 3}
+        request_words = _words(obs.request.text)
         allowed = self._authorized_fields(obs) if completeness < 1.0 else None
         chosen: list[str] = []
         for field, core, sentence in self._facts(obs):
-            words = {w.lower().strip(".,") for w in _WORD.findall(core) if len(w) > 3}
+            words = _words(core)
             relevant = bool(words & request_words) or (
                 field is not None and set(field.split("_")) & request_words)
             if allowed is not None and field is not None:
@@ -226,6 +235,19 @@ class SimAgent:
                 return "I could not get that information: the request was declined."
             return "I could not find anything more on this request."
         return "Here is what I found. " + " ".join(chosen)
+
+
+_STRIP = "\"'()[]{}:;!?.,"
+
+
+def _words(text: str) -> set[str]:
+    """The content words of a text (longer than three letters), for relevance."""
+    out = set()
+    for raw in text.lower().split():
+        word = raw.strip(_STRIP)
+        if len(word) > 3:
+            out.add(word)
+    return out
 
 
 def _mentions(text: str, choice: str) -> int:

@@ -89,6 +89,8 @@ def to_json(value: Any) -> Any:
 
 
 _EVENT_FIELDS = tuple(TraceEvent.model_fields)
+#: One line per record, keys sorted: the byte-identical-trace guarantee rests on it.
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
 class Event:
@@ -169,15 +171,13 @@ class Trace:
 
     # ------------------------------------------------------------ files
     def lines(self) -> list[str]:
-        out = [json.dumps(self.header.model_dump(mode="json"), sort_keys=True,
-                          ensure_ascii=False)]
+        encode = _ENCODER.encode
+        out = [encode(self.header.model_dump(mode="json"))]
         for e in self.events:
-            data = e.as_dict() if isinstance(e, Event) else e.model_dump(mode="json",
-                                                                        exclude_none=True)
-            out.append(json.dumps(data, sort_keys=True, ensure_ascii=False))
+            out.append(encode(e.as_dict() if isinstance(e, Event)
+                              else e.model_dump(mode="json", exclude_none=True)))
         if self.result is not None:
-            out.append(json.dumps(self.result.model_dump(mode="json"), sort_keys=True,
-                                  ensure_ascii=False))
+            out.append(encode(self.result.model_dump(mode="json")))
         return out
 
     def write(self, path: Path) -> None:
