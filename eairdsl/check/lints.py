@@ -32,7 +32,11 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             diagnostics.error("E504", "the world has no task instances", world.world.span,
                               "add `instances from \"file.json\" { ... }` or `instance NAME {...}`")
     members = set(world.enum_members)
+    broken = [d.span for d in diagnostics.errors if d.span is not None]
     for item in world.measure_items:
+        span = item.span
+        if any(b.file == span.file and span.line <= b.line <= span.end_line for b in broken):
+            continue  # already wrong: folding it would only add noise
         outcomes = set()
         for levers in world.condition_values.values():
             outcomes.add(repr(fold(item.expr, levers, members)))
