@@ -134,4 +134,5 @@ def render_svg(dot_source: str) -> bytes:
     """SVG bytes from DOT via graphviz's `dot` binary (check `dot_available()` first)."""
     import graphviz
 
-    return graphviz.Source(dot_source).pipe(format="svg")
+    svg: bytes = graphviz.Source(dot_source).pipe(format="svg")
+    return svg

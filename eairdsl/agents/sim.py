@@ -220,7 +220,7 @@ class SimAgent:
         for field, core, sentence in self._facts(obs):
             words = _words(core)
             relevant = bool(words & request_words) or (
-                field is not None and set(field.split("_")) & request_words)
+                field is not None and bool(set(field.split("_")) & request_words))
             if allowed is not None and field is not None:
                 include = field in allowed
             elif field is None:

@@ -197,9 +197,8 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
         world.prompts[party.name][condition] = text
         for word in words:
             if word.lower() in text.lower():
-                span = _locate(source, word, shown)
-                if span is None:
-                    span = _inducer_span(world, word) or card.span
+                found = _locate(source, word, shown) or _inducer_span(world, word)
+                span = found or card.span
                 diagnostics.error("E603", f"the card of '{party.name}' names the risk under "
                                   f"study ('{word}') under condition '{condition}'", span,
                                   "prompts must not name the risk or cue the behaviour measured")

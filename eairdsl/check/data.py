@@ -212,13 +212,13 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                           "instance ids must be unique")
     for doc in world.documents.values():
         module = world.module(doc)
-        path = resolve_data_path(_base(module), doc.source, doc.span, diagnostics)
-        data = _read_bytes(path, doc.span, diagnostics) if path else None
-        if path is None or data is None:
+        doc_path = resolve_data_path(_base(module), doc.source, doc.span, diagnostics)
+        data = _read_bytes(doc_path, doc.span, diagnostics) if doc_path else None
+        if doc_path is None or data is None:
             continue
         try:
             world.document_texts[doc.name] = data.decode("utf-8")
             world.data_files[data_ref(module, doc.source)] = data
         except UnicodeDecodeError:
-            diagnostics.error("E102", f"{path.name} is not valid UTF-8", doc.span,
+            diagnostics.error("E102", f"{doc_path.name} is not valid UTF-8", doc.span,
                               "re-save the document as UTF-8")

@@ -54,7 +54,7 @@ def collect_declarations(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         if table is None:
             continue
         name: str = decl.name  # type: ignore[union-attr]
-        kind = decl.decl  # type: ignore[union-attr]
+        kind = decl.decl
         if name in RESERVED:
             diagnostics.error("E303", f"'{name}' is reserved and cannot name a {DECL_KINDS[kind]}",
                               decl.span, "choose another name")
@@ -78,8 +78,8 @@ def collect_declarations(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             diagnostics.error("E502", "second authorization matrix", extra.span,
                               "merge the rules into one `authorization` block")
     if len(world.instances_from) > 1:
-        for extra, _ in world.instances_from[1:]:
-            diagnostics.error("E502", "second `instances from` declaration", extra.span,
+        for second, _ in world.instances_from[1:]:
+            diagnostics.error("E502", "second `instances from` declaration", second.span,
                               "keep one instance file, or write extra instances inline")
     for enum in world.enums.values():
         for member in enum.members:

@@ -179,8 +179,8 @@ class Episode:
     # ------------------------------------------------------------ driving
     async def run(self) -> None:
         for party in self.compiled.world.parties:
-            for event in party.events:
-                self.env.process(self._scheduled(party, event))
+            for scheduled in party.events:
+                self.env.process(self._scheduled(party, scheduled))
         for inducer in self.compiled.world.inducers:
             if inducer.kind != "warning":
                 continue

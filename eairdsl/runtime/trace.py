@@ -102,6 +102,22 @@ class Event:
     """
 
     __slots__ = _EVENT_FIELDS
+    step: str
+    t: float
+    kind: str
+    actor: str
+    recipient: str | None
+    edge: str | None
+    content: str | None
+    tool: str | None
+    args: dict[str, Any] | None
+    result: Any
+    rejected: bool | None
+    reason: str | None
+    diff: dict[str, Any] | None
+    task: int | None
+    call: str | None
+    final: bool | None
 
     def __init__(self, **fields: Any) -> None:
         for name in _EVENT_FIELDS:

@@ -527,7 +527,7 @@ class AstBuilder(Transformer[Token, Any]):
         return self._clause(meta, "acl", expr=c[0], when=c[1])
 
     def _party(self, kind: str, meta: Meta, c: list[Any]) -> A.PartyDecl:
-        return A.PartyDecl(span=self._span(meta), kind=kind, name=str(c[0]),  # type: ignore[arg-type]
+        return A.PartyDecl(span=self._span(meta), kind=kind, name=str(c[0]),
                            clauses=c[1:])
 
     @v_args(meta=True)

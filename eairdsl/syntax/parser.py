@@ -134,10 +134,10 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
     file = source.name
     if isinstance(exc, UnexpectedCharacters):
         line, col = exc.line, exc.column
-        char = source.text[exc.pos_in_stream] if exc.pos_in_stream < len(source.text) else ""
+        pos = exc.pos_in_stream or 0
+        char = source.text[pos] if pos < len(source.text) else ""
         span = Span(file=file, line=line, col=col, end_line=line, end_col=col + 1)
         if char == '"':
-            pos = exc.pos_in_stream
             if source.text[max(0, pos - 2):pos] == '""':  # an unterminated """ long string
                 col = max(1, col - 2)
                 span = Span(file=file, line=line, col=col, end_line=line, end_col=col + 3)
