@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -23,8 +23,12 @@ from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import truthy
 from eairdsl.runtime.trace import Trace, TraceHeader
 
+if TYPE_CHECKING:
+    from eairdsl.agents.llm import LLMSettings
+
 __all__ = ["UsageError", "EpisodeResult", "ValidationReport", "load_generated", "resolve_world",
-           "run_episode", "run_episodes", "validate_world", "AGENT_PROFILES", "LAST_FILE"]
+           "run_episode", "run_episode_async", "run_episodes", "validate_world",
+           "AGENT_PROFILES", "LAST_FILE"]
 
 AGENT_PROFILES = tuple(PROFILES)
 LAST_FILE = ".last"
@@ -49,6 +53,8 @@ class EpisodeResult(BaseModel):
     validity_reason: str | None = None
     trace_path: str | None = None
     end_time: float = 0.0
+    #: LLM tokens and cost ({"total": ..., "agents": {...}}); empty for sim agents.
+    usage: dict[str, Any] = {}
 
 
 def load_generated(path: Path) -> World:
@@ -86,9 +92,12 @@ def resolve_world(target: Path | None, generated: Path = Path("generated")) -> W
 
 
 def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], seed: int,
-            profile: str) -> tuple[dict[str, Agent], dict[str, dict[str, float]]]:
-    if profile not in PROFILES:
-        raise UsageError(f"unknown agents '{profile}'; choose one of {', '.join(PROFILES)}")
+            profile: str, llm: LLMSettings | None = None,
+            ) -> tuple[dict[str, Agent], dict[str, dict[str, float]]]:
+    use_llm = profile == "llm" or (llm is not None and llm.active)
+    if profile not in PROFILES and not use_llm:
+        raise UsageError(f"unknown agents '{profile}'; choose one of {', '.join(PROFILES)}, llm")
+    sim_profile = profile if profile in PROFILES else "sim"
     world = compiled.world
     levers = compiled.conditions[condition].levers
     from eairdsl.runtime.evaluate import Authorizer, Scope
@@ -100,8 +109,8 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
     for party in world.parties:
         if party.kind == "actor":
             continue
-        values = dict(PROFILES[profile])
-        if profile == "sim":
+        values = dict(PROFILES[sim_profile])
+        if sim_profile == "sim":
             values.update(party.traits)
             for inducer in world.inducers:
                 if inducer.roles and party.name not in inducer.roles:
@@ -113,7 +122,14 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
                 for trait, delta in inducer.shifts.items():
                     values[trait] = values.get(trait, 0.5) + delta
         traits[party.name] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
-        agents[party.name] = SimAgent(party.name, seed, profile)
+        agents[party.name] = SimAgent(party.name, seed, sim_profile)
+    if use_llm:  # parties with a model get LLM agents; the rest stay sim
+        from eairdsl.agents.llm import LLMSettings, llm_agents
+
+        try:
+            agents.update(llm_agents(compiled, condition, instance, seed, llm or LLMSettings()))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     return agents, traits
 
 
@@ -140,25 +156,45 @@ def _condition(world: World, condition: str | None) -> str:
 
 def run_episode(world: World | CompiledWorld, condition: str | None = None,
                 instance: str | None = None, seed: int = 0, agents: str = "sim",
-                out: Path | None = None) -> EpisodeResult:
-    """Run one episode with offline agents and (optionally) write its trace under `out`."""
+                out: Path | None = None, llm: LLMSettings | None = None) -> EpisodeResult:
+    """Run one episode and (optionally) write its trace under `out`; `llm` binds models."""
+    return asyncio.run(run_episode_async(world, condition, instance, seed, agents, out, llm))
+
+
+async def run_episode_async(world: World | CompiledWorld, condition: str | None = None,
+                            instance: str | None = None, seed: int = 0, agents: str = "sim",
+                            out: Path | None = None,
+                            llm: LLMSettings | None = None) -> EpisodeResult:
+    """`run_episode` in a running event loop: episodes of one loop run concurrently."""
     compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
     w = compiled.world
     cond = _condition(w, condition)
     inst = _instance(w, instance, seed)
-    agent_map, traits = _agents(compiled, cond, inst, seed, agents)
+    agent_map, traits = _agents(compiled, cond, inst, seed, agents, llm)
     header = TraceHeader(world=w.meta.name, digest=w.digest, condition=cond,
                          levers=compiled.conditions[cond].levers, instance=str(inst.get("id")),
-                         seed=seed, agents={p: agents for p in sorted(agent_map)},
+                         seed=seed, agents={p: getattr(agent_map[p], "label", agents)
+                                              for p in sorted(agent_map)},
                          eairdsl_version=__version__)
     trace = Trace(header)
     episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
                       shift_traits=agents == "sim")
     try:
-        asyncio.run(episode.run())
+        await episode.run()
     except Exception as exc:  # noqa: BLE001 - one broken episode must not end a run
         episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
     trace.result = measure_episode(episode)
+    usage: dict[str, Any] = {}
+    if llm is not None:
+        from eairdsl.agents.llm import episode_usage
+
+        if llm.replay_error():
+            raise UsageError(str(llm.replay_error()))
+        usage = episode_usage(agent_map) or {}
+        if usage and "usage" in TraceHeader.model_fields:
+            setattr(trace.header, "usage", usage)  # noqa: B010 - field added by the trace owner
+        if llm.active:
+            agents = f"llm:{llm.model or 'per-role'}"
     path = None
     if out is not None:
         path = out / cond / f"{header.instance}-s{seed}.jsonl"
@@ -167,12 +203,18 @@ def run_episode(world: World | CompiledWorld, condition: str | None = None,
     return EpisodeResult(world=w.meta.name, condition=cond, instance=header.instance, seed=seed,
                          agents=agents, measurements=r.measurements, unassessed=r.unassessed,
                          metrics=r.metrics, valid=r.valid, validity_reason=r.validity_reason,
-                         trace_path=str(path) if path else None, end_time=r.end_time)
+                         trace_path=str(path) if path else None, end_time=r.end_time,
+                         usage=usage)
 
 
 def run_episodes(world: World, condition: str | None = None, instance: str | None = None,
                  seed: int = 0, episodes: int = 1, agents: str = "sim",
-                 out: Path | None = None) -> list[EpisodeResult]:
+                 out: Path | None = None, llm: LLMSettings | None = None) -> list[EpisodeResult]:
+    if llm is not None or agents == "llm":  # one event loop, episodes concurrent
+        from eairdsl.agents.llm import run_episodes_concurrently
+
+        return asyncio.run(run_episodes_concurrently(world, condition, instance, seed, episodes,
+                                                     agents=agents, out=out, llm=llm))
     compiled = CompiledWorld(world)
     return [run_episode(compiled, condition, instance, seed + i, agents, out)
             for i in range(episodes)]

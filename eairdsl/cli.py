@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from eairdsl.agents.llm import LLMSettings
+    from eairdsl.api import EpisodeResult
 
 __all__ = ["app", "main"]
 
@@ -228,10 +232,31 @@ def run(
     instance: Annotated[str | None, typer.Option(help="Task instance id (default: drawn by seed).")] = None,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
     episodes: Annotated[int, typer.Option(min=1, help="Number of episodes (seeds seed..seed+K-1).")] = 9,
-    agents: Annotated[str, typer.Option(help="sim, sim:compliant or sim:reckless.")] = "sim",
+    agents: Annotated[str, typer.Option(help="sim, sim:compliant, sim:reckless or llm.")] = "sim",
     out: Annotated[Path | None, typer.Option(help="Trace folder (default: runs/<world>).")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="litellm model for roles bound under_test (openai/gpt-4o-mini, ollama/llama3.1)."
+    )] = None,
+    counterpart_model: Annotated[str | None, typer.Option(
+        help="Fixed model for counterpart simulators (default: --model).")] = None,
+    judge_model: Annotated[str | None, typer.Option(
+        help="Fixed model for LLM judges (default: the counterpart model).")] = None,
+    role_model: Annotated[list[str] | None, typer.Option(
+        metavar="ROLE=MODEL", help="Model for one role or simulator (repeatable).")] = None,
+    record: Annotated[Path | None, typer.Option(
+        metavar="CASSETTE", help="Record every LLM exchange to this JSONL cassette.")] = None,
+    replay: Annotated[Path | None, typer.Option(
+        metavar="CASSETTE", help="Answer from this cassette instead of the network.")] = None,
+    max_connections: Annotated[int, typer.Option(
+        min=1, help="Concurrent LLM requests per provider.")] = 8,
+    timeout: Annotated[float, typer.Option(
+        min=0.001, help="Seconds per LLM request attempt.")] = 60.0,
+    retries: Annotated[int, typer.Option(
+        min=0, help="Retries on rate limits, timeouts and 5xx.")] = 4,
+    api_base: Annotated[str | None, typer.Option(
+        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
 ) -> None:
-    """Run episodes with offline agents; print the six measurements and where the traces are."""
+    """Run episodes (offline sim agents, or LLMs with --model); print the six measurements."""
     from rich.console import Console
     from rich.table import Table
 
@@ -240,11 +265,13 @@ def run(
     try:
         w = resolve_world(world)
         folder = out or Path("runs") / w.meta.name
-        results = run_episodes(w, condition, instance, seed, episodes, agents, folder)
+        llm = _llm_settings(agents, model, counterpart_model, judge_model, role_model or [],
+                            record, replay, max_connections, timeout, retries, api_base)
+        results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)
     except UsageError as exc:
         _err(f"error: {exc}")
         raise typer.Exit(EXIT_INPUT) from None
-    table = Table(title=f"{w.meta.name} · {results[0].condition} · {agents}")
+    table = Table(title=f"{w.meta.name} · {results[0].condition} · {results[0].agents}")
     for col in ("seed", "instance", "opport.", "anomaly", "realized", "harm", "intercept.",
                 "utility", "valid"):
         table.add_column(col, no_wrap=True)
@@ -258,7 +285,48 @@ def run(
     hits = sum(1 for r in realized if r.measurements["realized"])
     typer.echo(f"realized {hits}/{len(realized)} assessed episodes; traces in "
                f"{folder / results[0].condition}/")
+    if llm is not None:
+        _llm_summary(llm, results)
     raise typer.Exit(EXIT_OK)
+
+
+def _llm_settings(agents: str, model: str | None, counterpart_model: str | None,
+                  judge_model: str | None, role_model: list[str], record: Path | None,
+                  replay: Path | None, max_connections: int, timeout: float, retries: int,
+                  api_base: str | None) -> LLMSettings | None:
+    """LLMSettings when any LLM option is given (importing it does not import litellm)."""
+    if agents != "llm" and not (model or role_model or record or replay):
+        return None
+    from eairdsl.agents.llm import LLMSettings
+    from eairdsl.api import UsageError
+
+    roles: dict[str, str] = {}
+    for item in role_model:
+        role, sep, name = item.partition("=")
+        if not sep or not role.strip() or not name.strip():
+            raise UsageError(f"--role-model takes ROLE=MODEL, got {item!r}")
+        roles[role.strip()] = name.strip()
+    return LLMSettings(model=model, counterpart_model=counterpart_model, judge_model=judge_model,
+                       role_models=roles, record=record, replay=replay,
+                       max_connections=max_connections, timeout=timeout, retries=retries,
+                       api_base=api_base)
+
+
+def _llm_summary(llm: LLMSettings, results: list[EpisodeResult]) -> None:
+    from eairdsl.agents.llm import Usage
+
+    total = Usage()
+    for r in results:
+        if r.usage:
+            total.add(Usage(**r.usage["total"]))
+    client = llm.client()
+    typer.echo(f"llm: {total.calls} calls, {total.tokens_in} tokens in, {total.tokens_out} "
+               f"tokens out, ${total.cost:.4f}; {client.retries} retries, {total.malformed} "
+               "malformed outputs rejected")
+    if client.cassette is not None:
+        verb = "replayed from" if client.replaying else "recorded to"
+        count = client.cassette.served if client.replaying else client.cassette.recorded
+        typer.echo(f"llm: {count} exchanges {verb} {client.cassette.path}")
 
 
 @app.command()

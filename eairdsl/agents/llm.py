@@ -1,0 +1,631 @@
+"""`llm`: agents that decide through `litellm.acompletion`, with faults, costs and a cassette.
+
+One `LLMAgent` per participant bound to a model. Each decision sends:
+
+- the participant's rendered role card as the system prompt;
+- its private conversation, rebuilt from `Observation.memory` and the agent's
+  own earlier turns: every request it handled is a user message, every tool
+  call it made an assistant message with that call, every result (or
+  rejection) a tool message, every answer it gave an assistant message;
+- the tools it may call right now, as JSON schemas from the world's tool
+  signatures (`eairdsl.agents.schema`).
+
+Malformed model output is never an exception: an unknown tool, arguments that
+are not a JSON object (passed on as `{"__invalid_json__": raw}`) or arguments
+that violate the tool's types all go to the runtime as a `ToolCall`, which
+rejects them like any other bad call — a trace event, and a rejected tool
+result the model sees on its next turn. An empty reply becomes a call of the
+non-existent tool `__empty_reply__`, rejected the same way. A participant
+gets at most `max_tool_calls` tool calls per task; after that it is asked to
+answer with tools disabled.
+
+Transport faults (rate limits, timeouts, 5xx, dropped connections) are retried
+with exponential backoff and seeded jitter within a total budget; a per-request
+timeout bounds every attempt. When the budget is spent, `decide` raises
+`LLMUnavailable`, which the runtime records as execution-invalid with the
+reason; the other participants of that episode then fail fast, and the rest
+of the run carries on.
+
+Requests to one provider share an asyncio semaphore (`max_connections`), so
+episodes run concurrently in one event loop (`run_episodes_concurrently`) use
+the time spent waiting on the API. Tokens and cost (litellm's cost map, read
+offline) are summed per participant and per episode (`episode_usage`).
+
+litellm is imported on the first live request, never when this module is
+imported, and not at all when a cassette is replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, PrivateAttr
+
+from eairdsl.agents.cassette import Cassette, CassetteError, CassetteMiss, request_key
+from eairdsl.agents.protocol import MemoryItem, Observation, Reply, Request, ToolCall
+from eairdsl.agents.schema import tool_definitions
+
+if TYPE_CHECKING:
+    from eairdsl.api import EpisodeResult
+    from eairdsl.ir import PartyIR, World
+    from eairdsl.runtime.engine import CompiledWorld
+
+__all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LLMAgent",
+           "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "episode_usage", "llm_agents",
+           "load_litellm", "run_episodes_concurrently"]
+
+EMPTY_REPLY_TOOL = "__empty_reply__"
+INVALID_JSON_ARG = "__invalid_json__"
+#: The model bindings a participant can declare; `fixed` is played like `counterpart`.
+BINDINGS = ("under_test", "counterpart", "judge", "fixed")
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+_BUDGET_NOTE = ("You have used all the tool calls allowed for this request. Answer now in "
+                "plain text with what you have.")
+_EMPTY_NOTE = ("Your previous turn was empty. Call one of your tools or answer in plain "
+               "text.")
+
+
+class LLMUnavailable(Exception):
+    """A model could not answer within the retry budget (or failed for good)."""
+
+
+# ---------------------------------------------------------------- settings
+class LLMSettings(BaseModel):
+    """Model bindings, transport limits and the cassette of one run.
+
+    One settings object is one run: its client (cassette, semaphores, retry
+    statistics) is created on first use and shared by every episode.
+    """
+
+    #: litellm model string for participants bound `under_test`.
+    model: str | None = None
+    #: Fixed model for counterpart simulators (and `fixed`); defaults to `model`.
+    counterpart_model: str | None = None
+    #: Fixed model for LLM judges (eairdsl.judges); defaults to `counterpart_model`, `model`.
+    judge_model: str | None = None
+    #: Per-participant overrides, e.g. {"specialist": "anthropic/claude-3-5-haiku-latest"}.
+    role_models: dict[str, str] = {}
+    api_base: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    #: Concurrent requests per provider.
+    max_connections: int = 8
+    #: Episodes in flight in `run_episodes_concurrently` (default max(64, 8 × max_connections)).
+    max_episodes: int | None = None
+    #: Seconds per request attempt.
+    timeout: float = 60.0
+    #: Retries after the first attempt, on rate limits, timeouts and 5xx.
+    retries: int = 4
+    #: Seconds all attempts and backoff sleeps of one request may take together.
+    retry_budget: float = 300.0
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    #: Tool calls a participant may make while handling one request.
+    max_tool_calls: int = 12
+    record: Path | None = None
+    replay: Path | None = None
+    #: Extra keyword arguments for litellm.acompletion (e.g. api_key, mock_response).
+    completion_kwargs: dict[str, Any] = {}
+
+    _client: LLMClient | None = PrivateAttr(default=None)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.model or self.role_models)
+
+    def model_for(self, party: PartyIR) -> str | None:
+        """The model that plays `party`, or None to leave it to the sim backend."""
+        if party.name in self.role_models:
+            return self.role_models[party.name]
+        if party.model in ("counterpart", "fixed"):
+            return self.counterpart_model or self.model
+        if party.model == "judge":
+            return self.judge_model or self.counterpart_model or self.model
+        return self.model
+
+    def judge(self) -> str | None:
+        return self.judge_model or self.counterpart_model or self.model
+
+    def client(self) -> LLMClient:
+        if self._client is None:
+            self._client = LLMClient(self)
+        return self._client
+
+    def replay_error(self) -> str | None:
+        """The first replay miss of this run (a located message), if any."""
+        return self._client.misses[0] if self._client and self._client.misses else None
+
+
+# ---------------------------------------------------------------- usage
+class Usage(BaseModel):
+    """Tokens and cost of some calls. Deterministic given the responses (no retry counts)."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    #: Outputs the backend turned into rejected calls (unknown tool, bad JSON, empty reply).
+    malformed: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.cost = round(self.cost + other.cost, 10)
+        self.malformed += other.malformed
+
+
+_LITELLM: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once, offline-friendly: the cost map is the bundled copy."""
+    global _LITELLM  # noqa: PLW0603 - one import per process
+    if _LITELLM is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        _LITELLM = litellm
+    return _LITELLM
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    if "missing credentials" in str(exc).lower():  # some providers report it as a 500
+        return False
+    name = type(exc).__name__
+    if name in ("Timeout", "APITimeoutError", "APIConnectionError", "RateLimitError",
+                "ServiceUnavailableError", "InternalServerError", "BadGatewayError"):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in _RETRYABLE_STATUS or status >= 500)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "Timeout: no answer within the per-request timeout"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+class LLMClient:
+    """The transport of one run: cassette, per-provider semaphores, retries, usage."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        if settings.record and settings.replay:
+            raise CassetteError("--record and --replay exclude each other")
+        self.settings = settings
+        self.cassette: Cassette | None = None
+        if settings.replay is not None:
+            self.cassette = Cassette(settings.replay, "replay")
+        elif settings.record is not None:
+            self.cassette = Cassette(settings.record, "record")
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                    dict[str, asyncio.Semaphore]] = \
+            weakref.WeakKeyDictionary()
+        self.misses: list[str] = []
+        self.retries = 0
+        self.requests = 0
+
+    @property
+    def replaying(self) -> bool:
+        return self.cassette is not None and self.cassette.mode == "replay"
+
+    def semaphore(self, model: str) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        table = self._semaphores.setdefault(loop, {})
+        provider = model.split("/", 1)[0] if "/" in model else model
+        key = f"{provider}@{self.settings.api_base or ''}"
+        if key not in table:
+            table[key] = asyncio.Semaphore(max(1, self.settings.max_connections))
+        return table[key]
+
+    def request(self, model: str, messages: list[dict[str, Any]],
+                tools: list[dict[str, Any]] | None = None,
+                tool_choice: str | None = None) -> dict[str, Any]:
+        """The canonical request: what decides the answer (the cassette key hashes it)."""
+        req: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            req["tools"] = tools
+            req["tool_choice"] = tool_choice or "auto"
+        if self.settings.temperature is not None:
+            req["temperature"] = self.settings.temperature
+        if self.settings.max_tokens is not None:
+            req["max_tokens"] = self.settings.max_tokens
+        return req
+
+    async def complete(self, request: dict[str, Any], scope: str, counters: dict[str, int],
+                       rng: random.Random, where: str = "") -> dict[str, Any]:
+        """One answer: from the cassette when replaying, else from litellm with retries."""
+        if self.misses:
+            raise CassetteMiss(f"not asked: the replay already failed ({self.misses[0]})")
+        occurrence = 0
+        if self.cassette is not None:  # answers are keyed by request and occurrence
+            key = request_key(request, scope)
+            occurrence = counters.get(key, 0)
+            counters[key] = occurrence + 1
+        if self.replaying:
+            assert self.cassette is not None
+            try:
+                entry = self.cassette.lookup(request, scope, occurrence, where)
+            except CassetteMiss as miss:
+                self.misses.append(str(miss))
+                raise
+            if "error" in entry:
+                raise LLMUnavailable(str(entry["error"]))
+            return dict(entry["response"])
+        try:
+            response = await self._live(request, rng)
+        except LLMUnavailable as exc:
+            if self.cassette is not None:
+                self.cassette.store(request, scope, occurrence, error=str(exc))
+            raise
+        if self.cassette is not None:
+            self.cassette.store(request, scope, occurrence, response=response)
+        return response
+
+    async def _live(self, request: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        litellm = load_litellm()
+        s = self.settings
+        model = request["model"]
+        kwargs: dict[str, Any] = {**request, "timeout": s.timeout, "num_retries": 0,
+                                  "drop_params": True, **s.completion_kwargs}
+        if s.api_base:
+            kwargs.setdefault("api_base", s.api_base)
+        semaphore = self.semaphore(model)
+        spent = 0.0
+        attempts = 0
+        while True:
+            attempts += 1
+            async with semaphore:
+                started = time.monotonic()
+                try:
+                    self.requests += 1
+                    raw = await asyncio.wait_for(litellm.acompletion(**kwargs), s.timeout)
+                    return _normalise(raw, model, litellm)
+                except Exception as exc:  # classified below
+                    error = exc
+                finally:
+                    spent += time.monotonic() - started
+            if not _retryable(error):
+                raise LLMUnavailable(f"{model}: {_describe(error)}") from None
+            delay = min(s.backoff_max, s.backoff_base * 2 ** (attempts - 1))
+            delay *= 0.5 + 0.5 * rng.random()  # "equal jitter", seeded per participant
+            if attempts > s.retries or spent + delay > s.retry_budget:
+                raise LLMUnavailable(
+                    f"{model}: no answer after {attempts} attempt(s) in {spent:.1f}s "
+                    f"(last: {_describe(error)})") from None
+            self.retries += 1
+            await asyncio.sleep(delay)
+            spent += delay
+
+
+def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
+    """The parts of a litellm ModelResponse the agent uses, as plain JSON data."""
+    choices = getattr(raw, "choices", None) or []
+    message = choices[0].message if choices else None
+    content = getattr(message, "content", None) if message is not None else None
+    calls = []
+    for tc in (getattr(message, "tool_calls", None) or []) if message is not None else []:
+        fn = getattr(tc, "function", None)
+        calls.append({"id": getattr(tc, "id", None) or "",
+                      "name": getattr(fn, "name", None) or "",
+                      "arguments": getattr(fn, "arguments", None)})
+    usage = getattr(raw, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    hidden = getattr(raw, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if cost is None:
+        try:
+            p, c = litellm.cost_per_token(model=model, prompt_tokens=tokens_in,
+                                          completion_tokens=tokens_out)
+            cost = float(p) + float(c)
+        except Exception:  # a model missing from the cost map costs 0
+            cost = 0.0
+    return {"content": content if isinstance(content, str) else None, "tool_calls": calls,
+            "usage": {"tokens_in": tokens_in, "tokens_out": tokens_out},
+            "cost": round(float(cost or 0.0), 10)}
+
+
+# ---------------------------------------------------------------- episodes
+class EpisodeLLM:
+    """What the LLM agents of one episode share: scope, usage, replay counters, failure."""
+
+    def __init__(self, client: LLMClient, scope: str) -> None:
+        self.client = client
+        self.scope = scope
+        self.usage: dict[str, Usage] = {}
+        self.counters: dict[str, int] = {}
+        self.failed: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        total = Usage()
+        for u in self.usage.values():
+            total.add(u)
+        return {"total": total.model_dump(),
+                "agents": {p: u.model_dump() for p, u in sorted(self.usage.items())}}
+
+
+@dataclass
+class _Call:
+    id: str
+    name: str
+    arguments: str
+    problem: str | None = None
+
+
+@dataclass
+class _Turn:
+    content: str = ""
+    calls: list[_Call] = field(default_factory=list)
+    empty: bool = False
+
+
+@dataclass
+class _TaskState:
+    request: str
+    turns: list[_Turn] = field(default_factory=list)
+    queue: list[ToolCall] = field(default_factory=list)
+    calls: int = 0
+    reply: str | None = None
+
+
+class LLMAgent:
+    """One participant played by a litellm model."""
+
+    def __init__(self, party: str, model: str, episode: EpisodeLLM, settings: LLMSettings,
+                 world: World | None = None) -> None:
+        self.party = party
+        self.model = model
+        self.episode = episode
+        self.settings = settings
+        self.world = world
+        self.label = f"llm:{model}"
+        self.scope = f"{episode.scope}/{party}"
+        self.rng = random.Random(f"{self.scope}:backoff")
+        self.tasks: dict[int, _TaskState] = {}
+        episode.usage.setdefault(party, Usage())
+
+    async def decide(self, observation: Observation) -> ToolCall | Reply:
+        obs = observation
+        if self.episode.failed:
+            raise LLMUnavailable(f"not asked: {self.episode.failed}")
+        state = self.tasks.get(obs.task)
+        if state is None:
+            clock = self.world.meta.clock if self.world is not None else ""
+            state = self.tasks[obs.task] = _TaskState(request=_render_request(obs, clock))
+        if state.queue:
+            return state.queue.pop(0)
+        left = self.settings.max_tool_calls - state.calls
+        client = self.episode.client
+        tools = tool_definitions(obs.tools, self.world) if obs.tools else None
+        request = client.request(self.model, self._messages(obs, left <= 0), tools,
+                                 "auto" if left > 0 else "none")
+        where = f"{self.scope} task {obs.task} step {obs.step}"
+        try:
+            response = await client.complete(request, self.scope, self.episode.counters,
+                                             self.rng, where)
+        except (LLMUnavailable, CassetteMiss) as exc:
+            self.episode.failed = f"{self.party}: {exc}"
+            raise
+        usage = self.episode.usage[self.party]
+        usage.add(Usage(calls=1, tokens_in=response["usage"]["tokens_in"],
+                        tokens_out=response["usage"]["tokens_out"], cost=response["cost"]))
+        return self._interpret(obs, state, response, left)
+
+    # ------------------------------------------------------------ output
+    def _interpret(self, obs: Observation, state: _TaskState, response: dict[str, Any],
+                   left: int) -> ToolCall | Reply:
+        content = response.get("content") or ""
+        raw_calls = response.get("tool_calls") or []
+        usage = self.episode.usage[self.party]
+        if raw_calls and left > 0:
+            available = {t.name for t in obs.tools}
+            turn = _Turn(content=content)
+            actions: list[ToolCall] = []
+            for raw in raw_calls[:left]:
+                state.calls += 1
+                call_id = f"call_{obs.task}_{state.calls}"
+                action, problem, history_args = _parse_call(raw)
+                if problem is None and action.tool not in available:
+                    problem = f"there is no tool '{action.tool}' available to you"
+                if problem is not None:
+                    usage.malformed += 1
+                turn.calls.append(_Call(call_id, action.tool or "unknown_tool", history_args,
+                                        problem))
+                actions.append(action)
+            state.turns.append(turn)
+            state.queue = actions[1:]
+            return actions[0]
+        if content.strip():
+            state.reply = content
+            return Reply(text=content)
+        usage.malformed += 1
+        state.turns.append(_Turn(empty=True))
+        return ToolCall(tool=EMPTY_REPLY_TOOL, args={})
+
+    # ------------------------------------------------------------ conversation
+    def _messages(self, obs: Observation, budget_spent: bool) -> list[dict[str, Any]]:
+        """The private conversation: card, then each task's exchange; the current task last."""
+        system = obs.card.strip() or f"You are {obs.party}."
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        by_task: dict[int, list[MemoryItem]] = {}
+        blocks: list[tuple[str, Any]] = []
+        for item in obs.memory:
+            if item.kind == "note" or item.task == 0:
+                blocks.append(("note", item))
+                continue
+            if item.task not in by_task:
+                by_task[item.task] = []
+                if item.task != obs.task:
+                    blocks.append(("task", item.task))
+            by_task[item.task].append(item)
+        for task in sorted(set(self.tasks) - set(by_task) - {obs.task}):
+            # Tasks that left nothing in memory (a simulator's opening line).
+            at = next((i for i, (k, v) in enumerate(blocks) if k == "task" and v > task),
+                      len(blocks))
+            blocks.insert(at, ("task", task))
+        blocks.append(("task", obs.task))
+        for kind, value in blocks:
+            if kind == "note":
+                who = value.sender or "note"
+                messages.append({"role": "user", "content": f"[Note from {who}] {value.text}"})
+            else:
+                messages.extend(self._task_messages(value, by_task.get(value, []), obs))
+        if budget_spent:
+            messages.append({"role": "user", "content": _BUDGET_NOTE})
+        return messages
+
+    def _task_messages(self, task: int, items: list[MemoryItem],
+                       obs: Observation) -> list[dict[str, Any]]:
+        state = self.tasks.get(task)
+        out: list[dict[str, Any]] = []
+        requests = [i for i in items if i.kind == "message"]
+        results = [i for i in items if i.kind == "tool_result"]
+        if state is not None:
+            out.append({"role": "user", "content": state.request})
+        elif requests:
+            first = requests[0]
+            out.append({"role": "user", "content": f"Message from {first.sender}:\n{first.text}"})
+        k = 0
+        for turn in state.turns if state is not None else []:
+            if turn.empty:
+                k += 1
+                out.append({"role": "user", "content": _EMPTY_NOTE})
+                continue
+            out.append({"role": "assistant", "content": turn.content or None,
+                        "tool_calls": [{"id": c.id, "type": "function",
+                                        "function": {"name": c.name,
+                                                     "arguments": c.arguments}}
+                                       for c in turn.calls]})
+            for call in turn.calls:
+                result = results[k] if k < len(results) else None
+                k += 1
+                out.append({"role": "tool", "tool_call_id": call.id,
+                            "content": _render_result(result, call)})
+        for extra in results[k:]:  # results of calls this agent did not make (none expected)
+            out.append({"role": "user", "content": f"Result of {extra.tool}: "
+                        f"{_json(extra.result)}"})
+        if state is not None and state.reply is not None and task != obs.task:
+            out.append({"role": "assistant", "content": state.reply})
+        return out
+
+
+def _render_request(obs: Observation, clock: str = "") -> str:
+    r: Request = obs.request
+    when = f"{obs.time:g} {clock}".strip()
+    if r.via == "delegation":
+        return f"Request delegated to you by {r.sender} (time {when}):\n{r.text}"
+    return f"Message from {r.sender} (time {when}):\n{r.text}"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _render_result(item: MemoryItem | None, call: _Call) -> str:
+    if item is None:
+        return _json({"pending": "no result yet"})
+    if item.rejected:
+        reason = item.result.get("error") if isinstance(item.result, dict) else item.result
+        out: dict[str, Any] = {"rejected": True, "error": reason}
+        if call.problem:
+            out["problem"] = call.problem
+        return _json(out)
+    return item.result if isinstance(item.result, str) else _json(item.result)
+
+
+def _parse_call(raw: dict[str, Any]) -> tuple[ToolCall, str | None, str]:
+    """The runtime call for one model tool call, what went wrong, and the history arguments."""
+    name = str(raw.get("name") or "")
+    text = raw.get("arguments")
+    if isinstance(text, dict):
+        return ToolCall(tool=name, args=text), None, _json(text)
+    if text is None or not str(text).strip():
+        return ToolCall(tool=name, args={}), None, "{}"
+    try:
+        args = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return (ToolCall(tool=name, args={INVALID_JSON_ARG: str(text)}),
+                "the arguments were not valid JSON", "{}")
+    if not isinstance(args, dict):
+        return (ToolCall(tool=name, args={INVALID_JSON_ARG: str(text)}),
+                "the arguments were not a JSON object", "{}")
+    return ToolCall(tool=name, args=args), None, str(text)
+
+
+# ---------------------------------------------------------------- wiring
+def llm_agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], seed: int,
+               settings: LLMSettings) -> dict[str, LLMAgent]:
+    """LLM agents for every role and simulator that has a model under these settings.
+
+    Parties whose binding gets no model stay with the caller's sim agents.
+    Raises ValueError (CassetteError included) on settings a user must fix.
+    """
+    world = compiled.world
+    names = {p.name for p in world.parties if p.kind != "actor"}
+    unknown = sorted(set(settings.role_models) - names)
+    if unknown:
+        raise ValueError(f"--role-model names {', '.join(unknown)}, which "
+                         f"{'is' if len(unknown) == 1 else 'are'} not a role or simulator of "
+                         f"{world.meta.name} ({', '.join(sorted(names))})")
+    if not settings.active:
+        raise ValueError("agents llm needs a model: pass --model (a litellm model string, "
+                         "e.g. openai/gpt-4o-mini or ollama/llama3.1)")
+    scope = f"{world.meta.name}/{condition}/{instance.get('id')}/s{seed}"
+    episode = EpisodeLLM(settings.client(), scope)
+    agents: dict[str, LLMAgent] = {}
+    for party in world.parties:
+        if party.kind == "actor":
+            continue
+        model = settings.model_for(party)
+        if model:
+            agents[party.name] = LLMAgent(party.name, model, episode, settings, world)
+    return agents
+
+
+def episode_usage(agents: dict[str, Any]) -> dict[str, Any] | None:
+    """Tokens and cost of an episode's LLM agents ({"total": ..., "agents": {...}})."""
+    for agent in agents.values():
+        if isinstance(agent, LLMAgent):
+            return agent.episode.summary()
+    return None
+
+
+async def run_episodes_concurrently(
+        world: World | CompiledWorld, condition: str | None = None, instance: str | None = None,
+        seed: int = 0, episodes: int = 1, *, agents: str = "llm", out: Path | None = None,
+        llm: LLMSettings | None = None, seeds: list[int] | None = None) -> list[EpisodeResult]:
+    """Episodes (seeds seed..seed+episodes-1, or `seeds`) concurrently in this event loop.
+
+    Each episode has its own simpy environment; while one waits on the API the
+    others advance. Requests are bounded per provider by `max_connections`,
+    episodes in flight by `max_episodes`. Results come back in seed order.
+    """
+    from eairdsl.api import run_episode_async
+    from eairdsl.runtime.engine import CompiledWorld
+
+    settings = llm or LLMSettings()
+    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+    order = seeds if seeds is not None else [seed + i for i in range(episodes)]
+    limit = asyncio.Semaphore(max(1, settings.max_episodes
+                                  or max(64, 8 * settings.max_connections)))
+
+    async def one(s: int) -> EpisodeResult:
+        async with limit:
+            return await run_episode_async(compiled, condition, instance, s, agents, out,
+                                           llm=settings)
+
+    return list(await asyncio.gather(*(one(s) for s in order)))
