@@ -191,8 +191,8 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         if llm.replay_error():
             raise UsageError(str(llm.replay_error()))
         usage = episode_usage(agent_map) or {}
-        if usage and "usage" in TraceHeader.model_fields:
-            setattr(trace.header, "usage", usage)  # noqa: B010 - field added by the trace owner
+        if usage:
+            trace.header.usage = usage
         if llm.active:
             agents = f"llm:{llm.model or 'per-role'}"
     path = None

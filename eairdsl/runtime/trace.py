@@ -36,6 +36,8 @@ class TraceHeader(BaseModel):
     seed: int
     agents: dict[str, str]
     eairdsl_version: str
+    #: LLM tokens and cost: {"total": {...}, "agents": {party: {...}}}; absent for sim agents
+    usage: dict[str, Any] | None = None
 
 
 class TraceEvent(BaseModel):
@@ -188,7 +190,7 @@ class Trace:
     # ------------------------------------------------------------ files
     def lines(self) -> list[str]:
         encode = _ENCODER.encode
-        out = [encode(self.header.model_dump(mode="json"))]
+        out = [encode(self.header.model_dump(mode="json", exclude_none=True))]
         for e in self.events:
             out.append(encode(e.as_dict() if isinstance(e, Event)
                               else e.model_dump(mode="json", exclude_none=True)))
