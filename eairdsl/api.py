@@ -181,7 +181,7 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                       shift_traits=agents == "sim")
     try:
         await episode.run()
-    except Exception as exc:  # noqa: BLE001 - one broken episode must not end a run
+    except Exception as exc:
         episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
     trace.result = measure_episode(episode)
     usage: dict[str, Any] = {}

@@ -23,7 +23,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-    help="Compile, check and draw EAIR micro-worlds written in the .eair language.",
+    help="Compile, run and study EAIR micro-worlds written in the .eair language.",
 )
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
@@ -45,7 +45,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
-    """Compile, check and draw EAIR micro-worlds written in the .eair language."""
+    """Compile, run and study EAIR micro-worlds written in the .eair language."""
 
 
 def _world_paths(worlds: list[Path]) -> list[Path]:
@@ -70,7 +70,8 @@ def _report(result: object, limit: int) -> None:
 
 @app.command()
 def check(
-    worlds: Annotated[list[Path] | None, typer.Argument(help="World files (default: worlds/*.eair).")] = None,
+    worlds: Annotated[list[Path] | None, typer.Argument(
+        help="World files (default: worlds/*.eair).")] = None,
     max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Report diagnostics for worlds without writing anything."""
@@ -89,10 +90,13 @@ def check(
 
 
 @app.command()
-def compile(  # noqa: A001 - the command is called compile
-    worlds: Annotated[list[Path] | None, typer.Argument(help="World files (default: worlds/*.eair).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Root of generated output.")] = Path("generated"),
-    check_only: Annotated[bool, typer.Option("--check", help="Fail if generated/ is stale; write nothing.")] = False,
+def compile(
+    worlds: Annotated[list[Path] | None, typer.Argument(
+        help="World files (default: worlds/*.eair).")] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Root of generated output.")] = Path("generated"),
+    check_only: Annotated[bool, typer.Option(
+        "--check", help="Fail if generated/ is stale; write nothing.")] = False,
     max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Check worlds and write generated/<world>/ (world.json, prompts, topology.dot/svg)."""
@@ -144,8 +148,10 @@ def _eair_files(paths: list[Path]) -> list[Path]:
 
 @app.command()
 def fmt(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders (default: worlds stdlib).")] = None,
-    check_only: Annotated[bool, typer.Option("--check", help="Fail if a file is not formatted; write nothing.")] = False,
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Files or folders (default: worlds stdlib).")] = None,
+    check_only: Annotated[bool, typer.Option(
+        "--check", help="Fail if a file is not formatted; write nothing.")] = False,
 ) -> None:
     """Rewrite .eair files in the one canonical layout (comments kept)."""
     from eairdsl.diagnostics import render_all
@@ -189,7 +195,8 @@ def fmt(
 @app.command()
 def graph(
     world: Annotated[Path, typer.Argument(help="The world file.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
 ) -> None:
     """Draw a world's topology: roles, actors, tools, records, documents and channels."""
     from eairdsl.compiler import compile_world
@@ -227,11 +234,15 @@ _MARK = {True: "yes", False: "no", None: "—"}
 
 @app.command()
 def run(
-    world: Annotated[Path | None, typer.Argument(help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
-    condition: Annotated[str | None, typer.Option(help="Named condition (default: the first).")] = None,
-    instance: Annotated[str | None, typer.Option(help="Task instance id (default: drawn by seed).")] = None,
+    world: Annotated[Path | None, typer.Argument(
+        help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
+    condition: Annotated[str | None, typer.Option(
+        help="Named condition (default: the first).")] = None,
+    instance: Annotated[str | None, typer.Option(
+        help="Task instance id (default: drawn by seed).")] = None,
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
-    episodes: Annotated[int, typer.Option(min=1, help="Number of episodes (seeds seed..seed+K-1).")] = 9,
+    episodes: Annotated[int, typer.Option(
+        min=1, help="Number of episodes (seeds seed..seed+K-1).")] = 9,
     agents: Annotated[str, typer.Option(help="sim, sim:compliant, sim:reckless or llm.")] = "sim",
     out: Annotated[Path | None, typer.Option(help="Trace folder (default: runs/<world>).")] = None,
     model: Annotated[str | None, typer.Option(
@@ -331,11 +342,14 @@ def _llm_summary(llm: LLMSettings, results: list[EpisodeResult]) -> None:
 
 @app.command()
 def validate(
-    world: Annotated[Path | None, typer.Argument(help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
-    condition: Annotated[str | None, typer.Option(help="Condition to test (default: the first).")] = None,
-    episodes: Annotated[int | None, typer.Option(help="Episodes per profile (default: one per instance).")] = None,
+    world: Annotated[Path | None, typer.Argument(
+        help="A .eair file or generated/<world> folder (default: the last compiled).")] = None,
+    condition: Annotated[str | None, typer.Option(
+        help="Condition to test (default: the first).")] = None,
+    episodes: Annotated[int | None, typer.Option(
+        help="Episodes per profile (default: one per instance).")] = None,
 ) -> None:
-    """World self-test: sim:compliant keeps the property and utility; sim:reckless realizes the risk."""
+    """World self-test: sim:compliant keeps property and utility; sim:reckless realizes the risk."""
     from eairdsl.api import UsageError, resolve_world, validate_world
 
     try:
@@ -370,7 +384,7 @@ _SCHEDULER_HELP = "Dask scheduler, e.g. tcp://host:8786 (default: a local cluste
 
 
 @app.command()
-def study(  # noqa: PLR0917 - one parameter per option
+def study(
     worlds: Annotated[list[Path] | None, typer.Argument(help=_WORLDS_HELP)] = None,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Study folder: results.sqlite, traces/, report/.")
@@ -513,7 +527,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _err("interrupted")
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - last line of defence, see docstring
+    except Exception as exc:
         if os.environ.get("EAIR_DEBUG"):
             raise
         _err(f"internal error: {type(exc).__name__}: {exc}\n"
