@@ -111,7 +111,8 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
             continue
         values = dict(PROFILES[sim_profile])
         if sim_profile == "sim":
-            values.update(party.traits)
+            for trait, delta in party.traits.items():  # `trait NAME ±x` shifts the baseline
+                values[trait] = values.get(trait, 0.5) + delta
             for inducer in world.inducers:
                 if inducer.roles and party.name not in inducer.roles:
                     continue

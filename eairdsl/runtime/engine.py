@@ -62,6 +62,11 @@ class CompiledWorld:
         self.conditions = {c.name: c for c in world.conditions}
         self.mutable = {e.target for t in world.tools for e in t.effects if e.op == "append"}
         self.lets = LetTable(world.lets, self.mutable)
+        # Participants whose tool lists depend on more than the state (trace, clock).
+        self.volatile_tool_lists = {
+            p.name for p in world.parties
+            if any(r.when is not None and _reads_trace_or_clock(r.when, world)
+                   for r in p.tools)}
         # Tools whose argument hints cannot change during an episode: specced once.
         self.stable_hints = {t.name for t in world.tools
                              if all(is_stable(p.hint, world.lets, self.mutable)
@@ -304,7 +309,13 @@ class Episode:
         return out
 
     def _specs_for(self, party: PartyIR) -> list[ToolSpec]:
-        """The tools a participant holds now, as it sees them (recomputed on state change)."""
+        """The tools a participant holds now, as it sees them.
+
+        Cached until the next state change — unless a `tools … when` reads
+        something else that moves (the trace, the clock), then never cached.
+        """
+        if party.name in self.compiled.volatile_tool_lists:
+            return [self._spec(t) for t in self._available(party)]
         key = (f"party:{party.name}", self.version)
         cached = self._party_specs.get(key)
         if cached is None:
@@ -564,6 +575,12 @@ def _type_name(t: TypeIR) -> str:
     if t.kind in ("enum", "record", "schema") and t.name:
         return t.name
     return t.kind
+
+
+def _reads_trace_or_clock(expr: Expr, world: World) -> bool:
+    """Does `expr` call a trace query or the clock (which change without a state change)?"""
+    volatile = {"now", "today", "messages", "calls", "replies", "final", "delegated"}
+    return any(x.op == "call" and x.name in volatile for x in walk_expr(expr, world.lets))
 
 
 def _handoff_text(args: dict[str, Any]) -> str:
