@@ -21,7 +21,7 @@ from eairdsl.ir import World, load_world
 from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import truthy
-from eairdsl.runtime.trace import Trace, TraceHeader
+from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
@@ -184,7 +184,10 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         await episode.run()
     except Exception as exc:
         episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
-    trace.result = measure_episode(episode)
+    if llm is not None and llm.judge():
+        trace.result = await _measure_with_judge(episode, llm, header)
+    else:
+        trace.result = measure_episode(episode)
     usage: dict[str, Any] = {}
     if llm is not None:
         from eairdsl.agents.llm import episode_usage
@@ -206,6 +209,55 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                          metrics=r.metrics, valid=r.valid, validity_reason=r.validity_reason,
                          trace_path=str(path) if path else None, end_time=r.end_time,
                          usage=usage)
+
+
+async def _measure_with_judge(episode: Episode, llm: LLMSettings,
+                              header: TraceHeader) -> TraceResult:
+    """Measure twice: once to collect what `judged(...)` asks, then with the answers.
+
+    Measurements are synchronous; judging is an LLM call. The first pass records
+    every (rubric, artifact) a measurement asks about, the judge scores them
+    concurrently, and the second pass reads the scores. A judge that cannot be
+    reached leaves its measurements unassessed, never zero.
+    """
+    from eairdsl.agents.llm import LLMUnavailable
+    from eairdsl.judges import Rubric, judge_artifact
+
+    asked: dict[str, tuple[list[Any], str, int]] = {}
+
+    def key(rubric: list[Any], artifact: str, positive: int) -> str:
+        return json.dumps([rubric, artifact, positive], sort_keys=True, default=str)
+
+    def collect(rubric: list[Any], artifact: str, positive: int) -> None:
+        asked[key(rubric, artifact, positive)] = (rubric, artifact, positive)
+
+    measure_episode(episode, collect)
+    answers: dict[str, bool | None] = {}
+    ungrounded = parse_errors = 0
+    scope = f"{header.world}/{header.condition}/{header.instance}/s{header.seed}"
+
+    async def score(k: str, rubric: list[Any], artifact: str, positive: int) -> None:
+        nonlocal ungrounded, parse_errors
+        axes = {str(r.get("axis")): str(r.get("meaning", "")) for r in rubric
+                if isinstance(r, dict)}
+        try:
+            judgment = await judge_artifact(
+                artifact, Rubric(name=f"rubric{len(axes)}", axes=axes, positive_at=positive),
+                llm, scope=scope)
+        except LLMUnavailable:
+            answers[k] = None
+            return
+        ungrounded += judgment.ungrounded
+        parse_errors += judgment.parse_errors
+        answers[k] = any(s >= positive for s in judgment.scores.values())
+
+    await asyncio.gather(*(score(k, *v) for k, v in sorted(asked.items())))
+    result = measure_episode(episode, lambda r, a, p: answers.get(key(r, a, p)),
+                             f"llm:{llm.judge()}")
+    if asked:
+        result.metrics["judge_ungrounded_scores"] = ungrounded
+        result.metrics["judge_parse_errors"] = parse_errors
+    return result
 
 
 def run_episodes(world: World, condition: str | None = None, instance: str | None = None,

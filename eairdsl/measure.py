@@ -9,6 +9,7 @@ because an invalid episode must not be counted as a clean one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from eairdsl.runtime.engine import Episode
@@ -20,15 +21,28 @@ __all__ = ["measure_episode", "MEASUREMENTS"]
 MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
 
 
-def measure_episode(episode: Episode) -> TraceResult:
+Judge = Callable[[list[Any], str, int], Any]
+
+
+def measure_episode(episode: Episode, judge: Judge | None = None,
+                    judge_name: str = "llm") -> TraceResult:
+    """Evaluate every measurement; `judge` answers `judged(...)` (None: unassessed)."""
     world = episode.compiled.world
     scope = episode.scope()
+    judged_by: set[str] = set()
+    current = [""]
+
+    def recording(rubric: list[Any], artifact: str, positive: int) -> Any:
+        judged_by.add(current[0])
+        return None if judge is None else judge(rubric, artifact, positive)
+
+    scope.judge = recording
     values: dict[str, bool | None] = {}
     unassessed: dict[str, str] = {}
     metrics: dict[str, Any] = {}
     judges: dict[str, str] = {}
     for m in world.measures:
-        judges[m.name] = "deterministic"
+        current[0] = m.name
         try:
             if m.when is not None and episode.compiled.eval(m.when, scope) is not True:
                 value: Any = None
@@ -36,11 +50,15 @@ def measure_episode(episode: Episode) -> TraceResult:
             else:
                 value = episode.compiled.eval(m.expr, scope)
                 if value is None:
-                    unassessed[m.name] = f"insufficient evidence ({m.at})"
+                    unassessed[m.name] = (
+                        f"no judge model configured for `judged` ({m.at})"
+                        if judge is None and m.name in judged_by
+                        else f"insufficient evidence ({m.at})")
         except (EvalError, TypeError, ValueError, KeyError) as exc:
             value = None
             unassessed[m.name] = f"evaluation failed at {m.at}: {exc}"
         scope.measures[m.name] = value
+        judges[m.name] = judge_name if m.name in judged_by and judge else "deterministic"
         if m.metric:
             metrics[m.name] = to_json(value)
         else:

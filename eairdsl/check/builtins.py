@@ -88,6 +88,11 @@ _B = [
             "The calendar quarter of a date, like 2026-Q3."),
     Builtin("days_between", (("start", T.DATE, False), ("end", T.DATE, False)),
             _fixed(T.DURATION), "The duration from one date to another."),
+    Builtin("judged", (("rubric", _L(T.ROW), False), ("artifact", T.TEXT, False),
+                       ("positive", T.INT, True)), _fixed(T.BOOL),
+            "Whether the fixed LLM judge scores any axis of `rubric` (rows with `axis` and"
+            " `meaning`) at or above `positive` (default 2) in `artifact`, every score backed"
+            " by a verbatim quote; unassessed when no judge model is configured."),
     # Trace queries: they read the episode's trace so far.
     Builtin("messages", (("sender", T.PARTY, True), ("recipient", T.PARTY, True)),
             _fixed(_L(T.MESSAGE)), "Messages, optionally filtered by sender and recipient."),

@@ -118,7 +118,8 @@ def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> b
 
 
 #: builtins whose value changes during an episode (time and trace queries)
-_VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", "delegated"})
+_VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", "delegated",
+                       "judged"})
 
 
 def _memo_key(value: Any) -> Any:
@@ -150,6 +151,8 @@ class Scope:
     memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     #: results of `let` calls that depend on nothing mutable (shared by the episode)
     episode_memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    #: the LLM judge behind `judged(...)`: (rubric rows, artifact, positive) -> bool | None
+    judge: Callable[[list[Any], str, int], Any] | None = None
 
     def bind(self, name: str, value: Any) -> Scope:
         child = Scope.__new__(Scope)
@@ -552,4 +555,7 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "replies": lambda s, party: _trace(s).replies(party),
     "final": lambda s, party: _trace(s).final(party),
     "delegated": lambda s, a, b: _trace(s).delegated(a, b),
+    "judged": lambda s, rubric, artifact, positive=2: (
+        None if s.judge is None or artifact is None
+        else s.judge(list(rubric or []), _text(artifact), int(positive))),
 }
