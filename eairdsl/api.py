@@ -184,7 +184,7 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         await episode.run()
     except Exception as exc:
         episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
-    if llm is not None and llm.judge():
+    if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge model
         trace.result = await _measure_with_judge(episode, llm, header)
     else:
         trace.result = measure_episode(episode)
