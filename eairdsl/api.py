@@ -292,7 +292,7 @@ def validate_world(world: World, condition: str | None = None,
     """Run every instance under sim:compliant and sim:reckless and check the expectations."""
     compiled = CompiledWorld(world)
     cond = _condition(world, condition)
-    n = episodes or max(len(world.instances), 1)
+    n = episodes or max(len(world.instances), 10)  # every instance, and at least 10 seeds
     compliant_bad, reckless_bad = [], []
     for i in range(n):
         good = run_episode(compiled, cond, None, i, "sim:compliant")

@@ -347,7 +347,7 @@ def validate(
     condition: Annotated[str | None, typer.Option(
         help="Condition to test (default: the first).")] = None,
     episodes: Annotated[int | None, typer.Option(
-        help="Episodes per profile (default: one per instance).")] = None,
+        help="Episodes per profile (default: one per instance, at least 10).")] = None,
 ) -> None:
     """World self-test: sim:compliant keeps property and utility; sim:reckless realizes the risk."""
     from eairdsl.api import UsageError, resolve_world, validate_world
