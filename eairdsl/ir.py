@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from eairdsl import __version__
 from eairdsl.check import types as T
@@ -55,12 +55,12 @@ class Expr(_Model):
     kind: str | None = None
     name: str | None = None
     value: Any = None
-    args: list[Expr] = []
-    keys: list[str] = []
+    args: list[Expr] = Field(default_factory=list)
+    keys: list[str] = Field(default_factory=list)
     source: Expr | None = None
     body: Expr | None = None
     where: Expr | None = None
-    group_by: list[Expr] = []
+    group_by: list[Expr] = Field(default_factory=list)
 
 
 class LetIR(_Model):
@@ -78,14 +78,14 @@ class TypeIR(_Model):
     name: str = ""
     arg: TypeIR | None = None
     max: int | None = None
-    members: list[str] = []
+    members: list[str] = Field(default_factory=list)
 
 
 class FieldIR(_Model):
     name: str
     type: TypeIR
     canary: bool = False
-    patterns: list[str] = []
+    patterns: list[str] = Field(default_factory=list)
     epistemic: str | None = None
     default: Expr | None = None
 
@@ -98,8 +98,8 @@ class RecordIR(_Model):
     key: str | None = None
     source: str | None = None
     fields: list[FieldIR]
-    groups: dict[str, list[str]] = {}
-    rows: list[dict[str, Any]] = []
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class StateIR(_Model):
@@ -126,7 +126,7 @@ class AuthRuleIR(_Model):
 
 class AuthorizationIR(_Model):
     default: str = "deny"
-    rules: list[AuthRuleIR] = []
+    rules: list[AuthRuleIR] = Field(default_factory=list)
 
 
 class PolicyIR(_Model):
@@ -155,13 +155,13 @@ class ConditionIR(_Model):
 class InducerIR(_Model):
     name: str
     kind: str
-    roles: list[str] = []
+    roles: list[str] = Field(default_factory=list)
     when: Expr | None = None
     text: str | None = None
     at: Expr | None = None
     every: Expr | None = None
     sender: str | None = None
-    shifts: dict[str, float] = {}
+    shifts: dict[str, float] = Field(default_factory=dict)
     cost: Expr | None = None
     points: Expr | None = None
 
@@ -196,12 +196,12 @@ class ToolIR(_Model):
     kind: str
     description: str = ""
     cost: Expr | None = None
-    params: list[ParamIR] = []
+    params: list[ParamIR] = Field(default_factory=list)
     returns: TypeIR | None = None
-    guards: list[GuardIR] = []
+    guards: list[GuardIR] = Field(default_factory=list)
     result: Expr | None = None
-    effects: list[EffectIR] = []
-    delegates_to: list[str] = []
+    effects: list[EffectIR] = Field(default_factory=list)
+    delegates_to: list[str] = Field(default_factory=list)
     propagates: Expr | None = None
     propagates_when: Expr | None = None
     sends_to: Expr | None = None
@@ -235,9 +235,9 @@ class PartyIR(_Model):
     authority: int = 0
     principal: Expr | None = None
     description: str | None = None
-    tools: list[ToolRefIR] = []
-    traits: dict[str, float] = {}
-    events: list[EventIR] = []
+    tools: list[ToolRefIR] = Field(default_factory=list)
+    traits: dict[str, float] = Field(default_factory=dict)
+    events: list[EventIR] = Field(default_factory=list)
 
 
 class ChannelIR(_Model):
@@ -266,7 +266,7 @@ class WorldMeta(_Model):
     description: str = ""
     clock: str = "min"
     seeds: int = 1
-    forbid: list[str] = []
+    forbid: list[str] = Field(default_factory=list)
 
 
 class SourceIR(_Model):
@@ -282,25 +282,25 @@ class World(_Model):
     meta: WorldMeta
     digest: str
     sources: list[SourceIR]
-    enums: dict[str, list[str]] = {}
-    schemas: dict[str, list[FieldIR]] = {}
-    closed_schemas: list[str] = []
-    records: list[RecordIR] = []
-    states: list[StateIR] = []
-    documents: list[DocumentIR] = []
+    enums: dict[str, list[str]] = Field(default_factory=dict)
+    schemas: dict[str, list[FieldIR]] = Field(default_factory=dict)
+    closed_schemas: list[str] = Field(default_factory=list)
+    records: list[RecordIR] = Field(default_factory=list)
+    states: list[StateIR] = Field(default_factory=list)
+    documents: list[DocumentIR] = Field(default_factory=list)
     authorization: AuthorizationIR = AuthorizationIR()
-    policies: list[PolicyIR] = []
-    levers: list[LeverIR] = []
-    conditions: list[ConditionIR] = []
-    inducers: list[InducerIR] = []
-    tools: list[ToolIR] = []
-    parties: list[PartyIR] = []
-    channels: list[ChannelIR] = []
-    instances: list[dict[str, Any]] = []
-    measures: list[MeasureIR] = []
-    lets: dict[str, LetIR] = {}
-    protected: list[str] = []
-    prompts: dict[str, dict[str, str]] = {}
+    policies: list[PolicyIR] = Field(default_factory=list)
+    levers: list[LeverIR] = Field(default_factory=list)
+    conditions: list[ConditionIR] = Field(default_factory=list)
+    inducers: list[InducerIR] = Field(default_factory=list)
+    tools: list[ToolIR] = Field(default_factory=list)
+    parties: list[PartyIR] = Field(default_factory=list)
+    channels: list[ChannelIR] = Field(default_factory=list)
+    instances: list[dict[str, Any]] = Field(default_factory=list)
+    measures: list[MeasureIR] = Field(default_factory=list)
+    lets: dict[str, LetIR] = Field(default_factory=dict)
+    protected: list[str] = Field(default_factory=list)
+    prompts: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- lowering

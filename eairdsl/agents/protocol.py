@@ -21,7 +21,7 @@ class ParamSpec(BaseModel):
     name: str
     type: str
     required: bool
-    members: list[str] = []
+    members: list[str] = Field(default_factory=list)
     hint: list[Any] | None = None
 
 
@@ -31,10 +31,10 @@ class ToolSpec(BaseModel):
     name: str
     kind: str
     description: str = ""
-    params: list[ParamSpec] = []
+    params: list[ParamSpec] = Field(default_factory=list)
     delegates: bool = False
-    reads: list[str] = []
-    writes: list[str] = []
+    reads: list[str] = Field(default_factory=list)
+    writes: list[str] = Field(default_factory=list)
 
 
 class MemoryItem(BaseModel):
@@ -74,7 +74,7 @@ class Observation(BaseModel):
     request: Request
     memory: list[MemoryItem]
     tools: list[ToolSpec]
-    traits: dict[str, float] = {}
+    traits: dict[str, float] = Field(default_factory=dict)
     principal: str | None = None
     authority: int = 0
 
@@ -82,7 +82,7 @@ class Observation(BaseModel):
 class ToolCall(BaseModel):
     kind: Literal["tool_call"] = "tool_call"
     tool: str
-    args: dict[str, Any] = {}
+    args: dict[str, Any] = Field(default_factory=dict)
 
 
 class Reply(BaseModel):

@@ -372,11 +372,11 @@ class Episode:
                        tool="delegation" if via_tool else None)
         if party is None or party.kind == "actor" or party_name not in self.agents:
             return ""
-        self.memory[party_name].append(MemoryItem.model_construct(
+        self.memory[party_name].append(MemoryItem(
             kind="message", task=task.id, sender=request.sender, text=request.text))
         agent = self.agents[party_name]
         for step in range(MAX_STEPS_PER_TASK):
-            obs = Observation.model_construct(party=party_name, kind=party.kind,
+            obs = Observation(party=party_name, kind=party.kind,
                               card=self._card(party_name),
                               time=float(self.env.now), task=task.id, step=step,
                               request=request, memory=list(self.memory[party_name]),
@@ -392,7 +392,7 @@ class Episode:
                     self._pass_on(party, request.sender, action.text, root)
                 return action.text
             result, rejected = yield from self.call_tool(task, action)
-            self.memory[party_name].append(MemoryItem.model_construct(
+            self.memory[party_name].append(MemoryItem(
                 kind="tool_result", task=task.id, tool=action.tool, args=to_json(action.args),
                 result=result, rejected=rejected))
         self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")

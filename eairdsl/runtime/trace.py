@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from eairdsl.runtime.values import FieldSet
 
@@ -68,9 +68,9 @@ class TraceResult(BaseModel):
 
     type: Literal["result"] = "result"
     measurements: dict[str, bool | None]
-    unassessed: dict[str, str] = {}
-    metrics: dict[str, Any] = {}
-    judges: dict[str, str] = {}
+    unassessed: dict[str, str] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    judges: dict[str, str] = Field(default_factory=dict)
     valid: bool
     validity_reason: str | None = None
     end_time: float

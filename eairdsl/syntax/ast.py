@@ -133,7 +133,7 @@ class CompTail(Node):
     var: str
     source: Expr
     where: Expr | None = None
-    group_by: list[Expr] = []
+    group_by: list[Expr] = Field(default_factory=list)
 
 
 class ComprehensionExpr(Node):
@@ -179,7 +179,7 @@ class TypeRef(Node):
     name: str = ""
     field: str | None = None
     arg: TypeRef | None = None
-    members: list[str] = []
+    members: list[str] = Field(default_factory=list)
     max: int | None = None
 
 
@@ -226,10 +226,10 @@ class Clause(Node):
     expr: Expr | None = None
     message: Expr | None = None
     target: str | None = None
-    names: list[str] = []
-    strings: list[str] = []
+    names: list[str] = Field(default_factory=list)
+    strings: list[str] = Field(default_factory=list)
     number: str | None = None
-    refs: list[ToolRef] = []
+    refs: list[ToolRef] = Field(default_factory=list)
     action: Literal["reject", "route"] | None = None
     when: Expr | None = None
 
@@ -479,7 +479,7 @@ class Module(BaseModel):
 
     file: str
     decls: list[Decl]
-    comments: list[Comment] = []
+    comments: list[Comment] = Field(default_factory=list)
 
 
 for _cls in (AttrExpr, IndexExpr, CallArg, CallExpr, UnaryExpr, BinaryExpr, ListExpr,
