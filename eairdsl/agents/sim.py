@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 from typing import Any
 
 from eairdsl.agents.protocol import Observation, ParamSpec, Reply, ToolCall, ToolSpec
@@ -240,14 +241,18 @@ class SimAgent:
 _STRIP = "\"'()[]{}:;!?.,"
 
 
-def _words(text: str) -> set[str]:
-    """The content words of a text (longer than three letters), for relevance."""
+@lru_cache(maxsize=8192)
+def _words(text: str) -> frozenset[str]:
+    """The content words of a text (longer than three letters), for relevance.
+
+    Cached: the same record fields are read by several agents and on every step.
+    """
     out = set()
     for raw in text.lower().split():
         word = raw.strip(_STRIP)
         if len(word) > 3:
             out.add(word)
-    return out
+    return frozenset(out)
 
 
 def _mentions(text: str, choice: str) -> int:
