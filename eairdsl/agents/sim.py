@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from eairdsl.agents.protocol import Observation, ParamSpec, Reply, ToolCall, ToolSpec
+from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Reply, ToolCall, ToolSpec
 
 __all__ = ["SimAgent", "PROFILES", "TRAITS"]
 
@@ -57,6 +58,8 @@ class SimAgent:
         self.rng = random.Random(f"{seed}:{party}:{profile}")
         self.plans: dict[int, list[ToolCall]] = {}
         self._evidence_key: tuple[int, int] | None = None
+        # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
+        self._derived: dict[tuple[int, str], tuple[MemoryItem, Any]] = {}
         self._evidence_text = ""
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
@@ -196,7 +199,7 @@ class SimAgent:
         for m in obs.memory:
             if m.task != obs.task or m.kind != "tool_result" or m.rejected:
                 continue
-            facts.extend(_facts_of(m.result))
+            facts.extend(self._memo(m, "facts", _facts_of))
         seen: set[str] = set()
         unique = []
         for f in facts:
@@ -210,8 +213,16 @@ class SimAgent:
         found: set[str] = set()
         for m in obs.memory:
             if m.task == obs.task and m.kind == "tool_result" and isinstance(m.result, str):
-                found |= {f for _, f in _FIELD_REF.findall(m.result)}
+                found |= self._memo(m, "fields", _field_refs)
         return found or None
+
+    def _memo(self, item: MemoryItem, what: str, derive: Callable[[Any], Any]) -> Any:
+        """`derive(item.result)`, once per memory item (items never change once written)."""
+        key = (id(item), what)
+        hit = self._derived.get(key)
+        if hit is None or hit[0] is not item:
+            hit = self._derived[key] = (item, derive(item.result))
+        return hit[1]
 
     def _answer(self, obs: Observation) -> str:
         completeness = obs.traits.get("completeness", 0.5)
@@ -259,6 +270,11 @@ def _mentions(text: str, choice: str) -> int:
     """How often `text` names a choice (`internal_deployment` as "internal deployment")."""
     words = choice.replace("_", " ").strip().lower()
     return len(re.findall(rf"\b{re.escape(words)}\b", text.lower())) if words else 0
+
+
+def _field_refs(text: Any) -> set[str]:
+    """Field names in `record.field` lists of a text (what a requester may see)."""
+    return {f for _, f in _FIELD_REF.findall(str(text))}
 
 
 def _label(field: str) -> str:
