@@ -269,7 +269,10 @@ def _words(text: str) -> frozenset[str]:
 def _mentions(text: str, choice: str) -> int:
     """How often `text` names a choice (`internal_deployment` as "internal deployment")."""
     words = choice.replace("_", " ").strip().lower()
-    return len(re.findall(rf"\b{re.escape(words)}\b", text.lower())) if words else 0
+    lowered = text.lower()
+    if not words or words not in lowered:  # the common case, without a regex
+        return 0
+    return len(re.findall(rf"\b{re.escape(words)}\b", lowered))
 
 
 def _field_refs(text: Any) -> set[str]:
