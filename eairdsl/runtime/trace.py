@@ -163,7 +163,8 @@ class Trace:
 
     # ------------------------------------------------------------ queries (TraceView)
     def messages(self, sender: str | None, recipient: str | None) -> list[dict[str, Any]]:
-        return list(self._messages.get((sender, recipient), ()))
+        # The index itself: expressions never mutate what they read.
+        return self._messages.get((sender, recipient), [])
 
     def calls(self, tool: str, by: str | None) -> list[dict[str, Any]]:
         out = []
