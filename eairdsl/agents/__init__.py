@@ -1,4 +1,8 @@
-"""Agent backends behind one protocol: `sim` (offline, the default) and, later, `llm` and `replay`."""
+"""Agent backends behind one protocol: `sim` (offline, the default) and `llm` (litellm).
+
+`llm` is imported only when a run asks for a model, so importing this package
+never loads litellm. Replay of recorded LLM runs lives in `cassette.py`.
+"""
 
 from __future__ import annotations
 
