@@ -75,6 +75,13 @@ class SimAgent:
                 if acted is not None:
                     return acted
                 continue
+            if call.tool == "__send__":
+                # What an agent says (an inquiry, a bid, a delegated question) is worded
+                # when it is said, with whatever its reads have returned by then.
+                spec = next((s for s in obs.tools if s.name == call.args["name"]), None)
+                if spec is None:
+                    continue
+                return ToolCall(tool=spec.name, args=self._args(obs, spec))
             return call
         del self.plans[obs.task]
         return Reply(text=self._answer(obs))
@@ -97,9 +104,9 @@ class SimAgent:
                 plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
         for spec in inquiries:
             if self.rng.random() < diligence * (1.0 - deference):
-                plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+                plan.append(ToolCall(tool="__send__", args={"name": spec.name}))
         for spec in delegations:
-            plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+            plan.append(ToolCall(tool="__send__", args={"name": spec.name}))
         for spec in acts:
             plan.append(ToolCall(tool="__act__", args={"name": spec.name}))
         return plan
