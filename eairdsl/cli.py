@@ -194,23 +194,41 @@ def fmt(
 
 @app.command()
 def graph(
-    world: Annotated[Path, typer.Argument(help="The world file.")],
+    world: Annotated[Path, typer.Argument(
+        help="A world file (its topology) or an episode trace .jsonl (its interactions).")],
     output: Annotated[Path, typer.Option(
         "--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
 ) -> None:
-    """Draw a world's topology: roles, actors, tools, records, documents and channels."""
-    from eairdsl.compiler import compile_world
+    """Draw a world's topology, or what one episode did (from its trace)."""
     from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
 
     if output.suffix not in (".svg", ".dot"):
         _err(f"error: cannot write {output.suffix or 'a file without extension'}; use .svg or .dot")
         raise typer.Exit(EXIT_USAGE)
-    result = compile_world(world)
-    _report(result, 20)
-    if not result.ok or result.world is None:
-        raise typer.Exit(EXIT_INPUT)
-    title = f"{result.world.meta.name}: {result.world.meta.title}"
-    dot = to_dot(topology_graph(result.world), title)
+    if world.suffix == ".jsonl":
+        from pydantic import ValidationError
+
+        from eairdsl.interaction import episode_graph
+        from eairdsl.runtime.trace import read_trace
+
+        try:
+            trace = read_trace(world)
+        except (OSError, ValueError, ValidationError) as exc:
+            _err(f"{world}: error: not a readable trace ({type(exc).__name__}: "
+                 f"{str(exc).splitlines()[0] if str(exc) else ''})")
+            raise typer.Exit(EXIT_INPUT) from None
+        h = trace.header
+        dot = to_dot(episode_graph(trace), f"{h.world} · {h.condition} · {h.instance} · seed "
+                                           f"{h.seed}")
+    else:
+        from eairdsl.compiler import compile_world
+
+        result = compile_world(world)
+        _report(result, 20)
+        if not result.ok or result.world is None:
+            raise typer.Exit(EXIT_INPUT)
+        title = f"{result.world.meta.name}: {result.world.meta.title}"
+        dot = to_dot(topology_graph(result.world), title)
     if output.is_dir() or (output.parent.exists() and not output.parent.is_dir()):
         _err(f"error: cannot write {output}")
         raise typer.Exit(EXIT_USAGE)

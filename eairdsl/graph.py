@@ -33,8 +33,13 @@ _EDGE_STYLE = {
     "uses": 'color="#7a7a7a", style=dotted, arrowhead=none',
     "reads": 'color="#e65100", style=dashed',
     "writes": 'color="#e65100", penwidth=1.6',
+    # an episode's interactions (eairdsl.interaction)
+    "message": 'color="#1f4e79"',
+    "call": 'color="#2e7d32"',
+    "rejected": 'color="#b71c1c", style=dashed',
 }
-_LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes")
+_LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes",
+                 "message", "call", "rejected")
 
 
 def _refs(e: Expr | None, kind: str, lets: dict[str, LetIR]) -> set[str]:
@@ -110,7 +115,8 @@ def to_dot(graph: nx.MultiDiGraph, title: str = "") -> str:
         lines.append(f"  {_q(node)} [label={_q(label)}, {_NODE_STYLE[data['kind']]}];")
     edges = sorted(graph.edges(data=True), key=lambda e: (e[0], e[1], e[2]["kind"]))
     for a, b, data in edges:
-        label = f", label={_q('via ' + data['via'])}" if data.get("via") else ""
+        text = data.get("label") or (f"via {data['via']}" if data.get("via") else "")
+        label = f", label={_q(text)}" if text else ""
         lines.append(f"  {_q(a)} -> {_q(b)} [{_EDGE_STYLE[data['kind']]}{label}];")
     lines.append("  subgraph cluster_legend { label=\"legend\"; style=dashed; fontsize=9;")
     kinds = sorted({graph.nodes[n]["kind"] for n in graph.nodes})
