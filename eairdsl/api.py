@@ -26,7 +26,8 @@ from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
-__all__ = ["UsageError", "EpisodeResult", "ValidationReport", "load_generated", "resolve_world",
+__all__ = ["UsageError", "WorldHasErrors", "EpisodeResult", "ValidationReport", "load_generated",
+           "resolve_world",
            "run_episode", "run_episode_async", "run_episodes", "validate_world",
            "AGENT_PROFILES", "LAST_FILE"]
 
@@ -36,6 +37,10 @@ LAST_FILE = ".last"
 
 class UsageError(Exception):
     """Bad input a user can fix; the CLI prints it and exits non-zero."""
+
+
+class WorldHasErrors(UsageError):
+    """The world did not compile; the message is the rendered diagnostics."""
 
 
 class EpisodeResult(BaseModel):
@@ -86,7 +91,7 @@ def resolve_world(target: Path | None, generated: Path = Path("generated")) -> W
 
         result = compile_world(target)
         if not result.ok or result.world is None:
-            raise UsageError(render_all(result.diagnostics.sorted(), result.sources))
+            raise WorldHasErrors(render_all(result.diagnostics.sorted(), result.sources))
         return result.world
     return load_generated(target)
 

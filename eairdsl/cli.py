@@ -33,6 +33,13 @@ def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
+def _usage_message(exc: Exception) -> str:
+    """Compile diagnostics print as they are; other usage errors get an `error:` prefix."""
+    from eairdsl.api import WorldHasErrors
+
+    return str(exc) if isinstance(exc, WorldHasErrors) else f"error: {exc}"
+
+
 def _version(value: bool) -> None:
     if value:
         from eairdsl import __version__
@@ -298,7 +305,7 @@ def run(
                             record, replay, max_connections, timeout, retries, api_base)
         results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)
     except UsageError as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     table = Table(title=f"{w.meta.name} · {results[0].condition} · {results[0].agents}")
     for col in ("seed", "instance", "opport.", "anomaly", "realized", "harm", "intercept.",
@@ -374,7 +381,7 @@ def validate(
         w = resolve_world(world)
         report = validate_world(w, condition, episodes)
     except UsageError as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     typer.echo(f"{report.world} · {report.condition}: {report.episodes} episodes per profile")
     for label, failures, expect in (
@@ -447,7 +454,7 @@ def study(
         picks = "seed" if instances.strip() == "seed" else parse_names(instances)
         plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]
     except (UsageError, GridError) as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     try:
         with RichProgress(Console(stderr=True)) as bar:
@@ -455,7 +462,7 @@ def study(
                                 workers=workers or os.cpu_count() or 1, executor=executor,
                                 scheduler=scheduler, max_attempts=max_attempts, progress=bar)
     except UsageError as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     except KeyboardInterrupt:
         _err(f"interrupted: finished episodes are saved in {out / 'results.sqlite'}; "
@@ -508,7 +515,7 @@ def export(
         with Store.open(study_dir / STORE_FILE, create=False) as store:
             count = (export_csv if format_ == "csv" else export_parquet)(store, target)
     except UsageError as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     typer.echo(f"wrote {count} episode attempt(s) to {target}")
     raise typer.Exit(EXIT_OK)
@@ -532,7 +539,7 @@ def report(
     try:
         index = write_report(study_dir, out, resamples, seed, traces)
     except UsageError as exc:
-        _err(f"error: {exc}")
+        _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
     typer.echo(f"wrote {index}")
     raise typer.Exit(EXIT_OK)

@@ -604,7 +604,10 @@ def dump_world(world: World) -> str:
 def load_world(text: str) -> World:
     """Read a world.json back (raises pydantic.ValidationError / ValueError on bad input)."""
     data = json.loads(text)
-    version = data.get("schema_version")
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version is None:
+        raise ValueError("not a compiled world (no schema_version); compile a .eair file with "
+                         "`eairc compile` and pass its generated/<world> folder")
     if version != SCHEMA_VERSION:
         raise ValueError(f"world.json has schema version {version}; this eairdsl reads "
                          f"version {SCHEMA_VERSION} — recompile the world")

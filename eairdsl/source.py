@@ -40,10 +40,6 @@ class SourceFile(BaseModel):
     path: str
     text: str
 
-    def line_text(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
-
 
 class SourceError(Exception):
     """A file could not be read as UTF-8 text; carries a diagnostic code and hint."""

@@ -71,6 +71,15 @@ def _party_ref(world: CheckedWorld, name: str, span: Span, diagnostics: Diagnost
     return False
 
 
+def _declared(world: CheckedWorld, name: str, known: list[str], what: str, span: Span,
+              diagnostics: Diagnostics) -> None:
+    """A reference to a declaration: mark it used, or report it with a did-you-mean."""
+    if name in known:
+        world.used.add(name)
+    else:
+        diagnostics.error("E301", f"unknown {what} '{name}'", span, did_you_mean(name, known))
+
+
 def _check_world_block(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     decl = world.world
     if decl is None:
@@ -134,26 +143,14 @@ def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                   did_you_mean(clause.name or "", TOOL_KINDS) or
                                   f"kinds are {', '.join(TOOL_KINDS)}")
             elif clause.key == "require" and clause.action == "route":
-                target = clause.target or ""
-                if target in world.tools or target in world.parties:
-                    world.used.add(target)
-                else:
-                    diagnostics.error("E301", f"unknown route target '{target}'", clause.span,
-                                      did_you_mean(target, [*world.tools, *world.parties]))
+                _declared(world, clause.target or "", [*world.tools, *world.parties],
+                          "route target", clause.span, diagnostics)
             elif clause.key == "append":
-                target = clause.name or ""
-                if target not in world.records:
-                    diagnostics.error("E301", f"unknown ledger '{target}'", clause.span,
-                                      did_you_mean(target, world.records))
-                else:
-                    world.used.add(target)
+                _declared(world, clause.name or "", list(world.records), "ledger",
+                          clause.span, diagnostics)
             elif clause.key == "set":
-                target = clause.name or ""
-                if target not in world.states:
-                    diagnostics.error("E301", f"unknown state variable '{target}'", clause.span,
-                                      did_you_mean(target, world.states))
-                else:
-                    world.used.add(target)
+                _declared(world, clause.name or "", list(world.states), "state variable",
+                          clause.span, diagnostics)
             elif clause.key == "delegates":
                 if clause.name is not None:
                     _party_ref(world, clause.name, clause.span, diagnostics)
