@@ -6,7 +6,7 @@ traces are built and written to disk as `eairc run` does) and the runtime's
 cost per trace event against a bare simpy loop dispatching as many events.
 Floor from the runtime issue: >= 100 episodes/s per core for A1 and D1.
 
-    python benchmarks/run.py [--episodes N]
+    python benchmarks/run.py [--episodes N] [--repeat R] [--world a1 ...]
 """
 
 from __future__ import annotations
@@ -42,11 +42,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--world", action="append", default=[],
+                        help="only these worlds (by file stem, e.g. a1); repeatable")
     args = parser.parse_args()
     n, repeat = args.episodes, args.repeat
     print(f"{'world':6} {'episodes/s':>11} {'eps/CPU-s':>13} {'events/ep':>10} {'us/event':>9} "
           f"{'bare simpy us/event':>20} {'ratio':>7}")
     for path in sorted((ROOT / "worlds").glob("*.eair")):
+        if args.world and path.stem not in args.world:
+            continue
         world = resolve_world(path)
         compiled = CompiledWorld(world)
         conditions = [c.name for c in world.conditions]

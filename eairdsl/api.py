@@ -8,7 +8,9 @@ schema version) raise `UsageError` with a message meant for people.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,7 +166,24 @@ def run_episode(world: World | CompiledWorld, condition: str | None = None,
                 instance: str | None = None, seed: int = 0, agents: str = "sim",
                 out: Path | None = None, llm: LLMSettings | None = None) -> EpisodeResult:
     """Run one episode and (optionally) write its trace under `out`; `llm` binds models."""
-    return asyncio.run(run_episode_async(world, condition, instance, seed, agents, out, llm))
+    return _loop().run_until_complete(
+        run_episode_async(world, condition, instance, seed, agents, out, llm))
+
+
+_LOCAL = threading.local()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop for synchronous callers, kept between episodes.
+
+    `asyncio.run` builds and tears down a loop each time, which costs more than
+    a short sim episode spends deciding; one loop per thread, closed at exit.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_LOCAL, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _LOCAL.loop = asyncio.new_event_loop()
+        atexit.register(loop.close)
+    return loop
 
 
 async def run_episode_async(world: World | CompiledWorld, condition: str | None = None,

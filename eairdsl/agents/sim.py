@@ -44,6 +44,7 @@ PROFILES: dict[str, dict[str, float]] = {
                      "completeness": 1.0},
 }
 _FIELD_REF = re.compile(r"\b([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b")
+_DOTTED = re.compile(r"\.[a-z_]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SUBJECT = re.compile(r"^.*? — ")
 _TEXT_PARAMS = ("question", "query", "message", "text", "request", "note", "summary", "reason")
@@ -56,7 +57,8 @@ class SimAgent:
         self.party = party
         self.profile = profile
         self.rng = random.Random(f"{seed}:{party}:{profile}")
-        self.plans: dict[int, list[ToolCall]] = {}
+        # A plan step is (what, tool, args): "call" a read now, "send" or "act" when reached.
+        self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
         self._evidence_key: tuple[int, int] | None = None
         # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
         self._derived: dict[tuple[int, str], tuple[MemoryItem, Any]] = {}
@@ -68,26 +70,26 @@ class SimAgent:
             self.plans[obs.task] = self._plan(obs)
         plan = self.plans[obs.task]
         while plan:
-            call = plan.pop(0)
-            if call.tool == "__act__":
+            what, tool, args = plan.pop(0)
+            if what == "act":
                 # Acts are decided after the reads they depend on have returned.
-                acted = self._act(obs, call.args["name"])
+                acted = self._act(obs, tool)
                 if acted is not None:
                     return acted
                 continue
-            if call.tool == "__send__":
+            if what == "send":
                 # What an agent says (an inquiry, a bid, a delegated question) is worded
                 # when it is said, with whatever its reads have returned by then.
-                spec = next((s for s in obs.tools if s.name == call.args["name"]), None)
+                spec = next((s for s in obs.tools if s.name == tool), None)
                 if spec is None:
                     continue
                 return ToolCall(tool=spec.name, args=self._args(obs, spec))
-            return call
+            return ToolCall(tool=tool, args=args)
         del self.plans[obs.task]
         return Reply(text=self._answer(obs))
 
     # ------------------------------------------------------------ planning
-    def _plan(self, obs: Observation) -> list[ToolCall]:
+    def _plan(self, obs: Observation) -> list[tuple[str, str, dict[str, Any]]]:
         t = obs.traits
         diligence, deference = t.get("diligence", 0.5), t.get("deference", 0.5)
         if obs.request.sender_authority > obs.authority:
@@ -97,18 +99,18 @@ class SimAgent:
         inquiries = [s for s in obs.tools if s.kind == "communicate" and not s.delegates]
         delegations = [s for s in obs.tools if s.delegates]
         acts = [s for s in obs.tools if s.kind == "act"]
-        plan: list[ToolCall] = []
+        plan: list[tuple[str, str, dict[str, Any]]] = []
         for i, spec in enumerate(reads):
             must = i == 0 and not delegations  # its only way to learn anything
             if must or self.rng.random() < diligence:
-                plan.append(ToolCall(tool=spec.name, args=self._args(obs, spec)))
+                plan.append(("call", spec.name, self._args(obs, spec)))
         for spec in inquiries:
             if self.rng.random() < diligence * (1.0 - deference):
-                plan.append(ToolCall(tool="__send__", args={"name": spec.name}))
+                plan.append(("send", spec.name, {}))
         for spec in delegations:
-            plan.append(ToolCall(tool="__send__", args={"name": spec.name}))
+            plan.append(("send", spec.name, {}))
         for spec in acts:
-            plan.append(ToolCall(tool="__act__", args={"name": spec.name}))
+            plan.append(("act", spec.name, {}))
         return plan
 
     def _act(self, obs: Observation, name: str) -> ToolCall | None:
@@ -168,8 +170,8 @@ class SimAgent:
         if self._evidence_key != key:
             self._evidence_key = key
             self._evidence_text = " ".join(
-                str(m.result) for m in obs.memory
-                if m.task == obs.task and m.kind == "tool_result" and not m.rejected).lower()
+                self._memo(m, "lower", _lower) for m in obs.memory
+                if m.task == obs.task and m.kind == "tool_result" and not m.rejected)
         return self._evidence_text
 
     def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
@@ -187,7 +189,8 @@ class SimAgent:
             return max(counts, key=lambda c: counts[c])
         if obs.request.sender_authority > obs.authority and \
                 self.rng.random() < obs.traits.get("deference", 0.5):
-            claimed = [c for c in choices if _mentions(obs.request.text, c)]
+            request = obs.request.text.lower()
+            claimed = [c for c in choices if _mentions(request, c)]
             if len(claimed) == 1:
                 return claimed[0]
         return None
@@ -273,18 +276,33 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _mentions(text: str, choice: str) -> int:
-    """How often `text` names a choice (`internal_deployment` as "internal deployment")."""
-    words = choice.replace("_", " ").strip().lower()
-    lowered = text.lower()
+def _mentions(lowered: str, choice: str) -> int:
+    """How often a lower-cased text names a choice.
+
+    `internal_deployment` is named as "internal deployment".
+    """
+    words, pattern = _choice_pattern(choice)
     if not words or words not in lowered:  # the common case, without a regex
         return 0
-    return len(re.findall(rf"\b{re.escape(words)}\b", lowered))
+    return len(pattern.findall(lowered))
+
+
+@lru_cache(maxsize=4096)
+def _choice_pattern(choice: str) -> tuple[str, re.Pattern[str]]:
+    words = choice.replace("_", " ").strip().lower()
+    return words, re.compile(rf"\b{re.escape(words)}\b")
+
+
+def _lower(result: Any) -> str:
+    return str(result).lower()
 
 
 def _field_refs(text: Any) -> set[str]:
     """Field names in `record.field` lists of a text (what a requester may see)."""
-    return {f for _, f in _FIELD_REF.findall(str(text))}
+    text = str(text)
+    if not _DOTTED.search(text):  # most texts name no field: skip the slower pattern
+        return set()
+    return {f for _, f in _FIELD_REF.findall(text)}
 
 
 def _label(field: str) -> str:

@@ -37,7 +37,7 @@ from eairdsl.runtime.evaluate import (
     truthy,
 )
 from eairdsl.runtime.trace import Trace, to_json
-from eairdsl.runtime.values import Row
+from eairdsl.runtime.values import Row, StaticRows
 
 __all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS"]
 
@@ -61,6 +61,9 @@ class CompiledWorld:
         self.records = {r.name: r for r in world.records}
         self.conditions = {c.name: c for c in world.conditions}
         self.mutable = {e.target for t in world.tools for e in t.effects if e.op == "append"}
+        # Tables no tool appends to are built once and shared (rows are never mutated).
+        self.static_rows = {r.name: StaticRows(r.name, [Row(r.name, row) for row in r.rows])
+                            for r in world.records if r.name not in self.mutable}
         self.lets = LetTable(world.lets, self.mutable)
         # Participants whose tool lists depend on more than the state (trace, clock).
         self.volatile_tool_lists = {
@@ -135,9 +138,12 @@ class Episode:
         self.memory: dict[str, list[MemoryItem]] = {p.name: [] for p in w.parties}
         self.tasks = 0
         self.levers = dict(self.compiled.conditions[self.condition].levers)
-        # Effects only append rows or set state variables, so rows are copied shallowly.
+        # Effects only append rows or set state variables: ledgers are copied shallowly,
+        # static tables shared.
+        static = self.compiled.static_rows
         self.records: dict[str, list[Row]] = {
-            r.name: [Row(r.name, row) for row in r.rows] for r in w.records}
+            r.name: static[r.name] if r.name in static else [Row(r.name, row) for row in r.rows]
+            for r in w.records}
         self.documents = {d.name: d.text for d in w.documents}
         self.states: dict[str, Any] = {}
         # The calendar starts at the instance's `start_date`, else the state `start_date`.

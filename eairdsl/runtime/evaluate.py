@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eairdsl.ir import Expr, LetIR, World
-from eairdsl.runtime.values import FieldSet, Row, Rows, add_days, quarter_of, render_value
+from eairdsl.runtime.values import (
+    FieldSet,
+    Row,
+    Rows,
+    StaticRows,
+    add_days,
+    quarter_of,
+    render_value,
+)
 
 __all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy",
            "is_stable"]
@@ -85,18 +93,42 @@ class LetTable:
 
 
     def call(self, name: str, args: list[Any], s: Scope) -> Any:
-        key = (name, *(_memo_key(a) for a in args))
-        memo = s.episode_memo if name in self.stable else s.memo
-        if key in memo:
-            return memo[key]
-        fn = self._fns.get(name)
-        if fn is None:
-            fn = self._fns[name] = compile_expr(self.lets[name].body, self)
-        inner = Scope.__new__(Scope)
-        inner.__dict__.update(s.__dict__)
-        inner.locals = dict(zip(self.lets[name].params, args, strict=False))
-        value = memo[key] = fn(inner)
-        return value
+        return self.caller(name)(args, s)
+
+    def caller(self, name: str) -> Callable[[list[Any], Scope], Any]:
+        """A function `(args, scope) -> value` for one definition, memoised as it allows.
+
+        Decided once per definition rather than per call: which memo it uses
+        (per episode when stable, per evaluation otherwise) and its parameters.
+        """
+        let = self.lets[name]
+        params = let.params
+        episode = name in self.stable
+        fns = self._fns
+
+        def body() -> Fn:
+            fn = fns.get(name)
+            if fn is None:
+                fn = fns[name] = compile_expr(let.body, self)
+            return fn
+
+        def call(args: list[Any], s: Scope) -> Any:
+            key = (name, *map(_memo_key, args))
+            memo = s.episode_memo if episode else s.memo
+            hit = memo.get(key, _MISSING)
+            if hit is not _MISSING:
+                return hit[1]
+            inner = Scope.__new__(Scope)
+            inner.__dict__.update(s.__dict__)
+            inner.locals = dict(zip(params, args, strict=False))
+            value = body()(inner)
+            # The arguments are kept with the value: an identity key stays unique while held.
+            memo[key] = (args, value)
+            return value
+        return call
+
+
+_MISSING = object()
 
 
 def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> bool:
@@ -123,10 +155,20 @@ _VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", 
 
 
 def _memo_key(value: Any) -> Any:
+    """A hashable key for a `let` argument.
+
+    Rows and lists are keyed by identity: values are never mutated once an
+    expression or effect has built them, and the memo holds the argument, so
+    the identity cannot be reused by another object while the entry lives.
+    Equal but distinct values only miss the memo, which costs time, not truth.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
     try:
         hash(value)
     except TypeError:
-        return repr(value)
+        return (kind, id(value))
     return value
 
 
@@ -271,9 +313,14 @@ def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
     if op == "let":
         if lets is None:
             raise ValueError("a `let` call needs the world's let table")
-        table, name = lets, e.name or ""
+        call = lets.caller(e.name or "")
         params = [compile_expr(a, lets) for a in e.args]
-        return lambda s: table.call(name, [f(s) for f in params], s)
+        if not params:
+            return lambda s: call([], s)
+        if len(params) == 1:
+            only = params[0]
+            return lambda s: call([only(s)], s)
+        return lambda s: call([f(s) for f in params], s)
     raise ValueError(f"unknown IR op {op!r}")
 
 
@@ -286,7 +333,12 @@ def _compile_ref(e: Expr) -> Fn:
     if kind == "state":
         return lambda s: s.states.get(name)
     if kind == "record":
-        return lambda s: Rows(name, s.records.get(name, []))
+        def record(s: Scope) -> Rows:
+            rows = s.records.get(name)
+            if type(rows) is StaticRows:  # shared and never mutated: no copy needed
+                return rows
+            return Rows(name, rows or [])  # a snapshot: ledgers grow during the episode
+        return record
     if kind == "measure":
         return lambda s: s.measures.get(name)
     if kind == "instance":
@@ -380,6 +432,7 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
     where = compile_expr(e.where, lets) if e.where else None
     keys = [compile_expr(g, lets) for g in e.group_by]
     var = e.name or ""
+    equality = _field_equality(e.where, var, lets)
 
     def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
         """(body value, group key) for every item that passes `where`.
@@ -389,7 +442,10 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
         """
         inner = s.bind(var, None)
         out = []
-        for item in source(s) or []:
+        items = source(s) or []
+        if equality is not None and items and type(items) is StaticRows:
+            items = _candidates(items, equality, s)
+        for item in items:
             inner.locals[var] = item
             if where is None or where(inner) is True:
                 out.append((body(inner), [k(inner) for k in keys]))
@@ -408,6 +464,39 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
     if e.op == "comp":
         return lambda s: [value for value, _ in rows(s)]
     return lambda s: _aggregate(func, [value for value, _ in rows(s)])
+
+
+def _field_equality(where: Expr | None, var: str,
+                    lets: LetTable | None) -> tuple[str, Fn] | None:
+    """(field, value) when `where` is `var.field == value` with `value` free of `var`.
+
+    Such a filter over a static table is answered from the table's index
+    instead of a scan; `where` is still applied to the candidates, so the index
+    only has to be a superset of the matches.
+    """
+    if where is None or where.op != "binary" or where.kind != "==":
+        return None
+    from eairdsl.ir import walk_expr
+
+    for side, other in ((where.args[0], where.args[1]), (where.args[1], where.args[0])):
+        if (side.op == "attr" and side.args[0].op == "ref" and side.args[0].name == var
+                and side.args[0].kind in ("local", "param") and not any(
+                    x.op == "ref" and x.name == var and x.kind in ("local", "param")
+                    for x in walk_expr(other, lets.lets if lets else {}))):
+            return side.name or "", compile_expr(other, lets)
+    return None
+
+
+def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> list[Row]:
+    field_name, value_of = equality
+    value = value_of(s)
+    index = rows.by_field(field_name)
+    if index is None:
+        return rows
+    try:
+        return index.get(value, [])
+    except TypeError:  # an unhashable value (a list or a row): scan
+        return rows
 
 
 def _compile_quant(e: Expr, lets: LetTable | None) -> Fn:

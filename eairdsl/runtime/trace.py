@@ -77,16 +77,27 @@ class TraceResult(BaseModel):
     steps: int
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def to_json(value: Any) -> Any:
-    """Plain JSON data for any runtime value (rows, field sets, nested lists)."""
+    """Plain JSON data for any runtime value (rows, field sets, nested lists).
+
+    Tool results carry whole tables, so the common case — a scalar field — is
+    answered inline without a call per field.
+    """
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is float:
+        return int(value) if value.is_integer() else value
     if isinstance(value, FieldSet):
         return {"record": value.record, "fields": value.names}
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else to_json(v)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return [v if type(v) in _PLAIN else to_json(v) for v in value]
     return value
 
 
@@ -121,10 +132,18 @@ class Event:
     call: str | None
     final: bool | None
 
-    def __init__(self, **fields: Any) -> None:
-        for name in _EVENT_FIELDS:
-            setattr(self, name, fields.get(name))
+    def __init__(self, step: str, t: float, kind: str, actor: str,
+                 recipient: str | None = None, edge: str | None = None,
+                 content: str | None = None, tool: str | None = None,
+                 args: dict[str, Any] | None = None, result: Any = None,
+                 rejected: bool | None = None, reason: str | None = None,
+                 diff: dict[str, Any] | None = None, task: int | None = None,
+                 call: str | None = None, final: bool | None = None) -> None:
         self.type = "event"
+        self.step, self.t, self.kind, self.actor = step, t, kind, actor
+        self.recipient, self.edge, self.content, self.tool = recipient, edge, content, tool
+        self.args, self.result, self.rejected, self.reason = args, result, rejected, reason
+        self.diff, self.task, self.call, self.final = diff, task, call, final
 
     def as_dict(self) -> dict[str, Any]:
         return {n: v for n in _EVENT_FIELDS if (v := getattr(self, n)) is not None}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-__all__ = ["Row", "Rows", "FieldSet", "render_value", "add_days", "quarter_of"]
+__all__ = ["Row", "Rows", "StaticRows", "FieldSet", "render_value", "add_days", "quarter_of"]
 
 
 class Row(dict[str, Any]):
@@ -33,6 +33,33 @@ class Rows(list[Row]):
     def __init__(self, record: str, rows: list[Row]) -> None:
         super().__init__(rows)
         self.record = record
+
+
+class StaticRows(Rows):
+    """All rows of a record no tool appends to: built once, shared by every episode.
+
+    Rows are never mutated, so a static table can be indexed by a field once and
+    the index reused by every `[x for x in R where x.f == v]` of every episode.
+    """
+
+    __slots__ = ("_indexes",)
+
+    def __init__(self, record: str, rows: list[Row]) -> None:
+        super().__init__(record, rows)
+        self._indexes: dict[str, dict[Any, list[Row]] | None] = {}
+
+    def by_field(self, name: str) -> dict[Any, list[Row]] | None:
+        """Rows by their value of field `name`, in table order (None if unindexable)."""
+        if name not in self._indexes:
+            groups: dict[Any, list[Row]] = {}
+            try:
+                for row in self:
+                    groups.setdefault(row.get(name), []).append(row)
+            except TypeError:  # an unhashable field value: scan instead
+                self._indexes[name] = None
+                return None
+            self._indexes[name] = groups
+        return self._indexes[name]
 
 
 class FieldSet:

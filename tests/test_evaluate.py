@@ -1,0 +1,139 @@
+"""Expression evaluation shortcuts must never change a value.
+
+The evaluator answers `[x for x in T where x.f == v]` over a static table from
+an index, keys `let` memos of rows and lists by identity, and shares static
+tables between episodes. Each shortcut is checked here against the plain
+computation it replaces, on the awkward values (none, missing fields, 1 vs
+1.0, NaN, unhashable values).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eairdsl.api import resolve_world, run_episode
+from eairdsl.ir import Expr, LetIR, World
+from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.runtime.evaluate import Authorizer, LetTable, Scope, compile_expr
+from eairdsl.runtime.trace import Event, TraceEvent
+from eairdsl.runtime.values import Row, Rows, StaticRows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return resolve_world(ROOT / "tests" / "fixtures" / "run" / "mini.eair")
+
+
+def _scope(world: World, table: list[Row], **locals_: Any) -> Scope:
+    return Scope(world=world, levers={}, states={}, records={"t": table}, documents={},
+                 authorizer=Authorizer(world, {}), locals=dict(locals_))
+
+
+def _ref(kind: str, name: str) -> Expr:
+    return Expr(op="ref", kind=kind, name=name)
+
+
+def _field(var: str, name: str) -> Expr:
+    return Expr(op="attr", name=name, args=[_ref("local", var)])
+
+
+def _filter(value: Expr, *, flipped: bool = False) -> Expr:
+    """[x.id for x in t where x.k == value] (or value == x.k)."""
+    sides = [value, _field("x", "k")] if flipped else [_field("x", "k"), value]
+    return Expr(op="comp", name="x", source=_ref("record", "t"), body=_field("x", "id"),
+                where=Expr(op="binary", kind="==", args=sides))
+
+
+ROWS = [{"id": 1, "k": "a"}, {"id": 2, "k": 1}, {"id": 3}, {"id": 4, "k": None},
+        {"id": 5, "k": "a"}, {"id": 6, "k": 1.0}, {"id": 7, "k": True}, {"id": 8, "k": math.nan}]
+
+
+@pytest.mark.parametrize("flipped", [False, True])
+@pytest.mark.parametrize("value", ["a", "b", 1, 1.0, None, True, math.nan, ["a"], {"k": 1}])
+def test_indexed_filter_equals_a_scan(world: World, value: Any, flipped: bool) -> None:
+    """An index over a static table finds exactly what scanning it finds, in table order."""
+    fn = compile_expr(_filter(_ref("local", "v"), flipped=flipped))
+    rows = [Row("t", r) for r in ROWS]
+    scanned = fn(_scope(world, rows, v=value))  # a plain list: always scanned
+    indexed = fn(_scope(world, StaticRows("t", rows), v=value))
+    assert indexed == scanned
+    expected = [r["id"] for r in ROWS if r.get("k") == value]
+    assert scanned == expected
+
+
+def test_filter_whose_value_reads_the_item_is_not_indexed(world: World) -> None:
+    """`x.k == x.id` depends on the item: it must be scanned, and still be right."""
+    fn = compile_expr(_filter(_field("x", "id")))
+    rows = StaticRows("t", [Row("t", {"id": 1, "k": 1}), Row("t", {"id": 2, "k": 3})])
+    assert fn(_scope(world, rows)) == [1]
+
+
+def test_table_with_unhashable_values_falls_back_to_a_scan(world: World) -> None:
+    rows = StaticRows("t", [Row("t", {"id": 1, "k": ["a"]}), Row("t", {"id": 2, "k": "a"})])
+    fn = compile_expr(_filter(_ref("local", "v")))
+    assert rows.by_field("k") is None
+    assert fn(_scope(world, rows, v="a")) == [2]
+    assert fn(_scope(world, rows, v=["a"])) == [1]
+
+
+def test_let_memo_keys_rows_and_lists_by_identity_without_mixing_values(world: World) -> None:
+    """Equal-looking and distinct arguments each get their own value; repeats hit the memo."""
+    body = Expr(op="agg", kind="count", body=_ref("param", "xs"))
+    table = LetTable({"size": LetIR(name="size", params=["xs"], body=body)})
+    call = table.caller("size")
+    scope = _scope(world, [])
+    first, second = [1, 2], [1, 2, 3]
+    assert call([first], scope) == 2
+    assert call([second], scope) == 3
+    assert call([first], scope) == 2
+    row_a, row_b = Row("t", {"id": 1}), Row("t", {"id": 1, "k": 2})
+    read_k = Expr(op="attr", name="k", args=[_ref("param", "r")])
+    k_of = LetTable({"k_of": LetIR(name="k_of", params=["r"], body=read_k)}).caller("k_of")
+    assert k_of([row_a], scope) is None
+    assert k_of([row_b], scope) == 2
+    assert k_of([Row("t", {"id": 1, "k": 3})], scope) == 3
+    assert k_of([row_a], scope) is None
+    # Both definitions read nothing that moves: memoised for the episode, each
+    # entry holding its argument so an identity key cannot be reused meanwhile.
+    memo = scope.episode_memo
+    assert len(memo) == 5
+    assert all(isinstance(args, list) for args, _ in memo.values())
+
+
+def test_static_tables_are_shared_and_ledgers_copied(world: World) -> None:
+    compiled = CompiledWorld(world)
+    for record in world.records:
+        if record.name in compiled.mutable:
+            assert record.name not in compiled.static_rows
+        else:
+            rows = compiled.static_rows[record.name]
+            assert isinstance(rows, Rows) and [dict(r) for r in rows] == record.rows
+
+
+def test_event_takes_every_trace_field() -> None:
+    """The runtime's light Event and the documented TraceEvent name the same fields."""
+    params = list(inspect.signature(Event.__init__).parameters)[1:]
+    assert params == [name for name in TraceEvent.model_fields if name != "type"]
+
+
+def test_episodes_in_a_row_and_in_a_thread_reuse_no_stale_state(world: World,
+                                                                 tmp_path: Path) -> None:
+    """run_episode keeps one event loop per thread; results do not depend on it."""
+    import threading
+
+    first = run_episode(world, None, None, 3, out=tmp_path / "a")
+    again = run_episode(world, None, None, 3, out=tmp_path / "b")
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(
+        run_episode(world, None, None, 3, out=tmp_path / "c")))
+    thread.start()
+    thread.join()
+    texts = [Path(r.trace_path or "").read_bytes() for r in (first, again, box[0])]
+    assert texts[0] == texts[1] == texts[2]
