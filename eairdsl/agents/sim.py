@@ -59,10 +59,8 @@ class SimAgent:
         self.rng = random.Random(f"{seed}:{party}:{profile}")
         # A plan step is (what, tool, args): "call" a read now, "send" or "act" when reached.
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
-        self._evidence_key: tuple[int, int] | None = None
         # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
         self._derived: dict[tuple[int, str], tuple[MemoryItem, Any]] = {}
-        self._evidence_text = ""
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
         obs = observation
@@ -164,15 +162,18 @@ class SimAgent:
             return obs.request.text
         return None
 
-    def _evidence(self, obs: Observation) -> str:
-        """This task's successful tool results as lower-case text (cached per memory size)."""
-        key = (obs.task, len(obs.memory))
-        if self._evidence_key != key:
-            self._evidence_key = key
-            self._evidence_text = " ".join(
-                self._memo(m, "lower", _lower) for m in obs.memory
-                if m.task == obs.task and m.kind == "tool_result" and not m.rejected)
-        return self._evidence_text
+    def _evidence(self, obs: Observation) -> list[MemoryItem]:
+        """This task's successful tool results: what the agent has read so far."""
+        return [m for m in obs.memory
+                if m.task == obs.task and m.kind == "tool_result" and not m.rejected]
+
+    def _mentioned(self, item: MemoryItem, choice: str) -> int:
+        """How often one result names a choice, counted once per result and choice."""
+        counts: dict[str, int] = self._memo(item, "mentions", lambda _: {})
+        count = counts.get(choice)
+        if count is None:
+            count = counts[choice] = _mentions(self._memo(item, "lower", _lower), choice)
+        return count
 
     def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
         """A choice backed by evidence the agent read, else by an authority's claim.
@@ -183,7 +184,8 @@ class SimAgent:
         probability `deference`.
         """
         evidence = self._evidence(obs)
-        counts = {c: _mentions(evidence, c) for c in choices} if evidence else {}
+        counts = {c: sum(self._mentioned(m, c) for m in evidence)
+                  for c in choices} if evidence else {}
         best = max(counts.values(), default=0)
         if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
             return max(counts, key=lambda c: counts[c])

@@ -127,6 +127,7 @@ class Episode:
         self.active = 0
         self.scheduled = 0
         self.episode_memo: dict[tuple[Any, ...], Any] = {}
+        self._scope_base: dict[str, Any] | None = None
         self.version = 0  # bumped by every state change; keys cached tool specs
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
@@ -173,11 +174,27 @@ class Episode:
     # ------------------------------------------------------------ scopes
     def scope(self, context: dict[str, Any] | None = None,
               args: dict[str, Any] | None = None) -> Scope:
-        return Scope(world=self.compiled.world, levers=self.levers, states=self.states,
-                     records=self.records, documents=self.documents, authorizer=self.authorizer,
-                     instance=self.instance, context=context, trace=self.trace,
-                     now=float(self.env.now), start_date=self.start_date,
-                     locals=dict(args or {}), episode_memo=self.episode_memo)
+        """A fresh evaluation context (its own `let` memo) on the episode's live state.
+
+        Built from a template of the fields that never change within the
+        episode: scopes are made for every guard, result and effect.
+        """
+        base = self._scope_base
+        if base is None or base["start_date"] != self.start_date:
+            base = self._scope_base = Scope(
+                world=self.compiled.world, levers=self.levers, states=self.states,
+                records=self.records, documents=self.documents, authorizer=self.authorizer,
+                instance=self.instance, trace=self.trace, start_date=self.start_date,
+                episode_memo=self.episode_memo).__dict__
+        scope = Scope.__new__(Scope)
+        fields = scope.__dict__
+        fields.update(base)
+        fields["context"] = context
+        fields["now"] = float(self.env.now)
+        fields["locals"] = dict(args) if args else {}
+        fields["measures"] = {}
+        fields["memo"] = {}
+        return scope
 
     def principal_of(self, party: str) -> str:
         p = self.compiled.parties.get(party)

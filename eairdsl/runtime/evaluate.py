@@ -112,15 +112,24 @@ class LetTable:
                 fn = fns[name] = compile_expr(let.body, self)
             return fn
 
+        bare = (name,)
+        single = params[0] if len(params) == 1 else None
+
         def call(args: list[Any], s: Scope) -> Any:
-            key = (name, *map(_memo_key, args))
+            if not args:
+                key: tuple[Any, ...] = bare
+            elif len(args) == 1:  # the common case, without a call per argument
+                a = args[0]
+                key = (name, a if type(a) in _PLAIN else _memo_key(a))
+            else:
+                key = (name, *map(_memo_key, args))
             memo = s.episode_memo if episode else s.memo
             hit = memo.get(key, _MISSING)
             if hit is not _MISSING:
                 return hit[1]
             inner = Scope.__new__(Scope)
             inner.__dict__.update(s.__dict__)
-            inner.locals = dict(zip(params, args, strict=False))
+            inner.locals = {single: args[0]} if single else dict(zip(params, args, strict=False))
             value = body()(inner)
             # The arguments are kept with the value: an identity key stays unique while held.
             memo[key] = (args, value)
@@ -129,6 +138,7 @@ class LetTable:
 
 
 _MISSING = object()
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> bool:
@@ -551,6 +561,12 @@ def _compile_call(e: Expr, lets: LetTable | None) -> Fn:
             kw = {k: f(s) for f, k in zip(args, keys, strict=True) if k}
             return impl(s, *pos, **kw)
         return keyword_call
+    if len(args) == 1:
+        only = args[0]
+        return lambda s: impl(s, only(s))
+    if len(args) == 2:
+        first, second = args
+        return lambda s: impl(s, first(s), second(s))
     return lambda s: impl(s, *[f(s) for f in args])
 
 
