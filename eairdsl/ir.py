@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class _Model(BaseModel):
@@ -164,6 +164,10 @@ class InducerIR(_Model):
     shifts: dict[str, float] = Field(default_factory=dict)
     cost: Expr | None = None
     points: Expr | None = None
+    #: a warning that fires after each successful call of this tool (in its scope)
+    on: str | None = None
+    #: a warning's recipients, evaluated when it fires (else `roles`)
+    to: Expr | None = None
 
 
 class GuardIR(_Model):
@@ -515,9 +519,11 @@ def _inducer(lo: _Lowerer, inducer: A.InducerDecl) -> InducerIR:
             out.text = c.text
         elif c.key == "from":
             out.sender = c.name
+        elif c.key == "on":
+            out.on = c.name
         elif c.key == "shift" and c.name:
             out.shifts[c.name] = float(c.number or 0)
-        elif c.key in ("when", "at", "every", "cost", "points"):
+        elif c.key in ("when", "at", "every", "cost", "points", "to"):
             setattr(out, c.key, lo.opt(c.expr))
     return out
 

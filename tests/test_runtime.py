@@ -335,3 +335,38 @@ def test_sim_prefers_evidence_then_authority() -> None:
     peer = _obs([], 1, claim)
     peer.traits = dict(PROFILES["sim:reckless"])
     assert agent._args(peer, spec) == {"cause": "vendor_outage"}  # committal: last member
+
+
+def test_warning_on_a_tool_call_goes_to_its_caller(tmp_path: Path) -> None:
+    """`on refund` fires after each successful refund, to the caller alone, with its shift."""
+    import shutil
+
+    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
+    source = MINI.read_text(encoding="utf-8") + (
+        '\nactor supervisor scripted {\n  description "Watches refunds."\n}\n'
+        "\ninducer big_refund : warning {\n  on refund\n  to context.caller\n"
+        "  when amount >= $10\n  from supervisor\n"
+        '  text "Refunds of $10 or more are reviewed."\n  shift diligence +0.5\n}\n')
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    results = run_episodes(world, "baseline", seed=0, episodes=12, agents="sim:reckless",
+                           out=tmp_path / "out")
+    fired = 0
+    for result in results:
+        trace = read_trace(Path(result.trace_path or ""))
+        refunds = {e.step: e for e in trace.events
+                   if e.kind == "tool_call" and e.tool == "refund"}
+        results_by_call = {e.call: e for e in trace.events if e.kind == "tool_result"}
+        warnings = [e for e in trace.events if e.kind == "message" and e.actor == "supervisor"]
+        expected = []
+        for step, call in refunds.items():
+            outcome = results_by_call[step]
+            if not outcome.rejected and (call.args or {}).get("amount", 0) >= 10:
+                expected.append(call.actor)
+        assert [w.recipient for w in warnings] == expected
+        for w in warnings:  # right after the result of the call that fired it
+            index = trace.events.index(w)
+            assert trace.events[index - 1].kind == "tool_result"
+            assert trace.events[index - 1].tool == "refund"
+        fired += len(warnings)
+    assert fired > 0

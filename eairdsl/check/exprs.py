@@ -114,7 +114,8 @@ class ExprChecker:
         elif name in w.enums:
             res, t = Resolution("enum", name), T.Type("enum_type", name)
         elif name in ("instance", "context"):
-            where = "a tool" if name == "context" else "a place that runs per task instance"
+            where = ("a tool or a warning `on` a tool" if name == "context"
+                     else "a place that runs per task instance")
             self.error("E305", f"'{name}' is only available inside {where}", expr)
             return self.record(expr, T.ANY)
         else:
@@ -505,10 +506,23 @@ def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 
 def _check_inducer(c: ExprChecker, inducer: A.InducerDecl) -> None:
     scope = Scope(f"inducer {inducer.name}")
+    on = next((cl.name for cl in inducer.clauses if cl.key == "on"), None)
+    tool = c.world.tools.get(on or "")
+    if tool is not None:  # fires inside that tool's call: its context and arguments
+        from eairdsl.check.signatures import resolve_type
+
+        scope = Scope(f"inducer {inducer.name}", context=True, params={
+            p.name: resolve_type(c.world, p.type, Diagnostics()) for p in tool.params})
     for clause in inducer.clauses:
         if clause.expr is None:
             continue
-        if clause.key == "when":
+        if clause.key == "to":
+            t = c.check(clause.expr, scope)
+            if not (T.compatible(T.PARTY, t) or T.compatible(T.list_of(T.PARTY), t)):
+                c.error("E402", f"a warning's `to` names a participant or a list of them, "
+                        f"not {t}", clause.expr, "e.g. `to context.caller` or "
+                        "`to [billing, support]`")
+        elif clause.key == "when":
             c.expect(clause.expr, T.BOOL, scope, "an inducer's `when`")
         elif clause.key in ("at", "every", "cost"):
             c.expect(clause.expr, T.DURATION, scope, f"an inducer's `{clause.key}`")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
+from eairdsl.syntax import ast as A
 
 __all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS"]
 
@@ -34,7 +35,7 @@ CLOCK_UNITS = ("min", "h", "days")
 _INDUCER_CLAUSES = {
     "prompt_clause": {"roles", "when", "text", "shift"},
     "dashboard": {"roles", "when", "text", "shift"},
-    "warning": {"roles", "when", "text", "at", "every", "from", "shift"},
+    "warning": {"roles", "when", "text", "at", "every", "from", "shift", "on", "to"},
     "deadline": {"roles", "when", "text", "at", "shift"},
     "cost_ledger": {"roles", "when", "text", "cost", "points", "shift"},
     "power": {"roles", "when", "text", "points", "from", "shift"},
@@ -121,13 +122,32 @@ def _check_inducers(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                     _party_ref(world, name, clause.span, diagnostics)
             elif clause.key == "from" and clause.name:
                 _party_ref(world, clause.name, clause.span, diagnostics)
+            elif clause.key == "on" and clause.name:
+                _declared(world, clause.name, list(world.tools), "tool", clause.span,
+                          diagnostics)
             elif clause.key == "shift" and clause.name not in TRAITS:
                 diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
                                   did_you_mean(clause.name or "", TRAITS) or
                                   f"traits are {', '.join(TRAITS)}")
+        _check_trigger(inducer, diagnostics)
         if inducer.kind == "prompt_clause" and not any(c.key == "text" for c in inducer.clauses):
             diagnostics.error("E507", f"prompt clause '{inducer.name}' has no `text`",
                               inducer.span, "a prompt clause adds its text to role cards")
+
+
+def _check_trigger(inducer: A.InducerDecl, diagnostics: Diagnostics) -> None:
+    """A warning fires on a tool call or at times, and goes to `to` or to `roles`."""
+    keys = {c.key: c for c in inducer.clauses}
+    if "on" in keys:
+        for timed in ("at", "every"):
+            if timed in keys:
+                diagnostics.error("E506", f"a warning `on` a tool call takes no `{timed}`",
+                                  keys[timed].span, "it fires after each successful call of "
+                                  "that tool; drop `" + timed + "` or `on`")
+    if "to" in keys and "roles" in keys:
+        diagnostics.error("E506", "a warning takes `to` or `roles`, not both", keys["to"].span,
+                          "`to EXPR` names the recipients when it fires; `roles` lists them "
+                          "in advance")
 
 
 def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
@@ -166,8 +186,9 @@ def _check_parties(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         allowed = _PARTY_CLAUSES[party.kind]
         for clause in party.clauses:
             if clause.key not in allowed:
-                diagnostics.error("E506", f"a {party.kind} takes no `{clause.key}`", clause.span,
-                                  f"it takes {', '.join(sorted(allowed))}")
+                diagnostics.error("E506",
+                                  f"{_article(party.kind)} {party.kind} takes no `{clause.key}`",
+                                  clause.span, f"it takes {', '.join(sorted(allowed))}")
             if clause.key == "model" and clause.name not in MODEL_BINDINGS:
                 diagnostics.error("E505", f"unknown model binding '{clause.name}'", clause.span,
                                   did_you_mean(clause.name or "", MODEL_BINDINGS) or
@@ -251,3 +272,7 @@ def _check_protected(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             else:
                 diagnostics.error("E301", f"cannot protect unknown declaration '{item}'",
                                   decl.span, did_you_mean(item, world.decls))
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"

@@ -75,6 +75,11 @@ class CompiledWorld:
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
+        # Warnings that fire after a tool call (`on TOOL`), by tool.
+        self.on_tool: dict[str, list[Any]] = {}
+        for inducer in world.inducers:
+            if inducer.kind == "warning" and inducer.on is not None:
+                self.on_tool.setdefault(inducer.on, []).append(inducer)
 
     def fn(self, expr: Expr) -> Any:
         key = id(expr)
@@ -210,8 +215,8 @@ class Episode:
             for scheduled in party.events:
                 self.env.process(self._scheduled(party, scheduled))
         for inducer in self.compiled.world.inducers:
-            if inducer.kind != "warning":
-                continue
+            if inducer.kind != "warning" or inducer.on is not None:
+                continue  # `on TOOL` warnings fire from call_tool
             if inducer.at is None and inducer.every is None and inducer.when is not None:
                 self.triggered.append(inducer)
             else:
@@ -299,9 +304,20 @@ class Episode:
                 self._warn(inducer)
             self.trigger_state[inducer.name] = now
 
-    def _warn(self, inducer: Any) -> None:
+    def _warn(self, inducer: Any, scope: Scope | None = None) -> None:
+        """Deliver a warning to its recipients' memory and shift their traits.
+
+        `to EXPR` names the recipients when the warning fires (in `scope`, the
+        tool call's for an `on TOOL` warning); otherwise `roles`, else every role.
+        """
         sender = inducer.sender or "manager"
-        roles = inducer.roles or [p.name for p in self.compiled.world.parties if p.kind == "role"]
+        if inducer.to is not None:
+            named = self.compiled.eval(inducer.to, scope or self.scope())
+            named = named if isinstance(named, list) else [named]
+            roles = [r for r in named if isinstance(r, str) and r in self.memory]
+        else:
+            roles = inducer.roles or [p.name for p in self.compiled.world.parties
+                                      if p.kind == "role"]
         for role in roles:
             self.trace.add(t=float(self.env.now), kind="message", actor=sender, recipient=role,
                            edge=f"{sender}->{role}", content=inducer.text or "")
@@ -527,7 +543,14 @@ class Episode:
                 scope = self.scope(context, args)
         except EvalError as exc:
             return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
-        return self._result(task, event.step, tool.name, result)
+        recorded = self._result(task, event.step, tool.name, result)
+        for inducer in self.compiled.on_tool.get(tool.name, ()):
+            try:
+                if inducer.when is None or truthy(self.compiled.eval(inducer.when, scope)):
+                    self._warn(inducer, scope)
+            except EvalError as exc:
+                self.invalid.append(f"warning {inducer.name} failed: {exc}")
+        return recorded
 
     def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
                                                                         str | None]:

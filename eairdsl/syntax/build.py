@@ -453,6 +453,14 @@ class AstBuilder(Transformer[Token, Any]):
         return self._clause(meta, "points", expr=c[0])
 
     @v_args(meta=True)
+    def inducer_on(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "on", name=str(c[0]))
+
+    @v_args(meta=True)
+    def inducer_to(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "to", expr=c[0])
+
+    @v_args(meta=True)
     def tool_decl(self, meta: Meta, c: list[Any]) -> A.ToolDecl:
         # Children: NAME, (None | param+), (None | return type), clause*
         i = 1

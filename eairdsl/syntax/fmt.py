@@ -336,7 +336,7 @@ def _clause(c: A.Clause, indent: str) -> str:
     if key in ("title", "operation", "preserves", "description", "text", "card", "kpi",
                "objective"):
         return f"{key} {text()}"
-    if key in ("risk", "clock", "kind", "source", "from", "model", "memory"):
+    if key in ("risk", "clock", "kind", "source", "from", "model", "memory", "on"):
         return f"{key} {c.name}"
     if key in ("seeds", "authority"):
         return f"{key} {c.number}"
@@ -346,7 +346,7 @@ def _clause(c: A.Clause, indent: str) -> str:
         return "forbid [" + ", ".join(format_string(s, indent) for s in c.strings) + "]"
     if key == "roles":
         return "roles " + ", ".join(c.names)
-    if key in ("rule", "when", "at", "every", "cost", "points", "returns", "principal"):
+    if key in ("rule", "when", "at", "every", "cost", "points", "returns", "principal", "to"):
         return f"{key} {expr(c.expr)}"
     if key == "require":
         guard = f"reject {text()}" if c.action == "reject" else f"route {c.target}"
