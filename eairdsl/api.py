@@ -18,11 +18,10 @@ from pydantic import BaseModel, ValidationError
 
 from eairdsl import __version__
 from eairdsl.agents.protocol import Agent
-from eairdsl.agents.sim import PROFILES, TRAITS, SimAgent
+from eairdsl.agents.sim import PROFILES, SimAgent
 from eairdsl.ir import World, load_world
 from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import CompiledWorld, Episode
-from eairdsl.runtime.evaluate import truthy
 from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
 
 if TYPE_CHECKING:
@@ -105,31 +104,18 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
     if profile not in PROFILES and not use_llm:
         raise UsageError(f"unknown agents '{profile}'; choose one of {', '.join(PROFILES)}, llm")
     sim_profile = profile if profile in PROFILES else "sim"
-    world = compiled.world
-    levers = compiled.conditions[condition].levers
-    from eairdsl.runtime.evaluate import Authorizer, Scope
-
-    scope = Scope(world=world, levers=levers, states={}, records={}, documents={},
-                  authorizer=Authorizer(world, {}), instance=instance)
     agents: dict[str, Agent] = {}
     traits: dict[str, dict[str, float]] = {}
-    for party in world.parties:
+    for party in compiled.world.parties:
         if party.kind == "actor":
             continue
         values = dict(PROFILES[sim_profile])
         if sim_profile == "sim":
             for trait, delta in party.traits.items():  # `trait NAME ±x` shifts the baseline
                 values[trait] = values.get(trait, 0.5) + delta
-            for inducer in world.inducers:
-                if inducer.roles and party.name not in inducer.roles:
-                    continue
-                if inducer.kind == "warning":
-                    continue  # a warning shifts traits when it fires (runtime/engine.py)
-                if inducer.when is not None and not truthy(compiled.eval(inducer.when, scope)):
-                    continue
-                for trait, delta in inducer.shifts.items():
-                    values[trait] = values.get(trait, 0.5) + delta
-        traits[party.name] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
+        # Inducers shift these, and they are clamped to [0, 1], as the episode starts
+        # (runtime/engine.py), when the initial state is there to read.
+        traits[party.name] = values
         agents[party.name] = SimAgent(party.name, seed, sim_profile)
     if use_llm:  # parties with a model get LLM agents; the rest stay sim
         from eairdsl.agents.llm import LLMSettings, llm_agents
@@ -203,7 +189,7 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                          eairdsl_version=__version__)
     trace = Trace(header)
     episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
-                      shift_traits=agents == "sim")
+                      shift_traits=agents in ("sim", "llm") or (llm is not None and llm.active))
     try:
         await episode.run()
     except Exception as exc:

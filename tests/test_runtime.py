@@ -370,3 +370,36 @@ def test_warning_on_a_tool_call_goes_to_its_caller(tmp_path: Path) -> None:
             assert trace.events[index - 1].tool == "refund"
         fired += len(warnings)
     assert fired > 0
+
+
+@pytest.mark.parametrize("days_left,shifted", [(10, True), (40, False)])
+def test_standing_inducer_reads_the_initial_state(tmp_path: Path, days_left: int,
+                                                  shifted: bool) -> None:
+    """A deadline's `when` sees the initial state and today's date, as the episode starts."""
+    import shutil
+
+    from eairdsl.api import _agents
+    from eairdsl.runtime.trace import Trace, TraceHeader
+
+    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
+    source = MINI.read_text(encoding="utf-8") + (
+        f"\nstate start_date : date = 2026-03-31 - {days_left} days\n"
+        "state quarter_end : date = 2026-03-31\n"
+        "\ninducer quarter_close : deadline {\n  roles desk_a\n"
+        "  when quarter_end - today() <= 30 days\n  shift diligence -0.25\n}\n")
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    compiled = CompiledWorld(world)
+    inst = world.instances[0]
+    episodes = {}
+    for profile in ("sim", "sim:compliant"):
+        agents, traits = _agents(compiled, "baseline", inst, 0, profile)
+        header = TraceHeader(world="mini", digest=world.digest, condition="baseline",
+                             levers={}, instance="c1", seed=0, agents={}, eairdsl_version="t")
+        episodes[profile] = Episode(compiled, "baseline", inst, 0, agents, traits,
+                                    Trace(header), shift_traits=profile == "sim")
+    sim = episodes["sim"].traits
+    assert sim["desk_a"]["diligence"] == (0.25 if shifted else 0.5)
+    assert sim["desk_b"]["diligence"] == 0.5  # not in the inducer's roles
+    assert episodes["sim:compliant"].traits["desk_a"]["diligence"] == 1.0  # self-tests unshifted
+    assert all(0.0 <= v <= 1.0 for t in sim.values() for v in t.values())

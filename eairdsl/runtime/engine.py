@@ -26,6 +26,7 @@ from eairdsl.agents.protocol import (
     ToolCall,
     ToolSpec,
 )
+from eairdsl.agents.sim import TRAITS
 from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
     Authorizer,
@@ -125,7 +126,8 @@ class Episode:
     traits: dict[str, dict[str, float]]
     trace: Trace
     invalid: list[str] = field(default_factory=list)
-    #: whether warnings shift traits when they fire (the `sim` profile, not the self-tests)
+    #: whether inducers shift the sim traits — standing ones as the episode starts,
+    #: warnings when they fire (the `sim` profile, not the self-test profiles)
     shift_traits: bool = True
 
     def __post_init__(self) -> None:
@@ -175,6 +177,34 @@ class Episode:
                 self.forward.setdefault(ch.parties[0], []).extend(ch.parties[1:])
             elif ch.kind == "merge":
                 self.merges.append((ch.parties[:-1], ch.parties[-1], {}))
+        self._standing_shifts()
+
+    def _standing_shifts(self) -> None:
+        """Apply the inducers other than warnings to the sim traits, then clamp to [0, 1].
+
+        Their `when` is read as the episode starts — levers, the instance and the
+        initial state (a deadline's distance from `today()`, say) — so it can
+        key on the world's state, not only on the lever that set it.
+        """
+        if self.shift_traits:
+            scope = self.scope()
+            for inducer in self.compiled.world.inducers:
+                if inducer.kind == "warning" or not inducer.shifts:
+                    continue
+                try:
+                    on = inducer.when is None or truthy(self.compiled.eval(inducer.when, scope))
+                except EvalError as exc:
+                    self.invalid.append(f"inducer {inducer.name}: {exc}")
+                    continue
+                if not on:
+                    continue
+                for party, values in self.traits.items():
+                    if inducer.roles and party not in inducer.roles:
+                        continue
+                    for trait, delta in inducer.shifts.items():
+                        values[trait] = values.get(trait, 0.5) + delta
+        for party, values in self.traits.items():
+            self.traits[party] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
 
     # ------------------------------------------------------------ scopes
     def scope(self, context: dict[str, Any] | None = None,
