@@ -61,17 +61,19 @@ def topology_graph(world: World) -> nx.MultiDiGraph:
     for doc in world.documents:
         g.add_node(f"document:{doc.name}", kind="document", label=doc.name)
     for ch in world.channels:
+        # A channel that carries answers only while its `when` holds says so on its edges.
+        gated = {"label": "when …"} if ch.when is not None else {}
         if ch.kind in ("direct", "delegation"):
-            g.add_edge(ch.parties[0], ch.parties[1], kind=ch.kind, via=ch.via)
+            g.add_edge(ch.parties[0], ch.parties[1], kind=ch.kind, via=ch.via, **gated)
         elif ch.kind == "fork":
             for target in ch.parties[1:]:
-                g.add_edge(ch.parties[0], target, kind="fork")
+                g.add_edge(ch.parties[0], target, kind="fork", **gated)
         elif ch.kind == "merge":
             for source in ch.parties[:-1]:
-                g.add_edge(source, ch.parties[-1], kind="merge")
+                g.add_edge(source, ch.parties[-1], kind="merge", **gated)
         elif ch.kind == "relay":
             for a, b in zip(ch.parties, ch.parties[1:], strict=False):
-                g.add_edge(a, b, kind="relay")
+                g.add_edge(a, b, kind="relay", **gated)
     for party in world.parties:
         for ref in party.tools:
             if f"tool:{ref.name}" in g:

@@ -248,6 +248,7 @@ class ChannelIR(_Model):
     kind: str
     parties: list[str]
     via: str | None = None
+    when: Expr | None = None
 
 
 class MeasureIR(_Model):
@@ -469,8 +470,8 @@ def lower(world: CheckedWorld) -> World:
         out.tools.append(_tool(lo, world, tool))
     for party in world.parties.values():
         out.parties.append(_party(lo, party))
-    out.channels = [ChannelIR(kind=c.kind, parties=list(c.parties), via=c.via)
-                    for c in world.channels]
+    out.channels = [ChannelIR(kind=c.kind, parties=list(c.parties), via=c.via,
+                              when=lo.opt(c.when)) for c in world.channels]
     out.instances = list(world.instances)
     out.measures = [MeasureIR(name=m.name, metric=m.metric, expr=lo.expr(m.expr),
                               when=lo.opt(m.when), at=_at(m.span))

@@ -108,6 +108,11 @@ def test_every_declaration_kind_prints_its_canonical_header() -> None:
     fork a -> b, c
     merge a, b -> c
     relay a -> b -> c
+    channel a -> c when   round() ==2
+    fork a -> b, c when x
+    merge a, b -> c when x
+    relay a -> b -> c when x
+    inducer w : warning { on t to context.caller }
     instances from "i.json" { id: text }
     instance one { x = 1 }
     let f(a: int, b: text) = a + 1
@@ -130,6 +135,8 @@ def test_every_declaration_kind_prints_its_canonical_header() -> None:
         "actor q scripted {", '  at 0 min say "hi" to r when y', "  at 1 h contact r",
         "simulator sim { }", "channel a -> b via c", "channel a -> b",
         "delegation a -> b via d", "fork a -> b, c", "merge a, b -> c", "relay a -> b -> c",
+        "channel a -> c when round() == 2", "fork a -> b, c when x", "merge a, b -> c when x",
+        "relay a -> b -> c when x", "  on t", "  to context.caller",
         'instances from "i.json" {', "instance one {", "let f(a: int, b: text) = a + 1",
         "  realized = a when b", "  metric m = 1",
         "protected measure, instances, authorization, t",

@@ -403,3 +403,31 @@ def test_standing_inducer_reads_the_initial_state(tmp_path: Path, days_left: int
     assert sim["desk_b"]["diligence"] == 0.5  # not in the inducer's roles
     assert episodes["sim:compliant"].traits["desk_a"]["diligence"] == 1.0  # self-tests unshifted
     assert all(0.0 <= v <= 1.0 for t in sim.values() for v in t.values())
+
+
+def test_channel_when_and_relay_route_answers(tmp_path: Path) -> None:
+    """A channel's `when` is read as an answer is passed on; a relay forwards B's answer to A."""
+    import shutil
+
+    shutil.copytree(PIPELINE.parent / "pipeline", tmp_path / "pipeline")
+    source = PIPELINE.read_text(encoding="utf-8")
+    source = source.replace(
+        'at 0 min say "Please process request n1." to intake',
+        'at 0 min say "Please process request n1." to intake\n'
+        '  at 1 days say "Please process request n1 again." to intake')
+    source = source.replace("fork intake -> left, right",
+                            "fork intake -> left, right when now() < 2 days")
+    source = source.replace("merge left, right -> writer",
+                            "merge left, right -> writer when now() >= 1 days\n\n"
+                            "relay source -> intake -> approver")
+    (tmp_path / "pipeline.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "pipeline.eair")
+    r = run_episode(world, None, None, 0, "sim:reckless", tmp_path / "out")
+    messages = [e for e in read_trace(Path(r.trace_path or "")).events if e.kind == "message"]
+    to_left = [e for e in messages if e.edge == "intake->left"]
+    assert len(to_left) == 2  # both rounds start before day 2
+    into_writer = [e for e in messages if e.recipient == "writer"]
+    assert len(into_writer) == 1 and into_writer[0].t >= 1440  # round 1's merge was closed
+    relayed = [e for e in messages if e.edge == "intake->approver"]
+    answers = [e for e in messages if e.edge == "intake->source"]
+    assert [e.content for e in relayed] == [e.content for e in answers] and len(relayed) == 2

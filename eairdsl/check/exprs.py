@@ -497,6 +497,9 @@ def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                 c.expect(clause.expr, T.BOOL, Scope("policy"), "a policy rule")
     for inducer in world.inducers.values():
         _check_inducer(c, inducer)
+    for channel in world.channels:
+        if channel.when is not None:
+            c.expect(channel.when, T.BOOL, Scope("channel"), "a channel's `when`")
     for tool in world.tools.values():
         _check_tool(c, tool)
     for party in world.parties.values():

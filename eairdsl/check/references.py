@@ -219,6 +219,10 @@ def _check_channels(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for channel in world.channels:
         for name in channel.parties:
             _party_ref(world, name, channel.span, diagnostics)
+        if channel.via is not None and channel.when is not None:
+            diagnostics.error("E506", "a channel used through a tool takes no `when`",
+                              channel.when.span, f"gate the tool instead: `tools {channel.via} "
+                              "when …` in the sender's participant block")
         if channel.via is not None:
             tool = world.tools.get(channel.via)
             if tool is None:

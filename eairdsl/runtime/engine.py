@@ -169,14 +169,20 @@ class Episode:
             if isinstance(value, str):
                 principals[value] = party.name
         # Message topology: where a participant's output goes once it answers a request.
-        self.forward: dict[str, list[str]] = {}
-        self.merges: list[tuple[list[str], str, dict[str, str]]] = []
+        # Each carries answers only while its `when` holds (None: always).
+        self.forward: dict[str, list[tuple[str, Expr | None]]] = {}
+        self.merges: list[tuple[list[str], str, dict[str, str], Expr | None]] = []
+        self.relays: list[tuple[str, str, str, Expr | None]] = []
         for ch in w.channels:
             # A channel `via TOOL` is used only through that tool; the others carry answers.
             if ch.kind in ("direct", "fork") and ch.via is None:
-                self.forward.setdefault(ch.parties[0], []).extend(ch.parties[1:])
+                self.forward.setdefault(ch.parties[0], []).extend(
+                    (target, ch.when) for target in ch.parties[1:])
             elif ch.kind == "merge":
-                self.merges.append((ch.parties[:-1], ch.parties[-1], {}))
+                self.merges.append((ch.parties[:-1], ch.parties[-1], {}, ch.when))
+            elif ch.kind == "relay":
+                a, b, c = ch.parties
+                self.relays.append((a, b, c, ch.when))
         self._standing_shifts()
 
     def _standing_shifts(self) -> None:
@@ -470,12 +476,24 @@ class Episode:
         return ""
 
     def _pass_on(self, party: PartyIR, sender: str, text: str, root: str | None) -> None:
-        """Deliver a participant's answer along its outgoing channels (direct, fork, merge)."""
-        for target in self.forward.get(party.name, []):
-            if target != sender:
+        """Deliver a participant's answer along its outgoing channels.
+
+        Direct and fork channels carry every answer; a relay `A -> B -> C`
+        carries B's answer to a task A sent; a merge collects one answer per
+        source and delivers them together. A channel's `when` is read as the
+        answer is passed on: while false, the channel carries nothing.
+        """
+        def open_(when: Expr | None) -> bool:
+            return when is None or truthy(self.compiled.eval(when, self.scope()))
+
+        for target, when in self.forward.get(party.name, []):
+            if target != sender and open_(when):
                 self._deliver(party, target, text, root)
-        for sources, target, inbox in self.merges:
-            if party.name in sources:
+        for source, hop, target, when in self.relays:
+            if hop == party.name and source == sender and target != sender and open_(when):
+                self._deliver(party, target, text, root)
+        for sources, target, inbox, when in self.merges:
+            if party.name in sources and open_(when):
                 inbox[party.name] = text
                 if all(src in inbox for src in sources):
                     merged = "\n\n".join(f"From {src}: {inbox[src]}" for src in sources)

@@ -416,6 +416,8 @@ class ChannelDecl(Node):
     kind: Literal["direct", "delegation", "fork", "merge", "relay"]
     parties: list[str]
     via: str | None = None
+    #: the channel carries answers only while this holds (read when one is passed on)
+    when: Expr | None = None
 
 
 class InstancesDecl(Node):

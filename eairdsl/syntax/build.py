@@ -606,7 +606,7 @@ class AstBuilder(Transformer[Token, Any]):
     @v_args(meta=True)
     def channel_direct(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
         return A.ChannelDecl(span=self._span(meta), kind="direct", parties=[str(c[0]), str(c[1])],
-                             via=str(c[2]) if c[2] is not None else None)
+                             via=str(c[2]) if c[2] is not None else None, when=c[3])
 
     @v_args(meta=True)
     def channel_delegation(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
@@ -615,15 +615,18 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def channel_fork(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
-        return A.ChannelDecl(span=self._span(meta), kind="fork", parties=[str(c[0]), *c[1]])
+        return A.ChannelDecl(span=self._span(meta), kind="fork", parties=[str(c[0]), *c[1]],
+                             when=c[2])
 
     @v_args(meta=True)
     def channel_merge(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
-        return A.ChannelDecl(span=self._span(meta), kind="merge", parties=[*c[0], str(c[1])])
+        return A.ChannelDecl(span=self._span(meta), kind="merge", parties=[*c[0], str(c[1])],
+                             when=c[2])
 
     @v_args(meta=True)
     def channel_relay(self, meta: Meta, c: list[Any]) -> A.ChannelDecl:
-        return A.ChannelDecl(span=self._span(meta), kind="relay", parties=[str(x) for x in c])
+        return A.ChannelDecl(span=self._span(meta), kind="relay",
+                             parties=[str(x) for x in c[:3]], when=c[3])
 
     # ------------------------------------------------------------ tasks and ground truth
     @v_args(meta=True)

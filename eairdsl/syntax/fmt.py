@@ -693,16 +693,17 @@ class _ModulePrinter:
             return "protected " + ", ".join(decl.items)
         if isinstance(decl, A.ChannelDecl):
             p = decl.parties
+            when = "" if decl.when is None else f" when {format_expr(decl.when)}"
             if decl.kind == "direct":
                 return f"channel {p[0]} -> {p[1]}" + ("" if decl.via is None
-                                                       else f" via {decl.via}")
+                                                       else f" via {decl.via}") + when
             if decl.kind == "delegation":
                 return f"delegation {p[0]} -> {p[1]} via {decl.via}"
             if decl.kind == "fork":
-                return f"fork {p[0]} -> {', '.join(p[1:])}"
+                return f"fork {p[0]} -> {', '.join(p[1:])}{when}"
             if decl.kind == "merge":
-                return f"merge {', '.join(p[:-1])} -> {p[-1]}"
-            return "relay " + " -> ".join(p)
+                return f"merge {', '.join(p[:-1])} -> {p[-1]}{when}"
+            return "relay " + " -> ".join(p) + when
         raise FormatterError(f"no printer for declaration {type(decl).__name__}")
 
 
