@@ -152,8 +152,10 @@ def run_episode(world: World | CompiledWorld, condition: str | None = None,
                 instance: str | None = None, seed: int = 0, agents: str = "sim",
                 out: Path | None = None, llm: LLMSettings | None = None) -> EpisodeResult:
     """Run one episode and (optionally) write its trace under `out`; `llm` binds models."""
-    return _loop().run_until_complete(
-        run_episode_async(world, condition, instance, seed, agents, out, llm))
+    episode = run_episode_async(world, condition, instance, seed, agents, out, llm)
+    if llm is None and agents != "llm":  # offline: nothing outlives the episode
+        return _loop().run_until_complete(episode)
+    return asyncio.run(episode)  # LLM clients may leave tasks; asyncio.run cancels them
 
 
 _LOCAL = threading.local()
@@ -164,6 +166,7 @@ def _loop() -> asyncio.AbstractEventLoop:
 
     `asyncio.run` builds and tears down a loop each time, which costs more than
     a short sim episode spends deciding; one loop per thread, closed at exit.
+    Only offline episodes use it: they leave no tasks behind.
     """
     loop: asyncio.AbstractEventLoop | None = getattr(_LOCAL, "loop", None)
     if loop is None or loop.is_closed():

@@ -223,9 +223,11 @@ class EventIR(_Model):
 
     kind: str
     at: Expr
+    #: the recipient when the world names it; else `to_expr`, evaluated when it fires
     to: str
     message: Expr | None = None
     when: Expr | None = None
+    to_expr: Expr | None = None
 
 
 class PartyIR(_Model):
@@ -237,6 +239,10 @@ class PartyIR(_Model):
     objective: str | None = None
     memory: str = "private"
     authority: int = 0
+    #: an authority computed as the episode starts (levers, instance); else `authority`
+    authority_expr: Expr | None = None
+    #: the name other agents see for this participant (else its name)
+    display: Expr | None = None
     principal: Expr | None = None
     description: str | None = None
     tools: list[ToolRefIR] = Field(default_factory=list)
@@ -574,8 +580,12 @@ def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
             setattr(out, c.key, c.name)
         elif c.key in ("card", "kpi", "objective", "description"):
             setattr(out, c.key, c.text)
+        elif c.key == "authority" and c.number is not None:
+            out.authority = int(c.number)
         elif c.key == "authority":
-            out.authority = int(c.number or 0)
+            out.authority_expr = lo.opt(c.expr)
+        elif c.key == "display":
+            out.display = lo.opt(c.expr)
         elif c.key == "principal":
             out.principal = lo.opt(c.expr)
         elif c.key == "tools":
@@ -583,8 +593,12 @@ def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
         elif c.key == "trait" and c.name:
             out.traits[c.name] = float(c.number or 0)
         elif c.key in ("say", "contact") and c.expr is not None:
-            out.events.append(EventIR(kind=c.key, at=lo.expr(c.expr), to=c.target or "",
-                                      message=lo.opt(c.message), when=lo.opt(c.when)))
+            to = lo.opt(c.recipient)
+            named = to is not None and to.op == "ref" and to.kind == "party"
+            out.events.append(EventIR(kind=c.key, at=lo.expr(c.expr),
+                                      to=(to.name or "") if named and to else c.target or "",
+                                      message=lo.opt(c.message), when=lo.opt(c.when),
+                                      to_expr=None if named else to))
     return out
 
 

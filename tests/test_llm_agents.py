@@ -443,3 +443,18 @@ def test_sim_paths_never_import_litellm(tmp_path: Path) -> None:
                           cwd=ROOT, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_prompts_name_senders_by_their_display_names() -> None:
+    """A world's `display` name, not the participant id, is what an LLM agent reads."""
+    from eairdsl.agents.llm import _render_request
+    from eairdsl.agents.protocol import Observation, Request
+
+    obs = Observation(party="sre", kind="role", card="", time=3, task=1, step=0,
+                      request=Request(sender="reporter_a", text="The vendor did it."),
+                      memory=[], tools=[], names={"reporter_a": "Jordan Avery"})
+    text = _render_request(obs, "min")
+    assert text.startswith("Message from Jordan Avery (time 3 min)")
+    assert "reporter_a" not in text
+    plain = obs.model_copy(update={"names": {}})
+    assert _render_request(plain, "min").startswith("Message from reporter_a")

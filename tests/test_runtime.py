@@ -431,3 +431,46 @@ def test_channel_when_and_relay_route_answers(tmp_path: Path) -> None:
     relayed = [e for e in messages if e.edge == "intake->approver"]
     answers = [e for e in messages if e.edge == "intake->source"]
     assert [e.content for e in relayed] == [e.content for e in answers] and len(relayed) == 2
+
+
+def test_rank_display_name_and_recipient_from_expressions(tmp_path: Path) -> None:
+    """`authority EXPR`, `display EXPR` and `say … to EXPR` are evaluated per episode."""
+    import asyncio
+    import shutil
+
+    from eairdsl.agents.protocol import Observation, Reply
+    from eairdsl.api import _agents
+    from eairdsl.runtime.trace import Trace, TraceHeader
+
+    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
+    source = MINI.read_text(encoding="utf-8") + (
+        "\nactor boss scripted {\n  authority choose(budget_check, 5, 1)\n"
+        '  display "Dana Reyes (" + choose(budget_check, "VP", "intern") + ")"\n'
+        '  at 2 days say "Pay " + instance.customer + " now." to choose(instance.id == "c1", '
+        "desk_a, desk_b)\n}\n")
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    compiled = CompiledWorld(world)
+    seen: list[Observation] = []
+
+    class Listener:
+        async def decide(self, obs: Observation) -> Reply:
+            if obs.request.sender == "boss":
+                seen.append(obs)
+            return Reply(text="noted")
+
+    for condition, inst, rank, title, desk in (("checked", "c1", 5, "VP", "desk_a"),
+                                                ("baseline", "c2", 1, "intern", "desk_b")):
+        seen.clear()
+        instance = next(i for i in world.instances if i["id"] == inst)
+        agents, traits = _agents(compiled, condition, instance, 0, "sim")
+        agents.update(desk_a=Listener(), desk_b=Listener())
+        header = TraceHeader(world="mini", digest=world.digest, condition=condition, levers={},
+                             instance=inst, seed=0, agents={}, eairdsl_version="test")
+        episode = Episode(compiled, condition, instance, 0, agents, traits, Trace(header))
+        asyncio.run(episode.run())
+        assert [o.party for o in seen] == [desk]
+        obs = seen[0]
+        assert obs.request.sender_authority == rank
+        assert obs.names == {"boss": f"Dana Reyes ({title})"}
+        assert obs.request.text == f"Pay {instance['customer']} now."

@@ -480,7 +480,7 @@ class LLMAgent:
         blocks.append(("task", obs.task))
         for kind, value in blocks:
             if kind == "note":
-                who = value.sender or "note"
+                who = obs.names.get(value.sender or "", value.sender or "note")
                 messages.append({"role": "user", "content": f"[Note from {who}] {value.text}"})
             else:
                 messages.extend(self._task_messages(value, by_task.get(value, []), obs))
@@ -498,7 +498,8 @@ class LLMAgent:
             out.append({"role": "user", "content": state.request})
         elif requests:
             first = requests[0]
-            out.append({"role": "user", "content": f"Message from {first.sender}:\n{first.text}"})
+            sender = obs.names.get(first.sender or "", first.sender)
+            out.append({"role": "user", "content": f"Message from {sender}:\n{first.text}"})
         k = 0
         for turn in state.turns if state is not None else []:
             if turn.empty:
@@ -526,9 +527,10 @@ class LLMAgent:
 def _render_request(obs: Observation, clock: str = "") -> str:
     r: Request = obs.request
     when = f"{obs.time:g} {clock}".strip()
+    sender = obs.names.get(r.sender, r.sender)  # the world's display name, if it gives one
     if r.via == "delegation":
-        return f"Request delegated to you by {r.sender} (time {when}):\n{r.text}"
-    return f"Message from {r.sender} (time {when}):\n{r.text}"
+        return f"Request delegated to you by {sender} (time {when}):\n{r.text}"
+    return f"Message from {sender} (time {when}):\n{r.text}"
 
 
 def _json(value: Any) -> str:

@@ -77,6 +77,8 @@ class Observation(BaseModel):
     traits: dict[str, float] = Field(default_factory=dict)
     principal: str | None = None
     authority: int = 0
+    #: participants' display names where the world gives them (`display`), by name
+    names: dict[str, str] = Field(default_factory=dict)
 
 
 class ToolCall(BaseModel):

@@ -78,13 +78,28 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
     role = {"name": party.name, "kind": party.kind,
             "kpi": clauses["kpi"].text if "kpi" in clauses else None,
             "objective": clauses["objective"].text if "objective" in clauses else None,
-            "authority": int(clauses["authority"].number or 0) if "authority" in clauses else 0}
+            "authority": _static(world, clauses.get("authority"), levers, 0),
+            "display": _static(world, clauses.get("display"), levers, party.name)}
     return {
         "role": role, "condition": condition, "levers": dict(levers),
         "prompt_clauses": inducers.get("prompt_clause", []), "inducers": inducers,
         "tools": tools, "roles": sorted(n for n, p in world.parties.items() if p.kind == "role"),
         "world": {"name": world.world.name if world.world else ""},
     }
+
+
+def _static(world: CheckedWorld, clause: A.Clause | None, levers: dict[str, Any],
+            default: Any) -> Any:
+    """A clause's value under a condition: its number, or its expression folded over the
+    levers; None when it depends on more than levers (the instance, the state)."""
+    if clause is None:
+        return default
+    if clause.number is not None:
+        return int(clause.number)
+    if clause.expr is None:
+        return default
+    value = fold(clause.expr, levers, set(world.enum_members))
+    return None if value is UNKNOWN else value
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:

@@ -616,10 +616,18 @@ def _check_party(c: ExprChecker, party: A.PartyDecl) -> None:
             c.expect(clause.when, T.BOOL, scope, "a `when` condition")
         if clause.key == "principal" and clause.expr is not None:
             c.expect(clause.expr, T.TEXT, scope, "a principal")
+        elif clause.key == "authority" and clause.expr is not None:
+            c.expect(clause.expr, T.INT, scope, "an authority level")
+        elif clause.key == "display" and clause.expr is not None:
+            c.expect(clause.expr, T.TEXT, scope, "a display name")
         elif clause.key in ("say", "contact") and clause.expr is not None:
             c.expect(clause.expr, T.DURATION, scope, "the time of a scheduled event")
             if clause.message is not None:
                 c.expect(clause.message, T.TEXT, scope, "a scripted message")
+            w = c.world
+            if clause.recipient is not None and (clause.target is None or clause.target in (
+                    *w.parties, *w.levers, *w.states)):  # an unknown bare name: E301 already
+                c.expect(clause.recipient, T.PARTY, scope, "the recipient of a scheduled event")
 
 
 def _check_measures(c: ExprChecker, world: CheckedWorld) -> None:

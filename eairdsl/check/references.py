@@ -43,10 +43,10 @@ _INDUCER_CLAUSES = {
 }
 _PARTY_CLAUSES = {
     "role": {"model", "card", "kpi", "memory", "authority", "tools", "trait", "description",
-             "objective"},
-    "actor": {"principal", "authority", "say", "contact", "description"},
+             "objective", "display"},
+    "actor": {"principal", "authority", "say", "contact", "description", "display"},
     "simulator": {"model", "card", "objective", "authority", "tools", "memory", "contact", "say",
-                  "trait", "description", "principal"},
+                  "trait", "description", "principal", "display"},
 }
 
 
@@ -203,7 +203,9 @@ def _check_parties(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                     else:
                         diagnostics.error("E301", f"unknown tool '{ref.name}'", ref.span,
                                           did_you_mean(ref.name, world.tools))
-            elif clause.key in ("say", "contact") and clause.target:
+            elif clause.key in ("say", "contact") and clause.target \
+                    and clause.target not in world.levers and clause.target not in world.states:
+                # A bare name is a participant (else a lever or state of party type).
                 _party_ref(world, clause.target, clause.span, diagnostics)
             elif clause.key == "trait" and clause.name not in TRAITS:
                 diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,

@@ -168,6 +168,19 @@ class Episode:
             value = self.compiled.eval(party.principal, self.scope())
             if isinstance(value, str):
                 principals[value] = party.name
+        # Rank and display names may depend on the condition and the instance.
+        self.authority: dict[str, int] = {}
+        self.names: dict[str, str] = {}
+        for party in w.parties:
+            rank = party.authority
+            if party.authority_expr is not None:
+                value = self.compiled.eval(party.authority_expr, self.scope())
+                rank = int(value) if isinstance(value, (int, float)) else 0
+            self.authority[party.name] = rank
+            if party.display is not None:
+                shown = self.compiled.eval(party.display, self.scope())
+                if isinstance(shown, str) and shown:
+                    self.names[party.name] = shown
         # Message topology: where a participant's output goes once it answers a request.
         # Each carries answers only while its `when` holds (None: always).
         self.forward: dict[str, list[tuple[str, Expr | None]]] = {}
@@ -289,13 +302,19 @@ class Episode:
         yield self.env.timeout(max(0.0, at))
         if event.when is not None and not truthy(self.compiled.eval(event.when, self.scope())):
             return
+        to = event.to
+        if event.to_expr is not None:  # `say … to EXPR`: whoever it names now
+            to = self.compiled.eval(event.to_expr, self.scope())
+            if not isinstance(to, str) or to not in self.compiled.parties:
+                self.invalid.append(f"{party.name}: no participant named {to!r} to address")
+                return
         if event.kind == "say":
             text = self.compiled.eval(event.message, self.scope())
             text = "" if text is None else str(text)
         else:
-            text = yield from self._opening(party, event.to)
-        yield from self.handle(event.to, Request(sender=party.name, text=text,
-                                                 sender_authority=party.authority,
+            text = yield from self._opening(party, to)
+        yield from self.handle(to, Request(sender=party.name, text=text,
+                                                 sender_authority=self.authority[party.name],
                                                  sender_kind=party.kind),
                                principal=None, root=self.principal_of(party.name),
                                delegator=None, depth=0)
@@ -308,9 +327,10 @@ class Episode:
         self.tasks += 1
         obs = Observation(party=party.name, kind=party.kind, card=self._card(party.name),
                           time=float(self.env.now), task=self.tasks, step=0,
-                          request=Request(sender=to, text=f"You are contacting {to}."),
+                          request=Request(sender=to, text="You are contacting "
+                                          f"{self.names.get(to, to)}."),
                           memory=list(self.memory[party.name]), tools=[],
-                          traits=self.traits.get(party.name, {}))
+                          traits=self.traits.get(party.name, {}), names=self.names)
         action = yield from self._decide(agent, obs)
         text = action.text if isinstance(action, Reply) else ""
         return text or party.objective or f"Hello, this is {party.name}."
@@ -457,7 +477,7 @@ class Episode:
                               request=request, memory=list(self.memory[party_name]),
                               tools=self._specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
-                              authority=party.authority)
+                              authority=self.authority[party_name], names=self.names)
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,
@@ -502,7 +522,7 @@ class Episode:
 
     def _deliver(self, sender: PartyIR, target: str, text: str, root: str | None) -> None:
         self.env.process(self.handle(target, Request(sender=sender.name, text=text,
-                                                     sender_authority=sender.authority,
+                                                     sender_authority=self.authority[sender.name],
                                                      sender_kind=sender.kind),
                                      principal=None, root=root, delegator=None, depth=0))
 
@@ -543,7 +563,7 @@ class Episode:
                         return routed_result
                     reply = yield from self.handle(
                         guard.target, Request(sender=task.party, text=_render_args(call),
-                                              sender_authority=party.authority,
+                                              sender_authority=self.authority[party.name],
                                               via="delegation", sender_kind=party.kind),
                         principal=task.principal, root=task.root, delegator=task.party,
                         depth=task.depth + 1)
@@ -563,7 +583,8 @@ class Episode:
                 callee = tool.delegates_to[0]
                 result: Any = yield from self.handle(
                     callee, Request(sender=task.party, text=question,
-                                    sender_authority=party.authority, via="delegation",
+                                    sender_authority=self.authority[party.name],
+                                    via="delegation",
                                     sender_kind=party.kind),
                     principal=principal, root=task.root, delegator=task.party,
                     depth=task.depth + 1)

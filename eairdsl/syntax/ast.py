@@ -232,6 +232,8 @@ class Clause(Node):
     refs: list[ToolRef] = Field(default_factory=list)
     action: Literal["reject", "route"] | None = None
     when: Expr | None = None
+    #: who a scheduled message goes to (`say … to EXPR`); `target` holds it when a name
+    recipient: Expr | None = None
 
 
 class Param(Node):

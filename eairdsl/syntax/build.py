@@ -568,7 +568,14 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def party_authority(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "authority", number=str(c[0]))
+        value = c[0]
+        if isinstance(value, A.LiteralExpr) and value.kind == "int":
+            return self._clause(meta, "authority", number=value.raw)
+        return self._clause(meta, "authority", expr=value)
+
+    @v_args(meta=True)
+    def party_display(self, meta: Meta, c: list[Any]) -> A.Clause:
+        return self._clause(meta, "display", expr=c[0])
 
     @v_args(meta=True)
     def party_principal(self, meta: Meta, c: list[Any]) -> A.Clause:
@@ -592,11 +599,13 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def party_say(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "say", expr=c[0], message=c[1], target=str(c[2]), when=c[3])
+        return self._clause(meta, "say", expr=c[0], message=c[1], target=_name_of(c[2]),
+                            recipient=c[2], when=c[3])
 
     @v_args(meta=True)
     def party_contact(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "contact", expr=c[0], target=str(c[1]), when=c[2])
+        return self._clause(meta, "contact", expr=c[0], target=_name_of(c[1]), recipient=c[1],
+                            when=c[2])
 
     @v_args(meta=True)
     def party_description(self, meta: Meta, c: list[Any]) -> A.Clause:
@@ -686,3 +695,8 @@ def tree_to_decls(tree: Tree[Token], file: str) -> list[Any]:
     """Transform a parse tree into declarations."""
     result: list[Any] = AstBuilder(file).transform(tree)
     return result
+
+
+def _name_of(expr: A.Expr) -> str | None:
+    """The name a recipient expression is, if it is a bare name (the common `to desk_a`)."""
+    return expr.id if isinstance(expr, A.NameExpr) else None

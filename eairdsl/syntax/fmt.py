@@ -333,12 +333,15 @@ def _clause(c: A.Clause, indent: str) -> str:
             raise FormatterError(f"clause {key!r} without its expression")
         return format_expr(slot, indent, need)
 
+    def recipient() -> str:
+        return c.target if c.recipient is None and c.target else expr(c.recipient, _DELIMITED)
+
     if key in ("title", "operation", "preserves", "description", "text", "card", "kpi",
                "objective"):
         return f"{key} {text()}"
     if key in ("risk", "clock", "kind", "source", "from", "model", "memory", "on"):
         return f"{key} {c.name}"
-    if key in ("seeds", "authority"):
+    if key == "seeds" or (key == "authority" and c.number is not None):
         return f"{key} {c.number}"
     if key in ("shift", "trait"):
         return f"{key} {c.name} {c.number}"
@@ -346,7 +349,8 @@ def _clause(c: A.Clause, indent: str) -> str:
         return "forbid [" + ", ".join(format_string(s, indent) for s in c.strings) + "]"
     if key == "roles":
         return "roles " + ", ".join(c.names)
-    if key in ("rule", "when", "at", "every", "cost", "points", "returns", "principal", "to"):
+    if key in ("rule", "when", "at", "every", "cost", "points", "returns", "principal", "to",
+               "authority", "display"):
         return f"{key} {expr(c.expr)}"
     if key == "require":
         guard = f"reject {text()}" if c.action == "reject" else f"route {c.target}"
@@ -367,9 +371,9 @@ def _clause(c: A.Clause, indent: str) -> str:
             for r in c.refs)
     if key == "say":
         return (f"at {expr(c.expr, _DELIMITED)} say {expr(c.message, _DELIMITED)} "
-                f"to {c.target}{_when(c.when, indent)}")
+                f"to {recipient()}{_when(c.when, indent)}")
     if key == "contact":
-        return f"at {expr(c.expr, _DELIMITED)} contact {c.target}{_when(c.when, indent)}"
+        return f"at {expr(c.expr, _DELIMITED)} contact {recipient()}{_when(c.when, indent)}"
     raise FormatterError(f"no printer for clause {key!r}")
 
 
