@@ -168,6 +168,8 @@ class InducerIR(_Model):
     on: str | None = None
     #: a warning's recipients, evaluated when it fires (else `roles`)
     to: Expr | None = None
+    #: a text computed when shown: a warning's when it fires, a live dashboard's each step
+    text_expr: Expr | None = None
 
 
 class GuardIR(_Model):
@@ -522,6 +524,8 @@ def _inducer(lo: _Lowerer, inducer: A.InducerDecl) -> InducerIR:
     for c in inducer.clauses:
         if c.key == "roles":
             out.roles.extend(c.names)
+        elif c.key == "text" and c.expr is not None:
+            out.text_expr = lo.opt(c.expr)
         elif c.key == "text":
             out.text = c.text
         elif c.key == "from":

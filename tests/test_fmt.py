@@ -113,6 +113,7 @@ def test_every_declaration_kind_prints_its_canonical_header() -> None:
     merge a, b -> c when x
     relay a -> b -> c when x
     inducer w : warning { on t to context.caller }
+    inducer board : dashboard { text "Closed: "+text(count(c))+"." }
     actor rep scripted { authority choose(x, 5, 1) display "J. Avery"
       at 0 min say "hi" to instance.who }
     instances from "i.json" { id: text }
@@ -139,6 +140,7 @@ def test_every_declaration_kind_prints_its_canonical_header() -> None:
         "delegation a -> b via d", "fork a -> b, c", "merge a, b -> c", "relay a -> b -> c",
         "channel a -> c when round() == 2", "fork a -> b, c when x", "merge a, b -> c when x",
         "relay a -> b -> c when x", "  on t", "  to context.caller",
+        '  text "Closed: " + text(count(c)) + "."',
         "  authority choose(x, 5, 1)", '  display "J. Avery"',
         '  at 0 min say "hi" to instance.who',
         'instances from "i.json" {', "instance one {", "let f(a: int, b: text) = a + 1",

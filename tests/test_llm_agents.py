@@ -458,3 +458,29 @@ def test_prompts_name_senders_by_their_display_names() -> None:
     assert "reporter_a" not in text
     plain = obs.model_copy(update={"names": {}})
     assert _render_request(plain, "min").startswith("Message from reporter_a")
+
+
+def test_live_dashboard_reaches_the_prompt_as_it_reads_now(provider: Scripted,
+                                                          tmp_path: Path) -> None:
+    """A dashboard whose text reads the episode is a user message at every step."""
+    import shutil
+
+    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
+    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
+    source = mini.read_text(encoding="utf-8") + (
+        "\ninducer board : dashboard {\n  roles desk_a, desk_b\n"
+        '  text "Refunds so far: " + text(sum(r.amount for r in refunds))\n}\n')
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
+        if not results_so_far(messages) and "refund" in tool_names(params):
+            return respond(calls=[("refund", {"customer": "Casey", "amount": 10})])
+        return respond("Refunded.")
+
+    provider.script = script
+    run_episode(world, "baseline", None, 0, llm=settings())
+    boards = [[m["content"] for m in r["messages"] if str(m.get("content", "")).startswith(
+        "[Dashboard, now]")] for r in provider.requests]
+    assert boards[0] == ["[Dashboard, now]\nRefunds so far: $0"]
+    assert ["[Dashboard, now]\nRefunds so far: $10"] in boards[1:]

@@ -474,3 +474,52 @@ def test_rank_display_name_and_recipient_from_expressions(tmp_path: Path) -> Non
         assert obs.request.sender_authority == rank
         assert obs.names == {"boss": f"Dana Reyes ({title})"}
         assert obs.request.text == f"Pay {instance['customer']} now."
+
+
+def test_live_dashboard_and_worded_warning_read_the_episode(tmp_path: Path) -> None:
+    """A dashboard whose text reads the state is re-read at every step; a warning's text
+    is worded when it fires."""
+    import asyncio
+    import shutil
+
+    from eairdsl.agents.protocol import Observation, Reply, ToolCall
+    from eairdsl.api import _agents
+    from eairdsl.runtime.trace import Trace, TraceHeader
+
+    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
+    source = MINI.read_text(encoding="utf-8") + (
+        "\ninducer board : dashboard {\n  roles desk_a, desk_b\n"
+        '  text "Refunds so far: " + text(sum(r.amount for r in refunds))\n}\n'
+        "\ninducer paid : warning {\n  on refund\n  to context.caller\n"
+        '  text "You just paid " + text(amount) + " to " + customer + "."\n}\n')
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    assert all("Refunds so far" not in text for cards in world.prompts.values()
+               for text in cards.values())  # live: never rendered into a card
+    compiled = CompiledWorld(world)
+    boards: list[tuple[str, list[str]]] = []
+
+    class Payer:
+        def __init__(self, amount: int) -> None:
+            self.amount, self.done = amount, set()
+
+        async def decide(self, obs: Observation) -> ToolCall | Reply:
+            boards.append((obs.party, list(obs.dashboard)))
+            if obs.task in self.done:
+                return Reply(text="done")
+            self.done.add(obs.task)
+            return ToolCall(tool="refund", args={"customer": "Casey", "amount": self.amount})
+
+    instance = world.instances[0]
+    agents, traits = _agents(compiled, "baseline", instance, 0, "sim")
+    agents.update(desk_a=Payer(10), desk_b=Payer(5))
+    header = TraceHeader(world="mini", digest=world.digest, condition="baseline", levers={},
+                         instance="c1", seed=0, agents={}, eairdsl_version="test")
+    episode = Episode(compiled, "baseline", instance, 0, agents, traits, Trace(header))
+    asyncio.run(episode.run())
+    assert boards == [("desk_a", ["Refunds so far: $0"]), ("desk_a", ["Refunds so far: $10"]),
+                      ("desk_b", ["Refunds so far: $10"]), ("desk_b", ["Refunds so far: $15"])]
+    notes = [(e.recipient, e.content) for e in episode.trace.events
+             if e.kind == "message" and e.actor == "manager"]
+    assert notes == [("desk_a", "You just paid $10 to Casey."),
+                     ("desk_b", "You just paid $5 to Casey.")]

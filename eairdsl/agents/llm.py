@@ -484,6 +484,9 @@ class LLMAgent:
                 messages.append({"role": "user", "content": f"[Note from {who}] {value.text}"})
             else:
                 messages.extend(self._task_messages(value, by_task.get(value, []), obs))
+        if obs.dashboard:  # a live dashboard reads as it does now, at every step
+            messages.append({"role": "user", "content": "[Dashboard, now]\n"
+                             + "\n".join(obs.dashboard)})
         if budget_spent:
             messages.append({"role": "user", "content": _BUDGET_NOTE})
         return messages

@@ -79,6 +79,8 @@ class Observation(BaseModel):
     authority: int = 0
     #: participants' display names where the world gives them (`display`), by name
     names: dict[str, str] = Field(default_factory=dict)
+    #: live dashboard lines as they read now (dashboards whose text reads the state)
+    dashboard: list[str] = Field(default_factory=list)
 
 
 class ToolCall(BaseModel):

@@ -527,6 +527,8 @@ def _check_inducer(c: ExprChecker, inducer: A.InducerDecl) -> None:
                         "`to [billing, support]`")
         elif clause.key == "when":
             c.expect(clause.expr, T.BOOL, scope, "an inducer's `when`")
+        elif clause.key == "text":
+            c.expect(clause.expr, T.TEXT, scope, "an inducer's text")
         elif clause.key in ("at", "every", "cost"):
             c.expect(clause.expr, T.DURATION, scope, f"an inducer's `{clause.key}`")
         elif clause.key == "points":

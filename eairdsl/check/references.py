@@ -122,6 +122,11 @@ def _check_inducers(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                     _party_ref(world, name, clause.span, diagnostics)
             elif clause.key == "from" and clause.name:
                 _party_ref(world, clause.name, clause.span, diagnostics)
+            elif clause.key == "text" and clause.expr is not None \
+                    and inducer.kind not in ("warning", "dashboard"):
+                diagnostics.error("E404", f"the text of a {inducer.kind} must be a constant",
+                                  clause.expr.span, "cards are rendered before any episode; "
+                                  "only a warning's or a live dashboard's text is computed")
             elif clause.key == "on" and clause.name:
                 _declared(world, clause.name, list(world.tools), "tool", clause.span,
                           diagnostics)

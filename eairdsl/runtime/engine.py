@@ -76,6 +76,9 @@ class CompiledWorld:
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
+        # Dashboards whose text reads the episode: shown, re-read, at every step.
+        self.live_dashboards = [i for i in world.inducers
+                                if i.kind == "dashboard" and i.text_expr is not None]
         # Warnings that fire after a tool call (`on TOOL`), by tool.
         self.on_tool: dict[str, list[Any]] = {}
         for inducer in world.inducers:
@@ -374,11 +377,14 @@ class Episode:
         else:
             roles = inducer.roles or [p.name for p in self.compiled.world.parties
                                       if p.kind == "role"]
+        text = inducer.text or ""
+        if inducer.text_expr is not None:  # worded when it fires
+            value = self.compiled.eval(inducer.text_expr, scope or self.scope())
+            text = "" if value is None else str(value)
         for role in roles:
             self.trace.add(t=float(self.env.now), kind="message", actor=sender, recipient=role,
-                           edge=f"{sender}->{role}", content=inducer.text or "")
-            self.memory[role].append(MemoryItem(kind="note", task=0, sender=sender,
-                                                text=inducer.text or ""))
+                           edge=f"{sender}->{role}", content=text)
+            self.memory[role].append(MemoryItem(kind="note", task=0, sender=sender, text=text))
             traits = self.traits.get(role)
             if traits is not None and self.shift_traits:
                 for trait, delta in inducer.shifts.items():
@@ -391,6 +397,20 @@ class Episode:
         return action
 
     # ------------------------------------------------------------ tasks
+    def _dashboard(self, party: str) -> list[str]:
+        """The live dashboards this participant sees now, read from the current state."""
+        lines = []
+        for inducer in self.compiled.live_dashboards:
+            if inducer.roles and party not in inducer.roles:
+                continue
+            scope = self.scope()
+            if inducer.when is not None and not truthy(self.compiled.eval(inducer.when, scope)):
+                continue
+            value = self.compiled.eval(inducer.text_expr, scope)
+            if value is not None:
+                lines.append(str(value))
+        return lines
+
     def _card(self, party: str) -> str:
         return self.compiled.world.prompts.get(party, {}).get(self.condition, "")
 
@@ -477,7 +497,8 @@ class Episode:
                               request=request, memory=list(self.memory[party_name]),
                               tools=self._specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
-                              authority=self.authority[party_name], names=self.names)
+                              authority=self.authority[party_name], names=self.names,
+                              dashboard=self._dashboard(party_name))
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,

@@ -426,7 +426,10 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def inducer_text(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "text", text=c[0])
+        value = c[0]
+        if isinstance(value, A.LiteralExpr) and value.kind == "text":
+            return self._clause(meta, "text", text=value.value)
+        return self._clause(meta, "text", expr=value)  # a warning's or live dashboard's
 
     @v_args(meta=True)
     def inducer_at(self, meta: Meta, c: list[Any]) -> A.Clause:

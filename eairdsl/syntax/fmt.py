@@ -336,6 +336,8 @@ def _clause(c: A.Clause, indent: str) -> str:
     def recipient() -> str:
         return c.target if c.recipient is None and c.target else expr(c.recipient, _DELIMITED)
 
+    if key == "text" and c.text is None and c.expr is not None:
+        return f"text {expr(c.expr)}"  # an inducer text computed when it is shown
     if key in ("title", "operation", "preserves", "description", "text", "card", "kpi",
                "objective"):
         return f"{key} {text()}"
