@@ -76,9 +76,18 @@ class CompiledWorld:
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
-        # Dashboards whose text reads the episode: shown, re-read, at every step.
+        # Dashboards whose text reads the episode: shown, re-read, at every step (cached
+        # until the next state change unless one reads the trace or the clock).
         self.live_dashboards = [i for i in world.inducers
                                 if i.kind == "dashboard" and i.text_expr is not None]
+        self.volatile_dashboards = any(
+            _reads_trace_or_clock(e, world) for i in self.live_dashboards
+            for e in (i.text_expr, i.when) if e is not None)
+        # What they read: their texts change only when one of these does.
+        read = [x for i in self.live_dashboards for x in walk_expr(i.text_expr, world.lets)
+                if x.op == "ref" and x.kind in ("record", "state")]
+        self.dashboard_records = sorted({x.name or "" for x in read if x.kind == "record"})
+        self.dashboard_states = sorted({x.name or "" for x in read if x.kind == "state"})
         # Warnings that fire after a tool call (`on TOOL`), by tool.
         self.on_tool: dict[str, list[Any]] = {}
         for inducer in world.inducers:
@@ -141,6 +150,13 @@ class Episode:
         self.version = 0  # bumped by every state change; keys cached tool specs
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
+        self.state_changes: dict[str, int] = {}  # `set` effects per state variable
+        # Live dashboards: which are on, what they read last, and the lines per role.
+        self._active_dashboards: list[Any] | None = None
+        self._dash_version = -1
+        self._dash_key: tuple[Any, ...] | None = None
+        self._dash_texts: list[tuple[list[str], Any]] = []
+        self._dash_lines: dict[str, list[str]] = {}
         self.triggered: list[Any] = []
         self.trigger_state: dict[str, bool] = {}
         w = self.compiled.world
@@ -398,17 +414,36 @@ class Episode:
 
     # ------------------------------------------------------------ tasks
     def _dashboard(self, party: str) -> list[str]:
-        """The live dashboards this participant sees now, read from the current state."""
-        lines = []
-        for inducer in self.compiled.live_dashboards:
-            if inducer.roles and party not in inducer.roles:
-                continue
-            scope = self.scope()
-            if inducer.when is not None and not truthy(self.compiled.eval(inducer.when, scope)):
-                continue
-            value = self.compiled.eval(inducer.text_expr, scope)
-            if value is not None:
-                lines.append(str(value))
+        """The live dashboards this participant sees now, read from the current state.
+
+        A dashboard's `when` is lever-only (E510), so which are on is fixed for the
+        episode. Their texts are re-read only when a ledger or state variable they
+        read has changed (at every step if one reads the trace or the clock), and
+        the lines each role sees are kept until then: this runs at every step.
+        """
+        c = self.compiled
+        if not c.live_dashboards:
+            return []
+        if c.volatile_dashboards or self._dash_version != self.version:
+            self._dash_version = self.version
+            key: tuple[Any, ...] | None = None if c.volatile_dashboards else (
+                *(len(self.records.get(r, ())) for r in c.dashboard_records),  # only grow
+                *(self.state_changes.get(v, 0) for v in c.dashboard_states))
+            if key is None or key != self._dash_key:
+                self._dash_key = key
+                scope = self.scope()
+                if self._active_dashboards is None:
+                    self._active_dashboards = [
+                        i for i in c.live_dashboards
+                        if i.when is None or truthy(c.eval(i.when, scope))]
+                self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
+                                    for i in self._active_dashboards]
+                self._dash_lines = {}
+        lines = self._dash_lines.get(party)
+        if lines is None:
+            lines = self._dash_lines[party] = [
+                str(text) for roles, text in self._dash_texts
+                if text is not None and (not roles or party in roles)]
         return lines
 
     def _card(self, party: str) -> str:
@@ -685,6 +720,7 @@ class Episode:
             diff = {"set": {effect.target: {"from": to_json(self.states.get(effect.target)),
                                             "to": to_json(value)}}}
             self.states[effect.target] = value
+            self.state_changes[effect.target] = self.state_changes.get(effect.target, 0) + 1
         self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
                        tool=tool.name, diff=diff, task=task.id)
         self.version += 1
