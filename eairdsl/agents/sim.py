@@ -198,14 +198,9 @@ class SimAgent:
         return None
 
     # ------------------------------------------------------------ answering
-    def _facts(self, obs: Observation) -> list[tuple[str | None, str, str]]:
-        """(field, core, sentence) from this task's tool results; field None for prose.
-
-        `core` is the fact without the subject it is about, which is what
-        relevance to the request is judged on (every fact about Jordan mentions
-        Jordan; that does not make each one relevant).
-        """
-        facts: list[tuple[str | None, str, str]] = []
+    def _facts(self, obs: Observation) -> list[Fact]:
+        """The facts this task's tool results state (see `_facts_of`), each once."""
+        facts: list[Fact] = []
         if obs.request.via == "message" and obs.request.sender_kind == "role":
             facts.extend(_facts_of(obs.request.text))  # an upstream hop's artifact
         for m in obs.memory:
@@ -215,8 +210,8 @@ class SimAgent:
         seen: set[str] = set()
         unique = []
         for f in facts:
-            if f[2] not in seen:
-                seen.add(f[2])
+            if f[1] not in seen:  # the same sentence from two results is said once
+                seen.add(f[1])
                 unique.append(f)
         return unique
 
@@ -241,10 +236,8 @@ class SimAgent:
         request_words = _words(obs.request.text)
         allowed = self._authorized_fields(obs) if completeness < 1.0 else None
         chosen: list[str] = []
-        for field, core, sentence in self._facts(obs):
-            words = _words(core)
-            relevant = bool(words & request_words) or (
-                field is not None and bool(set(field.split("_")) & request_words))
+        for field, sentence, keywords in self._facts(obs):
+            relevant = not keywords.isdisjoint(request_words)
             if allowed is not None and field is not None:
                 include = field in allowed
             elif field is None:
@@ -262,6 +255,8 @@ class SimAgent:
 
 
 _STRIP = "\"'()[]{}:;!?.,"
+#: (field or None for prose, the sentence as said, keywords for relevance)
+Fact = tuple[str | None, str, frozenset[str]]
 
 
 @lru_cache(maxsize=8192)
@@ -311,18 +306,24 @@ def _label(field: str) -> str:
     return field.replace("_", " ")
 
 
-def _facts_of(result: Any) -> list[tuple[str | None, str, str]]:
+def _facts_of(result: Any) -> list[Fact]:
+    """(field, sentence, keywords) for each fact a result states; field None for prose.
+
+    Keywords are what relevance to a request is judged on: the content words of
+    the fact without the subject it is about (every fact about Jordan mentions
+    Jordan; that does not make each one relevant), and the parts of its field name.
+    """
     if result is None:
         return []
     if isinstance(result, dict):
         subject = result.get("name") or result.get("id")
-        out: list[tuple[str | None, str, str]] = []
+        out: list[Fact] = []
         for k, v in result.items():
             if v in (None, "", []):
                 continue
             core = f"{_label(k)}: {_render(v).rstrip('.')}"
             prefix = f"{subject} — " if subject and k not in ("name", "id") else ""
-            out.append((k, core, f"{prefix}{core}."))
+            out.append((k, f"{prefix}{core}.", _words(core) | _field_words(k)))
         return out
     if isinstance(result, list):
         return [f for item in result for f in _facts_of(item)]
@@ -331,7 +332,12 @@ def _facts_of(result: Any) -> list[tuple[str | None, str, str]]:
         return []
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()
                  and not s.startswith(("Here is what I found", "I could not"))]
-    return [(None, _SUBJECT.sub("", s), s) for s in sentences]
+    return [(None, s, _words(_SUBJECT.sub("", s))) for s in sentences]
+
+
+@lru_cache(maxsize=1024)
+def _field_words(field: str) -> frozenset[str]:
+    return frozenset(field.split("_"))
 
 
 def _render(v: Any) -> str:
