@@ -192,7 +192,8 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                          eairdsl_version=__version__)
     trace = Trace(header)
     episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
-                      shift_traits=agents in ("sim", "llm") or (llm is not None and llm.active))
+                      # inducers move the default sim profile's traits, never a self-test's
+                      shift_traits=(agents if agents in PROFILES else "sim") == "sim")
     try:
         await episode.run()
     except Exception as exc:

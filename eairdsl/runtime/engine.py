@@ -333,8 +333,8 @@ class Episode:
         else:
             text = yield from self._opening(party, to)
         yield from self.handle(to, Request(sender=party.name, text=text,
-                                                 sender_authority=self.authority[party.name],
-                                                 sender_kind=party.kind),
+                                           sender_authority=self.authority[party.name],
+                                           sender_kind=party.kind),
                                principal=None, root=self.principal_of(party.name),
                                delegator=None, depth=0)
 
@@ -640,8 +640,7 @@ class Episode:
                 result: Any = yield from self.handle(
                     callee, Request(sender=task.party, text=question,
                                     sender_authority=self.authority[party.name],
-                                    via="delegation",
-                                    sender_kind=party.kind),
+                                    via="delegation", sender_kind=party.kind),
                     principal=principal, root=task.root, delegator=task.party,
                     depth=task.depth + 1)
             elif tool.sends_to is not None:

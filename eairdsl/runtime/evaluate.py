@@ -91,10 +91,6 @@ class LetTable:
         """Such a definition is computed once per episode for given arguments."""
         return is_stable(self.lets[name].body, self.lets, mutable)
 
-
-    def call(self, name: str, args: list[Any], s: Scope) -> Any:
-        return self.caller(name)(args, s)
-
     def caller(self, name: str) -> Callable[[list[Any], Scope], Any]:
         """A function `(args, scope) -> value` for one definition, memoised as it allows.
 
