@@ -61,6 +61,7 @@ class SimAgent:
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
         # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
         self._derived: dict[tuple[int, str], tuple[MemoryItem, Any]] = {}
+        self._task_items: tuple[tuple[int, int], list[MemoryItem]] = ((-1, -1), [])
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
         obs = observation
@@ -116,18 +117,17 @@ class SimAgent:
         if spec is None:
             return None
         diligence = obs.traits.get("diligence", 0.5)
-        if spec.writes and self._already_recorded(obs, spec.writes) \
+        if spec.writes and self._already_recorded(obs, self._this_task(obs), spec.writes) \
                 and self.rng.random() < diligence:
             return None
         return ToolCall(tool=spec.name, args=self._args(obs, spec))
 
     @staticmethod
-    def _already_recorded(obs: Observation, ledgers: list[str]) -> bool:
-        """Did a read of one of these ledgers in this task return rows?"""
+    def _already_recorded(obs: Observation, items: list[MemoryItem], ledgers: list[str]) -> bool:
+        """Did a read of one of these ledgers in this task (`items`) return rows?"""
         read_tools = {s.name for s in obs.tools if set(s.reads) & set(ledgers)}
-        return any(m.kind == "tool_result" and m.task == obs.task and m.tool in read_tools
-                   and not m.rejected and isinstance(m.result, list) and m.result
-                   for m in obs.memory)
+        return any(m.kind == "tool_result" and m.tool in read_tools and not m.rejected
+                   and isinstance(m.result, list) and m.result for m in items)
 
     def _choose(self, values: list[Any], committal: float) -> Any:
         if not values:
@@ -164,8 +164,7 @@ class SimAgent:
 
     def _evidence(self, obs: Observation) -> list[MemoryItem]:
         """This task's successful tool results: what the agent has read so far."""
-        return [m for m in obs.memory
-                if m.task == obs.task and m.kind == "tool_result" and not m.rejected]
+        return [m for m in self._this_task(obs) if m.kind == "tool_result" and not m.rejected]
 
     def _mentioned(self, item: MemoryItem, choice: str) -> int:
         """How often one result names a choice, counted once per result and choice."""
@@ -203,10 +202,9 @@ class SimAgent:
         facts: list[Fact] = []
         if obs.request.via == "message" and obs.request.sender_kind == "role":
             facts.extend(_facts_of(obs.request.text))  # an upstream hop's artifact
-        for m in obs.memory:
-            if m.task != obs.task or m.kind != "tool_result" or m.rejected:
-                continue
-            facts.extend(self._memo(m, "facts", _facts_of))
+        for m in self._this_task(obs):
+            if m.kind == "tool_result" and not m.rejected:
+                facts.extend(self._memo(m, "facts", _facts_of))
         seen: set[str] = set()
         unique = []
         for f in facts:
@@ -218,10 +216,17 @@ class SimAgent:
     def _authorized_fields(self, obs: Observation) -> set[str] | None:
         """Fields some tool result said the requester may see (`record.field` lists)."""
         found: set[str] = set()
-        for m in obs.memory:
-            if m.task == obs.task and m.kind == "tool_result" and isinstance(m.result, str):
+        for m in self._this_task(obs):
+            if m.kind == "tool_result" and isinstance(m.result, str):
                 found |= self._memo(m, "fields", _field_refs)
         return found or None
+
+    def _this_task(self, obs: Observation) -> list[MemoryItem]:
+        """The memory items of the task at hand (memory only grows, so kept per length)."""
+        key = (obs.task, len(obs.memory))
+        if self._task_items[0] != key:
+            self._task_items = (key, [m for m in obs.memory if m.task == obs.task])
+        return self._task_items[1]
 
     def _memo(self, item: MemoryItem, what: str, derive: Callable[[Any], Any]) -> Any:
         """`derive(item.result)`, once per memory item (items never change once written)."""
@@ -246,7 +251,7 @@ class SimAgent:
                 include = relevant or self.rng.random() < completeness
             if include:
                 chosen.append(sentence)
-        rejected = [m for m in obs.memory if m.task == obs.task and m.rejected]
+        rejected = [m for m in self._this_task(obs) if m.rejected]
         if not chosen:
             if rejected:
                 return "I could not get that information: the request was declined."
