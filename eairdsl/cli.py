@@ -8,6 +8,7 @@ imported by compile/check/fmt/graph).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -252,6 +253,45 @@ def graph(
         typer.echo(f"graphviz's `dot` is not installed: wrote {fallback} instead of {output} "
                    "(install the Debian package `graphviz`)")
     raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def diff(
+    old: Annotated[Path, typer.Argument(help="The world before: a .eair file or generated dir.")],
+    new: Annotated[Path, typer.Argument(help="The world after (e.g. a repaired copy).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+) -> None:
+    """What changed between two versions of a world; exit 1 if a protected declaration did.
+
+    Worlds are compared as compiled IR, so moved lines, comments and layout do
+    not count. A protected declaration is touched when it, or a `let` it reads,
+    changed, or when the new world stops protecting it.
+    """
+    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.diff import diff_worlds
+
+    try:
+        before, after = resolve_world(old), resolve_world(new)
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    result = diff_worlds(before, after)
+    if as_json:
+        data = result.model_dump(mode="json")
+        data["violations"] = len(result.violations)
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        typer.echo(f"{old} -> {new}: {len(result.changes)} declaration(s) changed, "
+                   f"{len(result.violations)} protected")
+        for c in result.changes:
+            mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+            typer.echo(f"  {mark} {c.kind} {c.name}"
+                       + (f"   PROTECTED: {c.protected}" if c.protected else ""))
+            for detail in c.details[:8]:
+                typer.echo(f"      {detail}")
+            if len(c.details) > 8:
+                typer.echo(f"      … {len(c.details) - 8} more")
+    raise typer.Exit(EXIT_INPUT if result.violations else EXIT_OK)
 
 
 _MARK = {True: "yes", False: "no", None: "—"}

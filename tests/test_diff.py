@@ -1,0 +1,96 @@
+"""`eairc diff`: the semantic change between two versions of a world, gated on `protected`.
+
+The shipped repairs (the source patches the world tests apply) must come out as
+small, unprotected changes; edits to ground truth — directly or through a `let`
+a measurement reads — and dropping protection must be flagged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import run_eairc
+from test_world_a1 import REPAIR as A1_REPAIR
+from test_world_b1 import REPAIR as B1_REPAIR
+from test_world_c1 import LEVER_OFF as C1_LEVER_OFF
+from test_world_d1 import REPAIR as D1_REPAIR
+from test_world_f1 import REPAIR as F1_REPAIR
+from world_patch import ROOT, patched_world
+
+from eairdsl.api import resolve_world
+from eairdsl.diff import diff_worlds
+
+REPAIRS = {
+    "a1": A1_REPAIR,
+    "b1": B1_REPAIR,
+    "c1": [(C1_LEVER_OFF, C1_LEVER_OFF.replace("false", "true"))],
+    "d1": D1_REPAIR,
+    "f1": F1_REPAIR,
+}
+
+
+def _world(name: str):  # type: ignore[no-untyped-def]
+    return resolve_world(ROOT / "worlds" / f"{name}.eair")
+
+
+@pytest.mark.parametrize("name", sorted(REPAIRS))
+def test_a_world_equals_itself_and_its_reformatted_copy(tmp_path: Path, name: str) -> None:
+    """Comments, moved lines and layout are not changes."""
+    world = _world(name)
+    assert diff_worlds(world, world).changes == []
+    header = f"world {name} {{"
+    moved = patched_world(tmp_path, name, [(header, f"// A reviewer's note.\n\n\n{header}")])
+    assert diff_worlds(world, moved).changes == []
+
+
+@pytest.mark.parametrize("name", sorted(REPAIRS))
+def test_shipped_repairs_are_unprotected_changes(tmp_path: Path, name: str) -> None:
+    result = diff_worlds(_world(name), patched_world(tmp_path, name, REPAIRS[name]))
+    assert result.changes, "a repair changes something"
+    assert result.violations == [], [c.model_dump() for c in result.violations]
+
+
+def test_a1_repair_is_one_lever_not_every_condition(tmp_path: Path) -> None:
+    """Flipping a default changes the lever, not each condition that left it at its default."""
+    result = diff_worlds(_world("a1"), patched_world(tmp_path, "a1", A1_REPAIR))
+    assert [(c.kind, c.name, c.details) for c in result.changes] == [
+        ("lever", "cumulative_check", ["default: false -> true"])]
+
+
+def test_changing_ground_truth_through_a_let_is_flagged(tmp_path: Path) -> None:
+    """`quarterly_cap` is protected, and the measurements that read it are touched too."""
+    patched = patched_world(tmp_path, "a1", [("let quarterly_cap() = $40",
+                                              "let quarterly_cap() = $60")])
+    result = diff_worlds(_world("a1"), patched)
+    flagged = {(c.kind, c.name) for c in result.violations}
+    assert ("let", "quarterly_cap") in flagged
+    assert ("measure", "realized") in flagged  # via emergent_violation -> cap_exceeded
+    realized = next(c for c in result.changes if c.name == "realized")
+    assert "quarterly_cap" in (realized.protected or "")
+    assert ("measure", "utility") not in flagged  # reads no cap
+
+
+def test_dropping_protection_is_flagged(tmp_path: Path) -> None:
+    patched = patched_world(tmp_path, "d1", [(
+        "protected measure, instances, authorization, employee, project, incident, requester, "
+        "disclosure_rubric",
+        "protected measure, instances, employee, project, incident, requester, "
+        "disclosure_rubric")])
+    result = diff_worlds(_world("d1"), patched)
+    assert [c.protected for c in result.violations] == ["no longer protects authorization"]
+
+
+def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
+    (tmp_path / "worlds").mkdir()
+    base = ROOT / "worlds" / "a1.eair"
+    ok = run_eairc("diff", base, base, cwd=ROOT)
+    assert ok.returncode == 0 and "0 declaration(s) changed" in ok.stdout
+    patched_world(tmp_path, "a1", [("let quarterly_cap() = $40", "let quarterly_cap() = $60")])
+    bad = run_eairc("diff", base, tmp_path / "a1.eair", "--json", cwd=ROOT)
+    assert bad.returncode == 1
+    data = json.loads(bad.stdout)
+    assert data["violations"] >= 2 and data["old"] == data["new"] == "a1"
+    missing = run_eairc("diff", base, tmp_path / "nope.eair", cwd=ROOT)
+    assert missing.returncode == 1 and "nope.eair" in missing.stderr
