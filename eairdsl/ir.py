@@ -241,7 +241,7 @@ class PartyIR(_Model):
     objective: str | None = None
     memory: str = "private"
     authority: int = 0
-    #: an authority computed as the episode starts (levers, instance); else `authority`
+    #: an authority computed as the episode starts (levers, instance, initial state)
     authority_expr: Expr | None = None
     #: the name other agents see for this participant (else its name)
     display: Expr | None = None
