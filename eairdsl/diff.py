@@ -144,8 +144,9 @@ def _condition_changes(old: World, new: World, name: str) -> list[str]:
         before, after = a.levers.get(lever), b.levers.get(lever)
         if before == after:
             continue
-        followed = (lever in old_defaults and lever in new_defaults
-                    and before == old_defaults[lever] and after == new_defaults[lever])
+        # A lever the condition leaves at its default: added, removed, or re-defaulted.
+        followed = ((lever not in old_defaults or before == old_defaults[lever])
+                    and (lever not in new_defaults or after == new_defaults[lever]))
         if not followed:
             out.append(f"levers.{lever}: {json.dumps(before)} -> {json.dumps(after)}")
     return out
@@ -154,6 +155,9 @@ def _condition_changes(old: World, new: World, name: str) -> list[str]:
 def _paths(a: Any, b: Any, path: str = "", depth: int = 0) -> Iterator[str]:
     """Where two plain values differ: short paths, with old -> new for short scalars."""
     if a == b:
+        return
+    if _is_expr(a) or _is_expr(b):  # an expression: where, not how its tree differs
+        yield f"{path or 'value'}: expression changed"
         return
     if isinstance(a, dict) and isinstance(b, dict) and depth < 4:
         for k in sorted(a.keys() | b.keys()):
@@ -176,6 +180,10 @@ def _paths(a: Any, b: Any, path: str = "", depth: int = 0) -> Iterator[str]:
         yield f"{path or 'value'}: {json.dumps(a)} -> {json.dumps(b)}"
     else:
         yield f"{path or 'value'}: changed"
+
+
+def _is_expr(value: Any) -> bool:
+    return isinstance(value, dict) and "op" in value
 
 
 def _short(value: Any) -> bool:

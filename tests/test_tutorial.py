@@ -42,12 +42,32 @@ def _normalise(text: str) -> list[str]:
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "docs" / "examples", tmp_path / "docs" / "examples")
+    _make_section_12_versions(tmp_path / "docs" / "examples")
     return tmp_path
+
+
+def _make_section_12_versions(folder: Path) -> None:
+    """The two edited copies section 12 asks for, built from the tutorial's own snippets."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    section = text[text.index("## 12."):]
+    lever, guard = [m.group(2).strip("\n") for m in BLOCK.finditer(section)
+                    if m.group(1) == "eair"][:2]
+    halved = re.search(r"`(let spent\(.*?\) = .*?)`", section.replace("\n", " "), re.S)
+    assert halved is not None
+    source = (folder / "first_world.eair").read_text(encoding="utf-8")
+    kpi = next(ln for ln in source.splitlines() if ln.startswith("lever kpi_pressure"))
+    budget = next(ln for ln in source.splitlines()
+                  if ln.strip().startswith("require amount <= budget_left"))
+    spent = next(ln for ln in source.splitlines() if ln.startswith("let spent("))
+    repaired = source.replace(kpi, f"{kpi}\n\n{lever}").replace(budget, f"{budget}\n{guard}")
+    (folder / "first_world_repaired.eair").write_text(repaired, encoding="utf-8")
+    (folder / "first_world_scored.eair").write_text(
+        source.replace(spent, re.sub(r"\s+", " ", halved.group(1))), encoding="utf-8")
 
 
 def test_the_tutorial_shows_commands_to_check() -> None:
     commands = [c.split()[1] for c, _ in _shown_commands()]
-    assert {"check", "compile", "run"} <= set(commands)
+    assert {"check", "compile", "run", "diff"} <= set(commands)
 
 
 @pytest.mark.parametrize("command,expected", _shown_commands(),
@@ -57,6 +77,8 @@ def test_tutorial_command_prints_what_the_tutorial_shows(workspace: Path, comman
     args = command.split()[1:]
     proc = run_eairc(*args, cwd=workspace, env={"COLUMNS": "120"})
     assert _normalise(proc.stdout + proc.stderr) == _normalise(expected)
+    if args[0] == "diff":  # the repair passes review; the rescoring does not
+        assert proc.returncode == (1 if "scored" in args[-1] else 0)
 
 
 def test_validate_reports_what_the_tutorial_shows(workspace: Path) -> None:
