@@ -241,8 +241,8 @@ class SimAgent:
         request_words = _words(obs.request.text)
         allowed = self._authorized_fields(obs) if completeness < 1.0 else None
         chosen: list[str] = []
-        for field, sentence, keywords in self._facts(obs):
-            relevant = not keywords.isdisjoint(request_words)
+        for field, sentence, about, says in self._facts(obs):
+            relevant = not (about.isdisjoint(request_words) and says.isdisjoint(request_words))
             if allowed is not None and field is not None:
                 include = field in allowed
             elif field is None:
@@ -260,8 +260,10 @@ class SimAgent:
 
 
 _STRIP = "\"'()[]{}:;!?.,"
-#: (field or None for prose, the sentence as said, keywords for relevance)
-Fact = tuple[str | None, str, frozenset[str]]
+#: (field or None for prose, the sentence as said, and the keywords relevance is judged
+#: on: those of the field's name, and those of what the fact says)
+Fact = tuple[str | None, str, frozenset[str], frozenset[str]]
+_NONE: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=8192)
@@ -312,11 +314,13 @@ def _label(field: str) -> str:
 
 
 def _facts_of(result: Any) -> list[Fact]:
-    """(field, sentence, keywords) for each fact a result states; field None for prose.
+    """(field, sentence, keywords of the field, keywords of the value) for each fact a
+    result states; field None for prose.
 
     Keywords are what relevance to a request is judged on: the content words of
     the fact without the subject it is about (every fact about Jordan mentions
-    Jordan; that does not make each one relevant), and the parts of its field name.
+    Jordan; that does not make each one relevant), and the parts of its field
+    name. Both halves are cached: field names and many values recur across rows.
     """
     if result is None:
         return []
@@ -326,9 +330,10 @@ def _facts_of(result: Any) -> list[Fact]:
         for k, v in result.items():
             if v in (None, "", []):
                 continue
-            core = f"{_label(k)}: {_render(v).rstrip('.')}"
+            label, about = _field_parts(k)
+            value = _render(v).rstrip(".")
             prefix = f"{subject} — " if subject and k not in ("name", "id") else ""
-            out.append((k, f"{prefix}{core}.", _words(core) | _field_words(k)))
+            out.append((k, f"{prefix}{label}: {value}.", about, _words(value)))
         return out
     if isinstance(result, list):
         return [f for item in result for f in _facts_of(item)]
@@ -337,12 +342,15 @@ def _facts_of(result: Any) -> list[Fact]:
         return []
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()
                  and not s.startswith(("Here is what I found", "I could not"))]
-    return [(None, s, _words(_SUBJECT.sub("", s))) for s in sentences]
+    return [(None, s, _words(_SUBJECT.sub("", s)), _NONE) for s in sentences]
 
 
 @lru_cache(maxsize=1024)
-def _field_words(field: str) -> frozenset[str]:
-    return frozenset(field.split("_"))
+def _field_parts(field: str) -> tuple[str, frozenset[str]]:
+    """A field's label (`due_date` -> "due date") and the words that make a fact about it
+    relevant: the label's content words and every part of the name."""
+    label = _label(field)
+    return label, _words(label) | frozenset(field.split("_"))
 
 
 def _render(v: Any) -> str:
