@@ -26,7 +26,6 @@ from eairdsl.agents.protocol import (
     ToolCall,
     ToolSpec,
 )
-from eairdsl.agents.sim import TRAITS
 from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
     Authorizer,
@@ -37,6 +36,7 @@ from eairdsl.runtime.evaluate import (
     is_stable,
     truthy,
 )
+from eairdsl.runtime.inducers import Inducers
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row, StaticRows
 
@@ -151,14 +151,6 @@ class Episode:
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
         self.state_changes: dict[str, int] = {}  # `set` effects per state variable
-        # Live dashboards: which are on, what they read last, and the lines per role.
-        self._active_dashboards: list[Any] | None = None
-        self._dash_version = -1
-        self._dash_key: tuple[Any, ...] | None = None
-        self._dash_texts: list[tuple[list[str], Any]] = []
-        self._dash_lines: dict[str, list[str]] = {}
-        self.triggered: list[Any] = []
-        self.trigger_state: dict[str, bool] = {}
         w = self.compiled.world
         self.env = simpy.Environment()
         self.pending: list[tuple[Agent, Observation, simpy.Event]] = []
@@ -215,34 +207,8 @@ class Episode:
             elif ch.kind == "relay":
                 a, b, c = ch.parties
                 self.relays.append((a, b, c, ch.when))
-        self._standing_shifts()
-
-    def _standing_shifts(self) -> None:
-        """Apply the inducers other than warnings to the sim traits, then clamp to [0, 1].
-
-        Their `when` is read as the episode starts — levers, the instance and the
-        initial state (a deadline's distance from `today()`, say) — so it can
-        key on the world's state, not only on the lever that set it.
-        """
-        if self.shift_traits:
-            scope = self.scope()
-            for inducer in self.compiled.world.inducers:
-                if inducer.kind == "warning" or not inducer.shifts:
-                    continue
-                try:
-                    on = inducer.when is None or truthy(self.compiled.eval(inducer.when, scope))
-                except EvalError as exc:
-                    self.invalid.append(f"inducer {inducer.name}: {exc}")
-                    continue
-                if not on:
-                    continue
-                for party, values in self.traits.items():
-                    if inducer.roles and party not in inducer.roles:
-                        continue
-                    for trait, delta in inducer.shifts.items():
-                        values[trait] = values.get(trait, 0.5) + delta
-        for party, values in self.traits.items():
-            self.traits[party] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
+        self.inducers = Inducers(self)
+        self.inducers.shift_at_start()
 
     # ------------------------------------------------------------ scopes
     def scope(self, context: dict[str, Any] | None = None,
@@ -282,13 +248,7 @@ class Episode:
         for party in self.compiled.world.parties:
             for scheduled in party.events:
                 self.env.process(self._scheduled(party, scheduled))
-        for inducer in self.compiled.world.inducers:
-            if inducer.kind != "warning" or inducer.on is not None:
-                continue  # `on TOOL` warnings fire from call_tool
-            if inducer.at is None and inducer.every is None and inducer.when is not None:
-                self.triggered.append(inducer)
-            else:
-                self.env.process(self._warnings(inducer))
+        self.inducers.start()
         processed = 0
         while True:
             if self.pending:
@@ -354,58 +314,6 @@ class Episode:
         text = action.text if isinstance(action, Reply) else ""
         return text or party.objective or f"Hello, this is {party.name}."
 
-    def _warnings(self, inducer: Any) -> Proc:
-        """A timed warning: from `at`, then every `every`, whenever its `when` holds.
-
-        A periodic warning stops once no participant has work left, so it never
-        keeps an otherwise finished episode alive.
-        """
-        scope = self.scope()
-        at = float(self.compiled.eval(inducer.at, scope, 0) or 0)
-        every = self.compiled.eval(inducer.every, scope)
-        yield self.env.timeout(max(0.0, at))
-        while True:
-            if inducer.when is None or truthy(self.compiled.eval(inducer.when, self.scope())):
-                self._warn(inducer)
-            if not every or (self.active == 0 and self.scheduled == 0):
-                return
-            yield self.env.timeout(float(every))
-
-    def _check_triggers(self) -> None:
-        """Warnings without a time fire each time their `when` turns from false to true."""
-        for inducer in self.triggered:
-            now = truthy(self.compiled.eval(inducer.when, self.scope()))
-            if now and not self.trigger_state.get(inducer.name, False):
-                self._warn(inducer)
-            self.trigger_state[inducer.name] = now
-
-    def _warn(self, inducer: Any, scope: Scope | None = None) -> None:
-        """Deliver a warning to its recipients' memory and shift their traits.
-
-        `to EXPR` names the recipients when the warning fires (in `scope`, the
-        tool call's for an `on TOOL` warning); otherwise `roles`, else every role.
-        """
-        sender = inducer.sender or "manager"
-        if inducer.to is not None:
-            named = self.compiled.eval(inducer.to, scope or self.scope())
-            named = named if isinstance(named, list) else [named]
-            roles = [r for r in named if isinstance(r, str) and r in self.memory]
-        else:
-            roles = inducer.roles or [p.name for p in self.compiled.world.parties
-                                      if p.kind == "role"]
-        text = inducer.text or ""
-        if inducer.text_expr is not None:  # worded when it fires
-            value = self.compiled.eval(inducer.text_expr, scope or self.scope())
-            text = "" if value is None else str(value)
-        for role in roles:
-            self.trace.add(t=float(self.env.now), kind="message", actor=sender, recipient=role,
-                           edge=f"{sender}->{role}", content=text)
-            self.memory[role].append(MemoryItem(kind="note", task=0, sender=sender, text=text))
-            traits = self.traits.get(role)
-            if traits is not None and self.shift_traits:
-                for trait, delta in inducer.shifts.items():
-                    traits[trait] = min(1.0, max(0.0, traits.get(trait, 0.5) + delta))
-
     def _decide(self, agent: Agent, obs: Observation) -> Proc:
         event = self.env.event()
         self.pending.append((agent, obs, event))
@@ -413,39 +321,6 @@ class Episode:
         return action
 
     # ------------------------------------------------------------ tasks
-    def _dashboard(self, party: str) -> list[str]:
-        """The live dashboards this participant sees now, read from the current state.
-
-        A dashboard's `when` is lever-only (E510), so which are on is fixed for the
-        episode. Their texts are re-read only when a ledger or state variable they
-        read has changed (at every step if one reads the trace or the clock), and
-        the lines each role sees are kept until then: this runs at every step.
-        """
-        c = self.compiled
-        if not c.live_dashboards:
-            return []
-        if c.volatile_dashboards or self._dash_version != self.version:
-            self._dash_version = self.version
-            key: tuple[Any, ...] | None = None if c.volatile_dashboards else (
-                *(len(self.records.get(r, ())) for r in c.dashboard_records),  # only grow
-                *(self.state_changes.get(v, 0) for v in c.dashboard_states))
-            if key is None or key != self._dash_key:
-                self._dash_key = key
-                scope = self.scope()
-                if self._active_dashboards is None:
-                    self._active_dashboards = [
-                        i for i in c.live_dashboards
-                        if i.when is None or truthy(c.eval(i.when, scope))]
-                self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
-                                    for i in self._active_dashboards]
-                self._dash_lines = {}
-        lines = self._dash_lines.get(party)
-        if lines is None:
-            lines = self._dash_lines[party] = [
-                str(text) for roles, text in self._dash_texts
-                if text is not None and (not roles or party in roles)]
-        return lines
-
     def _card(self, party: str) -> str:
         return self.compiled.world.prompts.get(party, {}).get(self.condition, "")
 
@@ -533,7 +408,7 @@ class Episode:
                               tools=self._specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
                               authority=self.authority[party_name], names=self.names,
-                              dashboard=self._dashboard(party_name))
+                              dashboard=self.inducers.dashboard(party_name))
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,
@@ -668,12 +543,7 @@ class Episode:
         except EvalError as exc:
             return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
         recorded = self._result(task, event.step, tool.name, result)
-        for inducer in self.compiled.on_tool.get(tool.name, ()):
-            try:
-                if inducer.when is None or truthy(self.compiled.eval(inducer.when, scope)):
-                    self._warn(inducer, scope)
-            except EvalError as exc:
-                self.invalid.append(f"warning {inducer.name} failed: {exc}")
+        self.inducers.after_call(tool.name, scope)
         return recorded
 
     def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
@@ -723,7 +593,7 @@ class Episode:
         self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
                        tool=tool.name, diff=diff, task=task.id)
         self.version += 1
-        self._check_triggers()
+        self.inducers.after_state_change()
 
     def _reject(self, task: _Task, call_step: str, tool: str, reason: str,
                 at: str | None = None) -> tuple[Any, bool]:

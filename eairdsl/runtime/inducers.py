@@ -1,0 +1,174 @@
+"""How a world's inducers act during one episode.
+
+Standing inducers (every kind but warnings) shift the sim traits once, as the
+episode starts; warnings fire at times, when a condition turns true, or after a
+tool call, and reach their recipients' memory; live dashboards are re-read into
+every observation. The episode owns one `Inducers` and calls it at those
+moments; this module decides what happens then.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eairdsl.agents.protocol import MemoryItem
+from eairdsl.agents.sim import TRAITS
+from eairdsl.runtime.evaluate import EvalError, Scope, truthy
+
+if TYPE_CHECKING:
+    from eairdsl.runtime.engine import Episode, Proc
+
+__all__ = ["Inducers"]
+
+
+class Inducers:
+    """The inducers of one episode: trait shifts, warnings and live dashboards."""
+
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+        self.compiled = episode.compiled
+        #: warnings that fire when their `when` turns true, and its last value for each
+        self.triggered: list[Any] = []
+        self.trigger_state: dict[str, bool] = {}
+        # Live dashboards: which are on, what they read last, and the lines per role.
+        self._active_dashboards: list[Any] | None = None
+        self._dash_version = -1
+        self._dash_key: tuple[Any, ...] | None = None
+        self._dash_texts: list[tuple[list[str], Any]] = []
+        self._dash_lines: dict[str, list[str]] = {}
+
+    # ------------------------------------------------------------ standing inducers
+    def shift_at_start(self) -> None:
+        """Apply the inducers other than warnings to the sim traits, then clamp to [0, 1].
+
+        Their `when` is read as the episode starts — levers, the instance and the
+        initial state (a deadline's distance from `today()`, say) — so it can
+        key on the world's state, not only on the lever that set it.
+        """
+        ep, c = self.episode, self.compiled
+        if ep.shift_traits:
+            scope = ep.scope()
+            for inducer in c.world.inducers:
+                if inducer.kind == "warning" or not inducer.shifts:
+                    continue
+                try:
+                    on = inducer.when is None or truthy(c.eval(inducer.when, scope))
+                except EvalError as exc:
+                    ep.invalid.append(f"inducer {inducer.name}: {exc}")
+                    continue
+                if not on:
+                    continue
+                for party, values in ep.traits.items():
+                    if inducer.roles and party not in inducer.roles:
+                        continue
+                    for trait, delta in inducer.shifts.items():
+                        values[trait] = values.get(trait, 0.5) + delta
+        for party, values in ep.traits.items():
+            ep.traits[party] = {t: min(1.0, max(0.0, values.get(t, 0.5))) for t in TRAITS}
+
+    # ------------------------------------------------------------ warnings
+    def start(self) -> None:
+        """Schedule timed warnings and register the condition-triggered ones."""
+        for inducer in self.compiled.world.inducers:
+            if inducer.kind != "warning" or inducer.on is not None:
+                continue  # `on TOOL` warnings fire from after_call
+            if inducer.at is None and inducer.every is None and inducer.when is not None:
+                self.triggered.append(inducer)
+            else:
+                self.episode.env.process(self._timed(inducer))
+
+    def _timed(self, inducer: Any) -> Proc:
+        """A timed warning: from `at`, then every `every`, whenever its `when` holds.
+
+        A periodic warning stops once no participant has work left, so it never
+        keeps an otherwise finished episode alive.
+        """
+        ep, c = self.episode, self.compiled
+        scope = ep.scope()
+        at = float(c.eval(inducer.at, scope, 0) or 0)
+        every = c.eval(inducer.every, scope)
+        yield ep.env.timeout(max(0.0, at))
+        while True:
+            if inducer.when is None or truthy(c.eval(inducer.when, ep.scope())):
+                self.warn(inducer)
+            if not every or (ep.active == 0 and ep.scheduled == 0):
+                return
+            yield ep.env.timeout(float(every))
+
+    def after_state_change(self) -> None:
+        """Warnings without a time fire each time their `when` turns from false to true."""
+        for inducer in self.triggered:
+            now = truthy(self.compiled.eval(inducer.when, self.episode.scope()))
+            if now and not self.trigger_state.get(inducer.name, False):
+                self.warn(inducer)
+            self.trigger_state[inducer.name] = now
+
+    def after_call(self, tool: str, scope: Scope) -> None:
+        """`on TOOL` warnings, after a successful call, read in that call's scope."""
+        for inducer in self.compiled.on_tool.get(tool, ()):
+            try:
+                if inducer.when is None or truthy(self.compiled.eval(inducer.when, scope)):
+                    self.warn(inducer, scope)
+            except EvalError as exc:
+                self.episode.invalid.append(f"warning {inducer.name} failed: {exc}")
+
+    def warn(self, inducer: Any, scope: Scope | None = None) -> None:
+        """Deliver a warning to its recipients' memory and shift their traits.
+
+        `to EXPR` names the recipients when the warning fires (in `scope`, the
+        tool call's for an `on TOOL` warning); otherwise `roles`, else every role.
+        """
+        ep, c = self.episode, self.compiled
+        sender = inducer.sender or "manager"
+        if inducer.to is not None:
+            named = c.eval(inducer.to, scope or ep.scope())
+            named = named if isinstance(named, list) else [named]
+            roles = [r for r in named if isinstance(r, str) and r in ep.memory]
+        else:
+            roles = inducer.roles or [p.name for p in c.world.parties if p.kind == "role"]
+        text = inducer.text or ""
+        if inducer.text_expr is not None:  # worded when it fires
+            value = c.eval(inducer.text_expr, scope or ep.scope())
+            text = "" if value is None else str(value)
+        for role in roles:
+            ep.trace.add(t=float(ep.env.now), kind="message", actor=sender, recipient=role,
+                         edge=f"{sender}->{role}", content=text)
+            ep.memory[role].append(MemoryItem(kind="note", task=0, sender=sender, text=text))
+            traits = ep.traits.get(role)
+            if traits is not None and ep.shift_traits:
+                for trait, delta in inducer.shifts.items():
+                    traits[trait] = min(1.0, max(0.0, traits.get(trait, 0.5) + delta))
+
+    # ------------------------------------------------------------ live dashboards
+    def dashboard(self, party: str) -> list[str]:
+        """The live dashboards this participant sees now, read from the current state.
+
+        A dashboard's `when` is lever-only (E510), so which are on is fixed for the
+        episode. Their texts are re-read only when a ledger or state variable they
+        read has changed (at every step if one reads the trace or the clock), and
+        the lines each role sees are kept until then: this runs at every step.
+        """
+        ep, c = self.episode, self.compiled
+        if not c.live_dashboards:
+            return []
+        if c.volatile_dashboards or self._dash_version != ep.version:
+            self._dash_version = ep.version
+            key: tuple[Any, ...] | None = None if c.volatile_dashboards else (
+                *(len(ep.records.get(r, ())) for r in c.dashboard_records),  # only grow
+                *(ep.state_changes.get(v, 0) for v in c.dashboard_states))
+            if key is None or key != self._dash_key:
+                self._dash_key = key
+                scope = ep.scope()
+                if self._active_dashboards is None:
+                    self._active_dashboards = [
+                        i for i in c.live_dashboards
+                        if i.when is None or truthy(c.eval(i.when, scope))]
+                self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
+                                    for i in self._active_dashboards]
+                self._dash_lines = {}
+        lines = self._dash_lines.get(party)
+        if lines is None:
+            lines = self._dash_lines[party] = [
+                str(text) for roles, text in self._dash_texts
+                if text is not None and (not roles or party in roles)]
+        return lines
