@@ -174,12 +174,29 @@ def _paths(a: Any, b: Any, path: str = "", depth: int = 0) -> Iterator[str]:
             yield from _paths(x, y, f"{path}[{i}]", depth + 1)
         return
     if isinstance(a, list) and isinstance(b, list):
-        yield f"{path or 'value'}: {len(a)} -> {len(b)} items"
+        removed = [x for x in a if x not in b]
+        added = [x for x in b if x not in a]
+        if 0 < len(removed) + len(added) <= 3:
+            yield from (f"{path or 'value'}: - {_describe(x)}" for x in removed)
+            yield from (f"{path or 'value'}: + {_describe(x)}" for x in added)
+        else:
+            yield f"{path or 'value'}: {len(a)} -> {len(b)} items"
         return
     if _short(a) and _short(b):
         yield f"{path or 'value'}: {json.dumps(a)} -> {json.dumps(b)}"
     else:
         yield f"{path or 'value'}: changed"
+
+
+def _describe(item: Any) -> str:
+    """A list item in a few words: its name, else what it says, else its value."""
+    if isinstance(item, dict):
+        for key in ("name", "message", "target", "text"):
+            if isinstance(item.get(key), str):
+                what = item.get("action") or item.get("op") or key
+                return f"{what} {json.dumps(item[key], ensure_ascii=False)}"
+        return "an entry"
+    return json.dumps(item, ensure_ascii=False) if _short(item) else "an entry"
 
 
 def _is_expr(value: Any) -> bool:
