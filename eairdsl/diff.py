@@ -15,6 +15,7 @@ definition the predicate calls.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -184,6 +185,14 @@ def _paths(a: Any, b: Any, path: str = "", depth: int = 0) -> Iterator[str]:
         return
     if _short(a) and _short(b):
         yield f"{path or 'value'}: {json.dumps(a)} -> {json.dumps(b)}"
+    elif isinstance(a, str) and isinstance(b, str):  # a card or a description: its lines
+        lines = [ln for ln in difflib.unified_diff(a.splitlines(), b.splitlines(), n=0,
+                                                   lineterm="")
+                 if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+        shown = [f"{path}: {ln[0]} {ln[1:].strip()[:100]}" for ln in lines[:4]]
+        yield from shown or [f"{path or 'value'}: changed"]
+        if len(lines) > 4:
+            yield f"{path}: … {len(lines) - 4} more changed line(s)"
     else:
         yield f"{path or 'value'}: changed"
 

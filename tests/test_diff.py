@@ -94,3 +94,13 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     assert data["violations"] >= 2 and data["old"] == data["new"] == "a1"
     missing = run_eairc("diff", base, tmp_path / "nope.eair", cwd=ROOT)
     assert missing.returncode == 1 and "nope.eair" in missing.stderr
+
+
+def test_changed_cards_show_their_changed_lines(tmp_path: Path) -> None:
+    """F1's repair gives the approver a tool; its cards list it, and the diff says so."""
+    result = diff_worlds(_world("f1"), patched_world(tmp_path, "f1", F1_REPAIR))
+    approver = next(c for c in result.changes if c.name == "approver")
+    assert any(d.startswith("cards.standard: + ") and "legal_approval_check" in d
+               for d in approver.details)
+    tool = next(c for c in result.changes if c.name == "record_disposition")
+    assert any(d.startswith('guards: + reject "signature refused') for d in tool.details)
