@@ -14,7 +14,7 @@ from pathlib import Path
 
 from eairdsl.check import check_world
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
+from eairdsl.graph import dot_available, render_svg, to_dot, topology
 from eairdsl.ir import World, dump_world, lower
 from eairdsl.source import SourceFile
 
@@ -54,7 +54,7 @@ def generated_files(world: World) -> dict[str, bytes]:
         for condition, text in by_condition.items():
             files[f"prompts/{role}/{condition}.md"] = text.encode("utf-8")
     title = f"{world.meta.name}: {world.meta.title}" if world.meta.title else world.meta.name
-    files["topology.dot"] = to_dot(topology_graph(world), title).encode("utf-8")
+    files["topology.dot"] = to_dot(topology(world), title).encode("utf-8")
     return files
 
 

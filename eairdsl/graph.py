@@ -1,20 +1,25 @@
-"""The world's interaction topology as a networkx graph, and its diagram.
+"""The world's interaction topology as a graph, and its diagram.
 
 Nodes are participants, tools, records and documents; edges are message
 channels, synchronous delegation, tool access and record reads/writes. The
-same graph feeds the diagram people look at and, later, the auditor's
-interaction graph, so the drawing is never a second, divergent model.
+same construction feeds the diagram people look at and the networkx graph
+analyses (and, later, the auditor's interaction graph) use, so the drawing is
+never a second, divergent model. `eairc compile` draws from a plain `Topology`:
+importing networkx costs more than compiling a small world.
 """
 
 from __future__ import annotations
 
 import shutil
-
-import networkx as nx
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eairdsl.ir import Expr, LetIR, World, walk_expr
 
-__all__ = ["topology_graph", "to_dot", "render_svg", "dot_available"]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["Topology", "topology", "topology_graph", "to_dot", "render_svg", "dot_available"]
 
 _NODE_STYLE = {
     "role": 'shape=box, style="rounded,filled", fillcolor="#dbe9f6"',
@@ -46,9 +51,52 @@ def _refs(e: Expr | None, kind: str, lets: dict[str, LetIR]) -> set[str]:
     return {x.name or "" for x in walk_expr(e, lets) if x.op == "ref" and x.kind == kind}
 
 
+class _Builder(Protocol):
+    def add_node(self, node: str, **attrs: Any) -> None: ...
+    def add_edge(self, a: str, b: str, **attrs: Any) -> Any: ...
+    def __contains__(self, node: object) -> bool: ...
+
+
+class Topology:
+    """Nodes and edges with attributes, in the shape `to_dot` reads — no networkx needed."""
+
+    def __init__(self, name: str) -> None:
+        self.graph: dict[str, Any] = {"name": name}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self._edges: list[tuple[str, str, dict[str, Any]]] = []
+
+    def add_node(self, node: str, **attrs: Any) -> None:
+        self.nodes.setdefault(node, {}).update(attrs)
+
+    def add_edge(self, a: str, b: str, **attrs: Any) -> None:
+        self.nodes.setdefault(a, {})
+        self.nodes.setdefault(b, {})
+        self._edges.append((a, b, attrs))
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nodes
+
+    def edges(self, data: bool = True) -> list[tuple[str, str, dict[str, Any]]]:
+        return list(self._edges)
+
+
+def topology(world: World) -> Topology:
+    """The world's topology as a plain `Topology` (what the compiler draws)."""
+    g = Topology(world.meta.name)
+    _build(world, g)
+    return g
+
+
 def topology_graph(world: World) -> nx.MultiDiGraph:
     """Nodes carry `kind`; edges carry `kind` (direct, delegation, uses, reads, writes…)."""
+    import networkx as nx
+
     g: nx.MultiDiGraph = nx.MultiDiGraph(name=world.meta.name)
+    _build(world, g)
+    return g
+
+
+def _build(world: World, g: _Builder) -> None:
     for party in world.parties:
         g.add_node(party.name, kind=party.kind)
     used_tools = {ref.name for p in world.parties for ref in p.tools}
@@ -97,14 +145,21 @@ def topology_graph(world: World) -> nx.MultiDiGraph:
             g.add_edge(node, f"record:{r}", kind="writes")
         for d in sorted(docs):
             g.add_edge(f"document:{d}", node, kind="reads")
-    return g
 
 
 def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def to_dot(graph: nx.MultiDiGraph, title: str = "") -> str:
+class _Drawable(Protocol):
+    graph: dict[str, Any]
+
+    @property
+    def nodes(self) -> Any: ...
+    def edges(self, data: bool = ...) -> Iterable[tuple[str, str, dict[str, Any]]]: ...
+
+
+def to_dot(graph: _Drawable | nx.MultiDiGraph, title: str = "") -> str:
     """Deterministic DOT text with a legend of node and edge kinds."""
     lines = [f"digraph {_q(graph.graph.get('name', 'world'))} {{",
              "  rankdir=LR; fontname=Helvetica; fontsize=11;",

@@ -46,3 +46,24 @@ def test_cli_draws_a_trace(tmp_path: Path) -> None:
                            str(tmp_path / "x.svg")], capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "not a readable trace" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_compiling_draws_the_topology_without_importing_networkx(tmp_path: Path) -> None:
+    """networkx costs more to import than a compile; the compiler's plain topology draws
+    the same DOT as the networkx graph analyses use."""
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from eairdsl.compiler import compile_world\n"
+        f"result = compile_world(Path({str(root / 'worlds' / 'c1.eair')!r}))\n"
+        "assert result.ok\n"
+        "print('networkx' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+    from eairdsl.graph import to_dot, topology, topology_graph
+
+    world = resolve_world(root / "worlds" / "c1.eair")
+    assert to_dot(topology(world), "c1") == to_dot(topology_graph(world), "c1")
