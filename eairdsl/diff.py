@@ -26,10 +26,8 @@ from eairdsl.ir import Expr, World, walk_expr
 
 __all__ = ["Change", "WorldDiff", "diff_worlds"]
 
-#: IR fields that locate a declaration in its source rather than say what it does
-_POSITIONS = frozenset({"at"})
 #: Protected keywords that stand for a whole block
-_BLOCKS = {"measure": "measure", "instances": "instances", "authorization": "authorization"}
+_BLOCKS = frozenset({"measure", "instances", "authorization"})
 
 
 class Change(BaseModel):
@@ -91,7 +89,9 @@ def _plain(model: Any) -> Any:
 
 def _strip(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: _strip(v) for k, v in data.items() if k not in _POSITIONS}
+        # A guard's or measurement's `at` says where it is written ("a1.eair:268:3");
+        # an event's or warning's `at` is an expression (when it happens), and counts.
+        return {k: _strip(v) for k, v in data.items() if not (k == "at" and isinstance(v, str))}
     if isinstance(data, list):
         return [_strip(v) for v in data]
     return data
@@ -228,8 +228,7 @@ def _mark_protected(old: World, new: World, changes: list[Change]) -> None:
             if dropped:
                 change.protected = f"no longer protects {', '.join(dropped)}"
             continue
-        block = _BLOCKS.get(change.kind)
-        if change.name in protected or (block in protected and change.kind == block):
+        if change.name in protected or (change.kind in _BLOCKS and change.kind in protected):
             change.protected = f"{change.kind} '{change.name}' is protected"
     # A protected declaration also changes when a definition it calls changes.
     for kind, name, reads in _protected_reads(old):

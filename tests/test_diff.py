@@ -104,3 +104,12 @@ def test_changed_cards_show_their_changed_lines(tmp_path: Path) -> None:
                for d in approver.details)
     tool = next(c for c in result.changes if c.name == "record_disposition")
     assert any(d.startswith('guards: + reject "signature refused') for d in tool.details)
+
+
+def test_a_scheduled_message_moved_in_time_is_a_change(tmp_path: Path) -> None:
+    """An event's `at` is when it happens (compared); a guard's `at` is where it is written."""
+    patched = patched_world(tmp_path, "a1", [("at 8 days say opening(service_recovery)",
+                                              "at 9 days say opening(service_recovery)")])
+    result = diff_worlds(_world("a1"), patched)
+    assert [(c.kind, c.name) for c in result.changes] == [("participant", "customer")]
+    assert result.changes[0].details == ["events[3].at: expression changed"]
