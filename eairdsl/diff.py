@@ -121,7 +121,8 @@ def _declarations(world: World) -> dict[tuple[str, str], Any]:
         out[("schema", name)] = {"fields": [_plain(f) for f in fields],
                                  "closed": name in world.closed_schemas}
     for channel in world.channels:
-        label = f"{channel.kind} " + " -> ".join(channel.parties)
+        label = f"{channel.kind} " + " -> ".join(channel.parties) + (
+            f" via {channel.via}" if channel.via else "")
         out[("channel", label)] = _plain(channel)
     out[("authorization", "authorization")] = _plain(world.authorization)
     out[("instances", "instances")] = world.instances
