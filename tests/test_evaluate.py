@@ -137,3 +137,25 @@ def test_episodes_in_a_row_and_in_a_thread_reuse_no_stale_state(world: World,
     thread.join()
     texts = [Path(r.trace_path or "").read_bytes() for r in (first, again, box[0])]
     assert texts[0] == texts[1] == texts[2]
+
+
+@pytest.mark.parametrize("value", [
+    {"b": 1, "a": [1.5, 2.0, 1e16, -0.0, None, True], "é": "naïve — “quoted”\n"},
+    {"nested": {"z": {"y": [{"k": "v"}]}, "a": 3}, "n": 10**20},
+    {"row": Row("t", {"id": 2, "name": "x"})}, [], "text", 7,
+])
+def test_trace_line_encoder_matches_json_dumps(value: Any) -> None:
+    """The once-built C encoder writes exactly what json.dumps(sort_keys) writes."""
+    import json
+
+    from eairdsl.runtime.trace import _ENCODE_LINE
+
+    assert _ENCODE_LINE(value) == json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def test_trace_line_encoder_refuses_runtime_objects() -> None:
+    from eairdsl.runtime.trace import _ENCODE_LINE
+    from eairdsl.runtime.values import FieldSet
+
+    with pytest.raises(TypeError):
+        _ENCODE_LINE({"fields": FieldSet("t", ["a"])})

@@ -106,6 +106,28 @@ _EVENT_FIELDS = tuple(TraceEvent.model_fields)
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _line_encoder() -> Any:
+    """`_ENCODER.encode` without its per-call set-up: the C encoder, made once.
+
+    A trace has a line per event; `JSONEncoder.encode` builds a new C encoder for
+    each. Same output (sorted keys, UTF-8 text, no circularity check: trace data
+    is plain JSON). Without the C accelerator, the ordinary encoder.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)  # CPython's C accelerator
+    if make is None:
+        return _ENCODER.encode
+    iterencode = make(None, _not_json, json.encoder.encode_basestring, None, ": ", ", ",
+                      True, False, True)
+    return lambda value: "".join(iterencode(value, 0))
+
+
+_ENCODE_LINE = _line_encoder()
+
+
 class Event:
     """An event as the runtime records it: TraceEvent's fields, without validation.
 
@@ -209,7 +231,7 @@ class Trace:
 
     # ------------------------------------------------------------ files
     def lines(self) -> list[str]:
-        encode = _ENCODER.encode
+        encode = _ENCODE_LINE
         out = [encode(self.header.model_dump(mode="json", exclude_none=True))]
         for e in self.events:
             out.append(encode(e.as_dict() if isinstance(e, Event)
