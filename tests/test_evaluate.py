@@ -159,3 +159,44 @@ def test_trace_line_encoder_refuses_runtime_objects() -> None:
 
     with pytest.raises(TypeError):
         _ENCODE_LINE({"fields": FieldSet("t", ["a"])})
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("The renewal auto-extends. Flag it as a risk!  Is it capped?\nNo.",
+     ["The renewal auto-extends.", "Flag it as a risk!", "Is it capped?", "No."]),
+    ("One sentence without an end", ["One sentence without an end"]),
+    ("", []),
+    (None, None),
+])
+def test_sentences_split_text_for_within_sentence_tests(world: World, text: Any,
+                                                        expected: Any) -> None:
+    fn = compile_expr(Expr(op="call", name="sentences", args=[_ref("local", "t")]))
+    assert fn(_scope(world, [], t=text)) == expected
+
+
+def test_sentences_in_a_quantifier_type_check_and_run(tmp_path: Path) -> None:
+    """`exists s in sentences(...) where ...` is a valid measurement over a reply."""
+    import re
+    import shutil
+
+    from eairdsl.runtime.trace import read_trace
+
+    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
+    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
+    source = mini.read_text(encoding="utf-8").replace(
+        "  metric total = sum(r.amount for r in refunds)",
+        "  metric total = sum(r.amount for r in refunds)\n"
+        "  metric refund_sentence = exists s in sentences(final(desk_a)) where "
+        's contains "refund" and s contains_any ["$5", "$10", "$20"] when final(desk_a) != none')
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    seen = set()
+    for seed in range(4):
+        result = run_episode(world, "baseline", None, seed, agents="sim:reckless",
+                             out=tmp_path / "out")
+        final = read_trace(Path(result.trace_path or "")).final("desk_a") or ""
+        expected = any("refund" in part and any(a in part for a in ("$5", "$10", "$20"))
+                       for part in re.split(r"(?<=[.!?])\s+|\n+", final))
+        assert result.metrics["refund_sentence"] is expected
+        seen.add(expected)
+    assert seen, "episodes ran"

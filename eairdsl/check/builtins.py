@@ -79,6 +79,9 @@ _B = [
     Builtin("pattern_hits", (("row", T.ROW, False), ("fields", T.FIELDS, False),
                              ("text", T.TEXT, False)), _fixed(T.INT),
             "How many of `fields` of `row` have one of their declared phrases in `text`."),
+    Builtin("sentences", (("text", T.TEXT, False),), _fixed(_L(T.TEXT)),
+            "The sentences of a text (split after `.`, `!` or `?` and at line breaks), for"
+            " tests that must hold within one sentence."),
     Builtin("search", (("document", T.DOCUMENT, False), ("query", T.TEXT, False),
                        ("limit", T.INT, True)), _fixed(_L(T.TEXT)),
             "Lines of a document containing `query` literally (at most `limit`, default 5)."),

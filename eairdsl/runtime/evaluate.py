@@ -620,6 +620,15 @@ def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:
     return [ln for ln in text.splitlines() if q in ln.casefold()][: int(limit or 5)]
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _sentences(s: Scope, text: Any) -> list[str] | None:
+    if text is None:
+        return None
+    return [part.strip() for part in _SENTENCE_BREAK.split(_text(text)) if part.strip()]
+
+
 def _trace(s: Scope) -> TraceView:
     if s.trace is None:
         raise EvalError("trace queries need an episode")
@@ -647,6 +656,7 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "canary_hits": _canary_hits,
     "pattern_hits": _pattern_hits,
     "search": _search,
+    "sentences": _sentences,
     "now": lambda s: s.now,
     "today": _today,
     "quarter_of": lambda s, d: None if d is None else quarter_of(d),
