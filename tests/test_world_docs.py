@@ -54,3 +54,20 @@ def test_the_check_catches_a_shifted_citation() -> None:
     assert all(name in world[a - 1] for _, a, _, name in good)
     assert not all(name in world[a - 1] for _, a, _, name in shifted)
     assert citations("| data | `a1/tickets.json` 7 (`sla_target`) |") == []
+
+
+LIMITATION = re.compile(r"LIMITATION(?: comment)?(?: at)? (\d{1,4})(?:–(\d{1,4}))?")
+
+
+@pytest.mark.parametrize("doc", MAPS, ids=[p.stem for p in MAPS])
+def test_cited_limitation_comments_are_where_the_map_says(doc: Path) -> None:
+    """"LIMITATION comment at N–M" must point at a `// LIMITATION:` comment of the world."""
+    world = (ROOT / "worlds" / f"{doc.stem}.eair").read_text(encoding="utf-8").splitlines()
+    wrong = []
+    for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+        for m in LIMITATION.finditer(line):
+            first = int(m.group(1))
+            last = int(m.group(2) or first)
+            if "LIMITATION" not in "\n".join(world[first - 1:last]):
+                wrong.append(f"{doc.name}:{number}: {m.group(0)}")
+    assert not wrong, "\n".join(wrong)
