@@ -1,10 +1,11 @@
-"""Expression evaluation shortcuts must never change a value.
+"""Evaluating values: shortcuts that must never change one, and builtins.
 
 The evaluator answers `[x for x in T where x.f == v]` over a static table from
-an index, keys `let` memos of rows and lists by identity, and shares static
-tables between episodes. Each shortcut is checked here against the plain
-computation it replaces, on the awkward values (none, missing fields, 1 vs
-1.0, NaN, unhashable values).
+an index, keys `let` memos of rows and lists by identity, shares static tables
+between episodes, and writes trace lines with one C encoder. Each shortcut is
+checked here against the plain computation it replaces, on the awkward values
+(none, missing fields, 1 vs 1.0, NaN, unhashable values). Also here: the
+`sentences` builtin, and rank and display names folded into cards.
 """
 
 from __future__ import annotations
@@ -200,3 +201,23 @@ def test_sentences_in_a_quantifier_type_check_and_run(tmp_path: Path) -> None:
         assert result.metrics["refund_sentence"] is expected
         seen.add(expected)
     assert seen, "episodes ran"
+
+
+def test_cards_see_rank_and_display_name_per_condition(tmp_path: Path) -> None:
+    """`role.authority` and `role.display` are folded per condition when cards render."""
+    import shutil
+
+    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
+    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
+    (tmp_path / "mini" / "card.md.j2").write_text(
+        "You are {{ role.display }} (rank {{ role.authority }}).\n", encoding="utf-8")
+    source = mini.read_text(encoding="utf-8").replace(
+        "role desk_a {\n  model under_test",
+        'role desk_a {\n  model under_test\n  authority choose(budget_check, 3, 1)\n'
+        '  display choose(budget_check, "the senior desk", "desk A")')
+    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
+    world = resolve_world(tmp_path / "mini.eair")
+    cards = world.prompts["desk_a"]
+    assert cards["baseline"].strip() == "You are desk A (rank 1)."
+    assert cards["checked"].strip() == "You are the senior desk (rank 3)."
+    assert world.prompts["desk_b"]["checked"].strip() == "You are desk_b (rank 0)."
