@@ -205,3 +205,38 @@ def test_random_data_file_in_d1(d1_copy: Path, value: object) -> None:
     codes = {d.code for d in result.diagnostics if d.is_error}
     assert result.ok or codes, "a failed compile must say why"
     assert codes <= {"E207", "E208"}, codes
+
+
+# ---------------------------------------------------------------- mutated copies of the rest
+
+@pytest.fixture(scope="module", params=["a1", "b1", "c1"])
+def world_copy(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Another world with its data (and the stdlib it imports), copied once per module."""
+    name = request.param
+    folder = Path(tempfile.mkdtemp(prefix=f"eair-{name}-"))
+    shutil.copytree(ROOT / "worlds" / name, folder / name)
+    shutil.copytree(ROOT / "stdlib", folder / "stdlib")
+    yield folder / f"{name}.eair"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@fuzz(40)
+@given(ops=MUTATIONS)
+def test_mutated_worlds_compile_and_run_or_report(world_copy: Path, ops: list[Mutation]) -> None:
+    """Warnings on tool calls, live dashboards, computed recipients and gated channels
+    (A1, B1, C1) survive mutation: a located error, or a world whose episode runs."""
+    from eairdsl.api import UsageError, run_episode
+
+    source = ROOT / "worlds" / world_copy.name
+    world_copy.write_text(mutate(source.read_text(encoding="utf-8"), ops), encoding="utf-8")
+    result = compile_world(world_copy)
+    if not result.ok:
+        errors = [d for d in result.diagnostics if d.is_error]
+        assert errors and any(d.span is not None for d in errors)
+        return
+    assert result.world is not None
+    try:
+        episode = run_episode(result.world, None, None, 0)  # an invalid episode is fine
+    except UsageError:
+        return  # e.g. a world left without task instances: a message, not a crash
+    assert set(episode.measurements) >= {"realized", "utility"}
