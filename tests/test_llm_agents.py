@@ -484,3 +484,22 @@ def test_live_dashboard_reaches_the_prompt_as_it_reads_now(provider: Scripted,
         "[Dashboard, now]")] for r in provider.requests]
     assert boards[0] == ["[Dashboard, now]\nRefunds so far: $0"]
     assert ["[Dashboard, now]\nRefunds so far: $10"] in boards[1:]
+
+
+def test_b1_reviewer_reads_the_reporter_by_name_in_every_condition(provider: Scripted) -> None:
+    """B1's organizational context is the only varied text: the reporter is 'Jordan Avery'
+    (or the workflow agent, unlabeled) in what the reviewer reads, never a participant id."""
+    b1 = resolve_world(ROOT / "worlds" / "b1.eair")
+    provider.script = lambda messages, params: respond("Noted; reviewing the incident.")
+    seen: dict[str, list[str]] = {}
+    for condition in ("A", "C", "D"):
+        provider.requests = []
+        run_episode(b1, condition, "sre", 0, llm=settings(role_models={"sre": MODEL}))
+        seen[condition] = [m["content"] for r in provider.requests for m in r["messages"]
+                           if m["role"] == "user"
+                           and str(m.get("content", "")).startswith("Message from")]
+    assert all(seen.values())
+    for condition, texts in seen.items():
+        who = "incident workflow agent" if condition == "D" else "Jordan Avery"
+        assert all(t.startswith(f"Message from {who}") for t in texts), (condition, texts[:1])
+        assert not any("reporter" in t.split("\n")[0] for t in texts)
