@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from world_patch import mini_world
 
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.ir import Expr, LetIR, World
@@ -178,20 +179,14 @@ def test_sentences_split_text_for_within_sentence_tests(world: World, text: Any,
 def test_sentences_in_a_quantifier_type_check_and_run(tmp_path: Path) -> None:
     """`exists s in sentences(...) where ...` is a valid measurement over a reply."""
     import re
-    import shutil
 
     from eairdsl.runtime.trace import read_trace
 
-    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
-    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
-    source = mini.read_text(encoding="utf-8").replace(
-        "  metric total = sum(r.amount for r in refunds)",
-        "  metric total = sum(r.amount for r in refunds)\n"
-        "  metric refund_sentence = exists s in sentences(final(desk_a)) where "
-        's contains "refund" and s contains_any ["$5", "$10", "$20"] when final(desk_a) != none')
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
-    seen = set()
+    total = "  metric total = sum(r.amount for r in refunds)"
+    world = mini_world(tmp_path, edits=[(total, total + (
+        "\n  metric refund_sentence = exists s in sentences(final(desk_a)) where "
+        's contains "refund" and s contains_any ["$5", "$10", "$20"] '
+        "when final(desk_a) != none"))])
     for seed in range(4):
         result = run_episode(world, "baseline", None, seed, agents="sim:reckless",
                              out=tmp_path / "out")
@@ -199,24 +194,15 @@ def test_sentences_in_a_quantifier_type_check_and_run(tmp_path: Path) -> None:
         expected = any("refund" in part and any(a in part for a in ("$5", "$10", "$20"))
                        for part in re.split(r"(?<=[.!?])\s+|\n+", final))
         assert result.metrics["refund_sentence"] is expected
-        seen.add(expected)
-    assert seen, "episodes ran"
 
 
 def test_cards_see_rank_and_display_name_per_condition(tmp_path: Path) -> None:
     """`role.authority` and `role.display` are folded per condition when cards render."""
-    import shutil
-
-    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
-    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
-    (tmp_path / "mini" / "card.md.j2").write_text(
-        "You are {{ role.display }} (rank {{ role.authority }}).\n", encoding="utf-8")
-    source = mini.read_text(encoding="utf-8").replace(
-        "role desk_a {\n  model under_test",
-        'role desk_a {\n  model under_test\n  authority choose(budget_check, 3, 1)\n'
-        '  display choose(budget_check, "the senior desk", "desk A")')
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
+    world = mini_world(
+        tmp_path, files={"card.md.j2": "You are {{ role.display }} (rank {{ role.authority }}).\n"},
+        edits=[("role desk_a {\n  model under_test",
+                'role desk_a {\n  model under_test\n  authority choose(budget_check, 3, 1)\n'
+                '  display choose(budget_check, "the senior desk", "desk A")')])
     cards = world.prompts["desk_a"]
     assert cards["baseline"].strip() == "You are desk A (rank 1)."
     assert cards["checked"].strip() == "You are the senior desk (rank 3)."

@@ -463,15 +463,11 @@ def test_prompts_name_senders_by_their_display_names() -> None:
 def test_live_dashboard_reaches_the_prompt_as_it_reads_now(provider: Scripted,
                                                           tmp_path: Path) -> None:
     """A dashboard whose text reads the episode is a user message at every step."""
-    import shutil
+    from world_patch import mini_world
 
-    mini = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
-    shutil.copytree(mini.parent / "mini", tmp_path / "mini")
-    source = mini.read_text(encoding="utf-8") + (
+    world = mini_world(tmp_path, append=(
         "\ninducer board : dashboard {\n  roles desk_a, desk_b\n"
-        '  text "Refunds so far: " + text(sum(r.amount for r in refunds))\n}\n')
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
+        '  text "Refunds so far: " + text(sum(r.amount for r in refunds))\n}\n'))
 
     def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
         if not results_so_far(messages) and "refund" in tool_names(params):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from world_patch import rate
+from world_patch import mini_world, rate
 
 from eairdsl.api import (
     UsageError,
@@ -122,16 +122,21 @@ def test_guard_effect_and_cap_repair(mini: World) -> None:
     assert all(r.metrics["total"] <= 30 for r in checked)
 
 
-def _episode(world: World) -> Episode:
+def _episode(world: World, condition: str = "baseline", instance: str | None = None,
+             profile: str = "sim", agents: dict | None = None) -> Episode:
+    """An episode ready to run: sim agents (some replaced by `agents`), an empty trace."""
     from eairdsl.api import _agents
     from eairdsl.runtime.trace import Trace, TraceHeader
 
     compiled = CompiledWorld(world)
-    inst = world.instances[0]
-    agents, traits = _agents(compiled, "baseline", inst, 0, "sim")
-    header = TraceHeader(world=world.meta.name, digest=world.digest, condition="baseline",
-                         levers={}, instance="c1", seed=0, agents={}, eairdsl_version="test")
-    return Episode(compiled, "baseline", inst, 0, agents, traits, Trace(header))
+    inst = next(i for i in world.instances if instance in (None, i["id"]))
+    sims, traits = _agents(compiled, condition, inst, 0, profile)
+    sims.update(agents or {})
+    header = TraceHeader(world=world.meta.name, digest=world.digest, condition=condition,
+                         levers={}, instance=str(inst["id"]), seed=0, agents={},
+                         eairdsl_version="test")
+    return Episode(compiled, condition, inst, 0, sims, traits, Trace(header),
+                   shift_traits=profile == "sim")
 
 
 def _call(episode: Episode, party: str, tool: str, args: dict) -> tuple:
@@ -339,16 +344,11 @@ def test_sim_prefers_evidence_then_authority() -> None:
 
 def test_warning_on_a_tool_call_goes_to_its_caller(tmp_path: Path) -> None:
     """`on refund` fires after each successful refund, to the caller alone, with its shift."""
-    import shutil
-
-    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
-    source = MINI.read_text(encoding="utf-8") + (
+    world = mini_world(tmp_path, append=(
         '\nactor supervisor scripted {\n  description "Watches refunds."\n}\n'
         "\ninducer big_refund : warning {\n  on refund\n  to context.caller\n"
         "  when amount >= $10\n  from supervisor\n"
-        '  text "Refunds of $10 or more are reviewed."\n  shift diligence +0.5\n}\n')
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
+        '  text "Refunds of $10 or more are reviewed."\n  shift diligence +0.5\n}\n'))
     results = run_episodes(world, "baseline", seed=0, episodes=12, agents="sim:reckless",
                            out=tmp_path / "out")
     fired = 0
@@ -376,28 +376,12 @@ def test_warning_on_a_tool_call_goes_to_its_caller(tmp_path: Path) -> None:
 def test_standing_inducer_reads_the_initial_state(tmp_path: Path, days_left: int,
                                                   shifted: bool) -> None:
     """A deadline's `when` sees the initial state and today's date, as the episode starts."""
-    import shutil
-
-    from eairdsl.api import _agents
-    from eairdsl.runtime.trace import Trace, TraceHeader
-
-    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
-    source = MINI.read_text(encoding="utf-8") + (
+    world = mini_world(tmp_path, append=(
         f"\nstate start_date : date = 2026-03-31 - {days_left} days\n"
         "state quarter_end : date = 2026-03-31\n"
         "\ninducer quarter_close : deadline {\n  roles desk_a\n"
-        "  when quarter_end - today() <= 30 days\n  shift diligence -0.25\n}\n")
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
-    compiled = CompiledWorld(world)
-    inst = world.instances[0]
-    episodes = {}
-    for profile in ("sim", "sim:compliant"):
-        agents, traits = _agents(compiled, "baseline", inst, 0, profile)
-        header = TraceHeader(world="mini", digest=world.digest, condition="baseline",
-                             levers={}, instance="c1", seed=0, agents={}, eairdsl_version="t")
-        episodes[profile] = Episode(compiled, "baseline", inst, 0, agents, traits,
-                                    Trace(header), shift_traits=profile == "sim")
+        "  when quarter_end - today() <= 30 days\n  shift diligence -0.25\n}\n"))
+    episodes = {profile: _episode(world, profile=profile) for profile in ("sim", "sim:compliant")}
     sim = episodes["sim"].traits
     assert sim["desk_a"]["diligence"] == (0.25 if shifted else 0.5)
     assert sim["desk_b"]["diligence"] == 0.5  # not in the inducer's roles
@@ -436,21 +420,14 @@ def test_channel_when_and_relay_route_answers(tmp_path: Path) -> None:
 def test_rank_display_name_and_recipient_from_expressions(tmp_path: Path) -> None:
     """`authority EXPR`, `display EXPR` and `say … to EXPR` are evaluated per episode."""
     import asyncio
-    import shutil
 
     from eairdsl.agents.protocol import Observation, Reply
-    from eairdsl.api import _agents
-    from eairdsl.runtime.trace import Trace, TraceHeader
 
-    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
-    source = MINI.read_text(encoding="utf-8") + (
+    world = mini_world(tmp_path, append=(
         "\nactor boss scripted {\n  authority choose(budget_check, 5, 1)\n"
         '  display "Dana Reyes (" + choose(budget_check, "VP", "intern") + ")"\n'
         '  at 2 days say "Pay " + instance.customer + " now." to choose(instance.id == "c1", '
-        "desk_a, desk_b)\n}\n")
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
-    compiled = CompiledWorld(world)
+        "desk_a, desk_b)\n}\n"))
     seen: list[Observation] = []
 
     class Listener:
@@ -462,12 +439,9 @@ def test_rank_display_name_and_recipient_from_expressions(tmp_path: Path) -> Non
     for condition, inst, rank, title, desk in (("checked", "c1", 5, "VP", "desk_a"),
                                                 ("baseline", "c2", 1, "intern", "desk_b")):
         seen.clear()
-        instance = next(i for i in world.instances if i["id"] == inst)
-        agents, traits = _agents(compiled, condition, instance, 0, "sim")
-        agents.update(desk_a=Listener(), desk_b=Listener())
-        header = TraceHeader(world="mini", digest=world.digest, condition=condition, levers={},
-                             instance=inst, seed=0, agents={}, eairdsl_version="test")
-        episode = Episode(compiled, condition, instance, 0, agents, traits, Trace(header))
+        episode = _episode(world, condition, inst,
+                           agents={"desk_a": Listener(), "desk_b": Listener()})
+        instance = episode.instance
         asyncio.run(episode.run())
         assert [o.party for o in seen] == [desk]
         obs = seen[0]
@@ -480,23 +454,16 @@ def test_live_dashboard_and_worded_warning_read_the_episode(tmp_path: Path) -> N
     """A dashboard whose text reads the state is re-read at every step; a warning's text
     is worded when it fires."""
     import asyncio
-    import shutil
 
     from eairdsl.agents.protocol import Observation, Reply, ToolCall
-    from eairdsl.api import _agents
-    from eairdsl.runtime.trace import Trace, TraceHeader
 
-    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
-    source = MINI.read_text(encoding="utf-8") + (
+    world = mini_world(tmp_path, append=(
         "\ninducer board : dashboard {\n  roles desk_a, desk_b\n"
         '  text "Refunds so far: " + text(sum(r.amount for r in refunds))\n}\n'
         "\ninducer paid : warning {\n  on refund\n  to context.caller\n"
-        '  text "You just paid " + text(amount) + " to " + customer + "."\n}\n')
-    (tmp_path / "mini.eair").write_text(source, encoding="utf-8")
-    world = resolve_world(tmp_path / "mini.eair")
+        '  text "You just paid " + text(amount) + " to " + customer + "."\n}\n'))
     assert all("Refunds so far" not in text for cards in world.prompts.values()
                for text in cards.values())  # live: never rendered into a card
-    compiled = CompiledWorld(world)
     boards: list[tuple[str, list[str]]] = []
 
     class Payer:
@@ -510,12 +477,7 @@ def test_live_dashboard_and_worded_warning_read_the_episode(tmp_path: Path) -> N
             self.done.add(obs.task)
             return ToolCall(tool="refund", args={"customer": "Casey", "amount": self.amount})
 
-    instance = world.instances[0]
-    agents, traits = _agents(compiled, "baseline", instance, 0, "sim")
-    agents.update(desk_a=Payer(10), desk_b=Payer(5))
-    header = TraceHeader(world="mini", digest=world.digest, condition="baseline", levers={},
-                         instance="c1", seed=0, agents={}, eairdsl_version="test")
-    episode = Episode(compiled, "baseline", instance, 0, agents, traits, Trace(header))
+    episode = _episode(world, agents={"desk_a": Payer(10), "desk_b": Payer(5)})
     asyncio.run(episode.run())
     assert boards == [("desk_a", ["Refunds so far: $0"]), ("desk_a", ["Refunds so far: $10"]),
                       ("desk_b", ["Refunds so far: $10"]), ("desk_b", ["Refunds so far: $15"])]

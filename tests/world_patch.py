@@ -38,3 +38,25 @@ def patched_world(tmp_path: Path, name: str, edits: list[tuple[str, str]]) -> Wo
     assert result.ok and result.world is not None, render_all(result.diagnostics.sorted(),
                                                               result.sources)
     return result.world
+
+
+MINI = ROOT / "tests" / "fixtures" / "run" / "mini.eair"
+
+
+def mini_world(tmp_path: Path, append: str = "", edits: list[tuple[str, str]] | None = None,
+               files: dict[str, str] | None = None) -> World:
+    """The runtime fixture world (tests/fixtures/run/mini.eair) with edits, extra
+    declarations appended and data/card files replaced, compiled in tmp_path."""
+    shutil.copytree(MINI.parent / "mini", tmp_path / "mini")
+    for name, text in (files or {}).items():
+        (tmp_path / "mini" / name).write_text(text, encoding="utf-8")
+    source = MINI.read_text(encoding="utf-8")
+    for old, new in edits or []:
+        assert source.count(old) == 1, f"patch anchor must match once: {old!r}"
+        source = source.replace(old, new)
+    entry = tmp_path / "mini.eair"
+    entry.write_text(source + append, encoding="utf-8")
+    result = compile_world(entry)
+    assert result.ok and result.world is not None, render_all(result.diagnostics.sorted(),
+                                                              result.sources)
+    return result.world

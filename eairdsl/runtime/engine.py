@@ -34,9 +34,10 @@ from eairdsl.runtime.evaluate import (
     Scope,
     compile_expr,
     is_stable,
+    reads_trace_or_clock,
     truthy,
 )
-from eairdsl.runtime.inducers import Inducers
+from eairdsl.runtime.inducers import InducerPlan, Inducers
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row, StaticRows
 
@@ -69,30 +70,13 @@ class CompiledWorld:
         # Participants whose tool lists depend on more than the state (trace, clock).
         self.volatile_tool_lists = {
             p.name for p in world.parties
-            if any(r.when is not None and _reads_trace_or_clock(r.when, world)
-                   for r in p.tools)}
+            if any(reads_trace_or_clock(r.when, world.lets) for r in p.tools)}
         # Tools whose argument hints cannot change during an episode: specced once.
         self.stable_hints = {t.name for t in world.tools
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
-        # Dashboards whose text reads the episode: shown, re-read, at every step (cached
-        # until the next state change unless one reads the trace or the clock).
-        self.live_dashboards = [i for i in world.inducers
-                                if i.kind == "dashboard" and i.text_expr is not None]
-        self.volatile_dashboards = any(
-            _reads_trace_or_clock(e, world) for i in self.live_dashboards
-            for e in (i.text_expr, i.when) if e is not None)
-        # What they read: their texts change only when one of these does.
-        read = [x for i in self.live_dashboards for x in walk_expr(i.text_expr, world.lets)
-                if x.op == "ref" and x.kind in ("record", "state")]
-        self.dashboard_records = sorted({x.name or "" for x in read if x.kind == "record"})
-        self.dashboard_states = sorted({x.name or "" for x in read if x.kind == "state"})
-        # Warnings that fire after a tool call (`on TOOL`), by tool.
-        self.on_tool: dict[str, list[Any]] = {}
-        for inducer in world.inducers:
-            if inducer.kind == "warning" and inducer.on is not None:
-                self.on_tool.setdefault(inducer.on, []).append(inducer)
+        self.inducers = InducerPlan(world)
 
     def fn(self, expr: Expr) -> Any:
         key = id(expr)
@@ -616,12 +600,6 @@ def _type_name(t: TypeIR) -> str:
     if t.kind in ("enum", "record", "schema") and t.name:
         return t.name
     return t.kind
-
-
-def _reads_trace_or_clock(expr: Expr, world: World) -> bool:
-    """Does `expr` call a trace query or the clock (which change without a state change)?"""
-    volatile = {"now", "today", "messages", "calls", "replies", "final", "delegated"}
-    return any(x.op == "call" and x.name in volatile for x in walk_expr(expr, world.lets))
 
 
 def _handoff_text(args: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from eairdsl.runtime.values import (
 )
 
 __all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy",
-           "is_stable"]
+           "is_stable", "reads_trace_or_clock"]
 
 Fn = Callable[["Scope"], Any]
 
@@ -158,6 +158,13 @@ def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> b
 #: builtins whose value changes during an episode (time and trace queries)
 _VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", "delegated",
                        "judged"})
+
+
+def reads_trace_or_clock(expr: Expr | None, lets: dict[str, LetIR]) -> bool:
+    """Does `expr` call the clock or a trace query (values that move without a state change)?"""
+    from eairdsl.ir import walk_expr
+
+    return any(x.op == "call" and x.name in _VOLATILE for x in walk_expr(expr, lets))
 
 
 def _memo_key(value: Any) -> Any:

@@ -13,12 +13,36 @@ from typing import TYPE_CHECKING, Any
 
 from eairdsl.agents.protocol import MemoryItem
 from eairdsl.agents.sim import TRAITS
-from eairdsl.runtime.evaluate import EvalError, Scope, truthy
+from eairdsl.ir import World, walk_expr
+from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
 
 if TYPE_CHECKING:
     from eairdsl.runtime.engine import Episode, Proc
 
-__all__ = ["Inducers"]
+__all__ = ["InducerPlan", "Inducers"]
+
+
+class InducerPlan:
+    """What a world's inducers need at run time, worked out once per world."""
+
+    def __init__(self, world: World) -> None:
+        # Warnings that fire after a tool call (`on TOOL`), by tool.
+        self.on_tool: dict[str, list[Any]] = {}
+        for inducer in world.inducers:
+            if inducer.kind == "warning" and inducer.on is not None:
+                self.on_tool.setdefault(inducer.on, []).append(inducer)
+        # Dashboards whose text reads the episode: re-read into every observation,
+        # cached until something they read changes (never, if one reads the trace or
+        # the clock).
+        self.live_dashboards = [i for i in world.inducers
+                                if i.kind == "dashboard" and i.text_expr is not None]
+        self.volatile_dashboards = any(
+            reads_trace_or_clock(e, world.lets) for i in self.live_dashboards
+            for e in (i.text_expr, i.when))
+        read = [x for i in self.live_dashboards for x in walk_expr(i.text_expr, world.lets)
+                if x.op == "ref" and x.kind in ("record", "state")]
+        self.dashboard_records = sorted({x.name or "" for x in read if x.kind == "record"})
+        self.dashboard_states = sorted({x.name or "" for x in read if x.kind == "state"})
 
 
 class Inducers:
@@ -27,6 +51,7 @@ class Inducers:
     def __init__(self, episode: Episode) -> None:
         self.episode = episode
         self.compiled = episode.compiled
+        self.plan = episode.compiled.inducers
         #: warnings that fire when their `when` turns true, and its last value for each
         self.triggered: list[Any] = []
         self.trigger_state: dict[str, bool] = {}
@@ -105,7 +130,7 @@ class Inducers:
 
     def after_call(self, tool: str, scope: Scope) -> None:
         """`on TOOL` warnings, after a successful call, read in that call's scope."""
-        for inducer in self.compiled.on_tool.get(tool, ()):
+        for inducer in self.plan.on_tool.get(tool, ()):
             try:
                 if inducer.when is None or truthy(self.compiled.eval(inducer.when, scope)):
                     self.warn(inducer, scope)
@@ -120,15 +145,16 @@ class Inducers:
         """
         ep, c = self.episode, self.compiled
         sender = inducer.sender or "manager"
+        here = scope if scope is not None else ep.scope()
         if inducer.to is not None:
-            named = c.eval(inducer.to, scope or ep.scope())
+            named = c.eval(inducer.to, here)
             named = named if isinstance(named, list) else [named]
             roles = [r for r in named if isinstance(r, str) and r in ep.memory]
         else:
             roles = inducer.roles or [p.name for p in c.world.parties if p.kind == "role"]
         text = inducer.text or ""
         if inducer.text_expr is not None:  # worded when it fires
-            value = c.eval(inducer.text_expr, scope or ep.scope())
+            value = c.eval(inducer.text_expr, here)
             text = "" if value is None else str(value)
         for role in roles:
             ep.trace.add(t=float(ep.env.now), kind="message", actor=sender, recipient=role,
@@ -148,20 +174,20 @@ class Inducers:
         read has changed (at every step if one reads the trace or the clock), and
         the lines each role sees are kept until then: this runs at every step.
         """
-        ep, c = self.episode, self.compiled
-        if not c.live_dashboards:
+        ep, c, plan = self.episode, self.compiled, self.plan
+        if not plan.live_dashboards:
             return []
-        if c.volatile_dashboards or self._dash_version != ep.version:
+        if plan.volatile_dashboards or self._dash_version != ep.version:
             self._dash_version = ep.version
-            key: tuple[Any, ...] | None = None if c.volatile_dashboards else (
-                *(len(ep.records.get(r, ())) for r in c.dashboard_records),  # only grow
-                *(ep.state_changes.get(v, 0) for v in c.dashboard_states))
+            key: tuple[Any, ...] | None = None if plan.volatile_dashboards else (
+                *(len(ep.records.get(r, ())) for r in plan.dashboard_records),  # only grow
+                *(ep.state_changes.get(v, 0) for v in plan.dashboard_states))
             if key is None or key != self._dash_key:
                 self._dash_key = key
                 scope = ep.scope()
                 if self._active_dashboards is None:
                     self._active_dashboards = [
-                        i for i in c.live_dashboards
+                        i for i in plan.live_dashboards
                         if i.when is None or truthy(c.eval(i.when, scope))]
                 self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
                                     for i in self._active_dashboards]
