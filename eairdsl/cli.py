@@ -157,7 +157,7 @@ def _eair_files(paths: list[Path]) -> list[Path]:
 @app.command()
 def fmt(
     paths: Annotated[list[Path] | None, typer.Argument(
-        help="Files or folders (default: worlds stdlib).")] = None,
+        help="Files or folders (default: worlds/ and eairdsl/stdlib/ when present).")] = None,
     check_only: Annotated[bool, typer.Option(
         "--check", help="Fail if a file is not formatted; write nothing.")] = False,
 ) -> None:
@@ -166,7 +166,7 @@ def fmt(
     from eairdsl.source import SourceError, read_source
     from eairdsl.syntax.fmt import FormatterError, format_text
 
-    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("stdlib")) if p.exists()])
+    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("eairdsl/stdlib")) if p.exists()])
     failed = changed = 0
     for path in targets:
         try:

@@ -1,7 +1,7 @@
 """`eairc` as a user runs it: real subprocesses, exit codes, files on disk, stderr text.
 
 Every run goes through `python -m eairdsl.cli` (the console script's entry point) in
-a temporary copy of the repository's `worlds/` and `stdlib/`, offline, so nothing
+a temporary copy of the repository's `worlds/`, offline, so nothing
 in the repository is ever modified.
 """
 
@@ -50,10 +50,9 @@ def run_eairc(*args: object, cwd: Path, env: dict[str, str] | None = None,
 
 
 def make_workspace(dest: Path) -> Path:
-    """A copy of the repository's worlds/ and stdlib/ under `dest`."""
+    """A copy of the repository's worlds/ under `dest` (a folder named eairdsl/ would shadow the package)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for folder in ("worlds", "stdlib"):
-        shutil.copytree(ROOT / folder, dest / folder)
+    shutil.copytree(ROOT / "worlds", dest / "worlds")  # stdlib imports come from the package
     return dest
 
 
@@ -384,13 +383,13 @@ def test_compile_into_a_regular_file_is_a_usage_error(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ fmt
 
-@pytest.mark.parametrize("folder", ["worlds", "stdlib"])
+@pytest.mark.parametrize("folder", ["worlds", "eairdsl/stdlib"])
 def test_fmt_check_passes_on_shipped_sources(tmp_path: Path, folder: str) -> None:
     """`fmt --check` exits 0 on the shipped worlds/ and stdlib/."""
     ws = make_workspace(tmp_path / "ws")
     files = shipped_modules(folder)
     assert files, folder
-    proc = run_eairc("fmt", "--check", *files, cwd=ws)
+    proc = run_eairc("fmt", "--check", *(ROOT / f for f in files), cwd=ws)
     assert proc.returncode == 0, proc.stderr
     assert f"{len(files)} file(s) checked, 0 need formatting" in proc.stdout
 
@@ -400,7 +399,7 @@ def test_fmt_check_flags_then_fmt_repairs_bad_indentation(tmp_path: Path) -> Non
     mods = tmp_path / "mods"
     mods.mkdir()
     for name in ("delegation.eair", "disclosure.eair"):  # canonical modules, one folder
-        shutil.copy(ROOT / "stdlib" / name, mods / name)
+        shutil.copy(ROOT / "eairdsl" / "stdlib" / name, mods / name)
     target = mods / "delegation.eair"
     canonical = target.read_text(encoding="utf-8")
     messy = re.sub(r"(?m)^  (?=\S)", "     ", canonical).replace("\ntool ", "\n   tool ")
@@ -455,7 +454,7 @@ def test_graph_writes_well_formed_svg(compiled_copy: Path) -> None:
     (["--help"], "typer"),
     (["compile", "worlds/d1.eair", "-o", "OUT"], "eairdsl.compiler"),
     (["graph", "worlds/d1.eair", "-o", "x.dot"], "eairdsl.graph"),
-    (["fmt", "--check", "stdlib/delegation.eair"], "eairdsl.syntax.fmt"),
+    (["fmt", "--check", str(ROOT / "eairdsl" / "stdlib" / "delegation.eair")], "eairdsl.syntax.fmt"),
 ])
 def test_commands_never_import_litellm(tmp_path: Path, args: list[str], must_import: str) -> None:
     """`-X importtime` shows --help, compile, graph and fmt never import litellm."""

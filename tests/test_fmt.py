@@ -14,7 +14,7 @@ from eairdsl.syntax.fmt import FormatterError, format_module, format_string, for
 from eairdsl.syntax.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = sorted({*ROOT.glob("worlds/**/*.eair"), *ROOT.glob("stdlib/**/*.eair")})
+CORPUS = sorted({*ROOT.glob("worlds/**/*.eair"), *ROOT.glob("eairdsl/stdlib/**/*.eair")})
 CORPUS_TEXTS = [p.read_text(encoding="utf-8") for p in CORPUS]
 
 FAST = settings(max_examples=60, deadline=None,

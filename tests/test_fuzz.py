@@ -215,7 +215,7 @@ def world_copy(request: pytest.FixtureRequest) -> Iterator[Path]:
     name = request.param
     folder = Path(tempfile.mkdtemp(prefix=f"eair-{name}-"))
     shutil.copytree(ROOT / "worlds" / name, folder / name)
-    shutil.copytree(ROOT / "stdlib", folder / "stdlib")
+    shutil.copytree(ROOT / "eairdsl" / "stdlib", folder / "stdlib")
     yield folder / f"{name}.eair"
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -21,11 +21,11 @@ __all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_da
 
 
 def stdlib_root() -> Path:
-    """`stdlib/` next to the package (overridable with EAIR_STDLIB)."""
+    """`eairdsl/stdlib/`, shipped inside the package (overridable with EAIR_STDLIB)."""
     env = os.environ.get("EAIR_STDLIB")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "stdlib"
+    return Path(__file__).resolve().parents[1] / "stdlib"
 
 
 @dataclass

@@ -29,9 +29,8 @@ from eairdsl.syntax.build import tree_to_decls
 
 __all__ = ["GRAMMAR_PATH", "TOP_LEVEL_KEYWORDS", "parse_source", "parse_text", "get_parser"]
 
-GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "eair.lark"
-if not GRAMMAR_PATH.exists():  # installed without the source tree: grammar ships as package data
-    GRAMMAR_PATH = Path(__file__).resolve().parent / "eair.lark"
+#: The grammar ships inside the package (package data), next to this module.
+GRAMMAR_PATH = Path(__file__).resolve().parent / "eair.lark"
 
 TOP_LEVEL_KEYWORDS = (
     "world", "import", "enum", "schema", "record", "table", "ledger", "state", "document",
