@@ -208,7 +208,7 @@ def graph(
         "--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
 ) -> None:
     """Draw a world's topology, or what one episode did (from its trace)."""
-    from eairdsl.graph import dot_available, render_svg, to_dot, topology_graph
+    from eairdsl.graph import draw, to_dot, topology_graph
 
     if output.suffix not in (".svg", ".dot"):
         _err(f"error: cannot write {output.suffix or 'a file without extension'}; use .svg or .dot")
@@ -226,8 +226,8 @@ def graph(
                  f"{str(exc).splitlines()[0] if str(exc) else ''})")
             raise typer.Exit(EXIT_INPUT) from None
         h = trace.header
-        dot = to_dot(episode_graph(trace), f"{h.world} · {h.condition} · {h.instance} · seed "
-                                           f"{h.seed}")
+        drawn = episode_graph(trace)
+        title = f"{h.world} · {h.condition} · {h.instance} · seed {h.seed}"
     else:
         from eairdsl.compiler import compile_world
 
@@ -236,22 +236,21 @@ def graph(
         if not result.ok or result.world is None:
             raise typer.Exit(EXIT_INPUT)
         title = f"{result.world.meta.name}: {result.world.meta.title}"
-        dot = to_dot(topology_graph(result.world), title)
+        drawn = topology_graph(result.world)
     if output.is_dir() or (output.parent.exists() and not output.parent.is_dir()):
         _err(f"error: cannot write {output}")
         raise typer.Exit(EXIT_USAGE)
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix == ".dot":
-        output.write_text(dot, encoding="utf-8")
-        typer.echo(f"wrote {output}")
-    elif dot_available():
-        output.write_bytes(render_svg(dot))
+        output.write_text(to_dot(drawn, title), encoding="utf-8")
         typer.echo(f"wrote {output}")
     else:
-        fallback = output.with_suffix(".dot")
-        fallback.write_text(dot, encoding="utf-8")
-        typer.echo(f"graphviz's `dot` is not installed: wrote {fallback} instead of {output} "
-                   "(install the Debian package `graphviz`)")
+        svg, renderer = draw(drawn, title)
+        output.write_bytes(svg)
+        typer.echo(f"wrote {output}")
+        if renderer != "graphviz":
+            typer.echo("  note: graphviz's `dot` is not installed: drew the SVG with the built-in "
+                       "renderer (install the Debian package `graphviz` for graphviz's layout)")
     raise typer.Exit(EXIT_OK)
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 
 from eairdsl.check import check_world
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.graph import dot_available, render_svg, to_dot, topology
+from eairdsl.diagram import DIGEST_MARK
+from eairdsl.graph import dot_digest, draw, to_dot, topology
 from eairdsl.ir import World, dump_world, lower
 from eairdsl.source import SourceFile
 
-__all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files"]
+__all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files",
+           "svg_digest"]
 
 
 @dataclass
@@ -47,27 +49,53 @@ def compile_world(path: Path) -> CompileResult:
     return result
 
 
+def _title(world: World) -> str:
+    return f"{world.meta.name}: {world.meta.title}" if world.meta.title else world.meta.name
+
+
 def generated_files(world: World) -> dict[str, bytes]:
     """Every deterministic output file, by path relative to generated/<world>/."""
     files = {"world.json": dump_world(world).encode("utf-8")}
     for role, by_condition in world.prompts.items():
         for condition, text in by_condition.items():
             files[f"prompts/{role}/{condition}.md"] = text.encode("utf-8")
-    title = f"{world.meta.name}: {world.meta.title}" if world.meta.title else world.meta.name
-    files["topology.dot"] = to_dot(topology(world), title).encode("utf-8")
+    files["topology.dot"] = to_dot(topology(world), _title(world)).encode("utf-8")
     return files
 
 
+def svg_digest(svg: bytes) -> str | None:
+    """The DOT digest an SVG we wrote carries, or None (not ours, or from before the mark)."""
+    head = svg[:4096]
+    at = head.find(DIGEST_MARK.encode("ascii"))
+    if at < 0:
+        return None
+    rest = head[at + len(DIGEST_MARK):].split(maxsplit=1)
+    return rest[0].decode("ascii", "replace") if rest else None
+
+
 def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:
-    """Write generated/<world>/ atomically. Returns the folder and notes for the user."""
+    """Write generated/<world>/ atomically. Returns the folder and notes for the user.
+
+    The diagram is drawn by graphviz when `dot` is installed and by the built-in
+    renderer otherwise; without `dot`, an existing SVG that was drawn from the same
+    DOT text is kept as it is, so compiling on a laptop without graphviz does not
+    churn a committed diagram.
+    """
     notes: list[str] = []
     files = generated_files(world)
-    if dot_available():
-        files["topology.svg"] = render_svg(files["topology.dot"].decode("utf-8"))
-    else:
-        notes.append("graphviz's `dot` is not installed: wrote topology.dot but no SVG "
-                     "(install the Debian package `graphviz`)")
     target = out_root / world.meta.name
+    digest = dot_digest(files["topology.dot"].decode("utf-8"))
+    existing = target / "topology.svg"
+    svg, renderer = draw(topology(world), _title(world))
+    if renderer != "graphviz":
+        kept = existing.read_bytes() if existing.is_file() else b""
+        if kept and svg_digest(kept) == digest:
+            svg = kept
+        else:
+            notes.append("graphviz's `dot` is not installed: drew topology.svg with the "
+                         "built-in renderer (install the Debian package `graphviz` for "
+                         "graphviz's layout)")
+    files["topology.svg"] = svg
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = out_root / f".{world.meta.name}.tmp-{os.getpid()}"
     if tmp.exists():
@@ -88,8 +116,9 @@ def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:
 def stale_files(world: World, out_root: Path) -> list[str]:
     """Generated files that are missing or differ from a fresh compile.
 
-    The SVG is only checked for presence when `dot` exists: its bytes depend on
-    the graphviz version, the DOT source they are drawn from does not.
+    The SVG's bytes depend on the graphviz version (or on whether graphviz is
+    installed at all), the DOT text it was drawn from does not: the SVG is stale
+    when it is missing or carries the digest of other DOT text.
     """
     target = out_root / world.meta.name
     stale = []
@@ -103,6 +132,9 @@ def stale_files(world: World, out_root: Path) -> list[str]:
             rel = path.relative_to(target).as_posix()
             if path.is_file() and rel not in expected and rel != "topology.svg":
                 stale.append(f"{rel} (no longer generated)")
-    if dot_available() and not (target / "topology.svg").is_file():
+    svg = target / "topology.svg"
+    if not svg.is_file():
         stale.append("topology.svg")
+    elif svg_digest(svg.read_bytes()) != dot_digest(expected["topology.dot"].decode("utf-8")):
+        stale.append("topology.svg (drawn from another topology)")
     return stale

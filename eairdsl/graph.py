@@ -10,41 +10,50 @@ importing networkx costs more than compiling a small world.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from eairdsl.diagram import (
+    EDGE_STYLES,
+    LEGEND_EDGES,
+    NODE_STYLES,
+    EdgeStyle,
+    NodeStyle,
+    draw_svg,
+    mark_svg,
+)
 from eairdsl.ir import Expr, LetIR, World, walk_expr
 
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = ["Topology", "topology", "topology_graph", "to_dot", "render_svg", "dot_available"]
+__all__ = ["Topology", "topology", "topology_graph", "to_dot", "render_svg", "dot_available",
+           "draw", "dot_digest"]
 
-_NODE_STYLE = {
-    "role": 'shape=box, style="rounded,filled", fillcolor="#dbe9f6"',
-    "actor": 'shape=ellipse, style=filled, fillcolor="#f2f2f2"',
-    "simulator": 'shape=ellipse, style="dashed,filled", fillcolor="#fdf0d5"',
-    "tool": 'shape=component, style=filled, fillcolor="#e8f5e9"',
-    "record": 'shape=cylinder, style=filled, fillcolor="#fff3e0"',
-    "document": 'shape=note, style=filled, fillcolor="#ede7f6"',
-}
-_EDGE_STYLE = {
-    "direct": 'color="#1f4e79"',
-    "fork": 'color="#1f4e79", arrowhead=veevee',
-    "merge": 'color="#1f4e79", arrowhead=inv',
-    "relay": 'color="#1f4e79", style=dashed',
-    "delegation": 'color="#b71c1c", penwidth=2.2',
-    "uses": 'color="#7a7a7a", style=dotted, arrowhead=none',
-    "reads": 'color="#e65100", style=dashed',
-    "writes": 'color="#e65100", penwidth=1.6',
-    # an episode's interactions (eairdsl.interaction)
-    "message": 'color="#1f4e79"',
-    "call": 'color="#2e7d32"',
-    "rejected": 'color="#b71c1c", style=dashed',
-}
-_LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes",
-                 "message", "call", "rejected")
+def _dot_node_style(s: NodeStyle) -> str:
+    style = [*(["rounded"] if s.shape == "box" else []), *(["dashed"] if s.dashed else []),
+             "filled"]
+    joined = style[0] if len(style) == 1 else '"' + ",".join(style) + '"'
+    return f'shape={s.shape}, style={joined}, fillcolor="{s.fill}"'
+
+
+def _dot_edge_style(s: EdgeStyle) -> str:
+    parts = [f'color="{s.color}"']
+    if s.dash:
+        parts.append(f"style={s.dash}")
+    if s.width != 1.0:
+        parts.append(f"penwidth={s.width:g}")
+    if s.head != "normal":
+        parts.append(f"arrowhead={s.head}")
+    return ", ".join(parts)
+
+
+# One table of looks (eairdsl.diagram) drives both the DOT text and the built-in drawing.
+_NODE_STYLE = {kind: _dot_node_style(s) for kind, s in NODE_STYLES.items()}
+_EDGE_STYLE = {kind: _dot_edge_style(s) for kind, s in EDGE_STYLES.items()}
+_LEGEND_EDGES = LEGEND_EDGES
 
 
 def _refs(e: Expr | None, kind: str, lets: dict[str, LetIR]) -> set[str]:
@@ -193,9 +202,30 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
+def dot_digest(dot_source: str) -> str:
+    """The SHA-256 of a diagram's DOT text, which every SVG we write carries (`DIGEST_MARK`)."""
+    return hashlib.sha256(dot_source.encode("utf-8")).hexdigest()
+
+
 def render_svg(dot_source: str) -> bytes:
     """SVG bytes from DOT via graphviz's `dot` binary (check `dot_available()` first)."""
     import graphviz
 
     svg: bytes = graphviz.Source(dot_source).pipe(format="svg")
-    return svg
+    return mark_svg(svg, dot_digest(dot_source))
+
+
+def draw(graph: _Drawable | nx.MultiDiGraph, title: str = "") -> tuple[bytes, str]:
+    """The graph as SVG, and which renderer drew it ("graphviz" or "built-in").
+
+    Graphviz draws better; without its `dot` binary the built-in layered drawing
+    (`eairdsl.diagram`) still gives a diagram a browser opens. Both carry the
+    digest of the same DOT text, so staleness checks do not depend on the renderer.
+    """
+    source = to_dot(graph, title)
+    if dot_available():
+        try:
+            return render_svg(source), "graphviz"
+        except Exception:  # a broken graphviz install: fall back, the drawing is not optional
+            pass
+    return draw_svg(graph, title, dot_digest(source)), "built-in"
