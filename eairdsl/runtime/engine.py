@@ -26,7 +26,7 @@ from eairdsl.agents.protocol import (
     ToolCall,
     ToolSpec,
 )
-from eairdsl.ir import Expr, PartyIR, ToolIR, TypeIR, World, walk_expr
+from eairdsl.ir import Expr, GuardIR, PartyIR, ToolIR, TypeIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
     Authorizer,
     EvalError,
@@ -443,7 +443,18 @@ class Episode:
 
     # ------------------------------------------------------------ tools
     def call_tool(self, task: _Task, call: ToolCall) -> Proc:
-        """Validate, guard, charge, execute and record one tool call. Returns (result, rejected)."""
+        """Validate, charge, then guard, execute and record one tool call atomically.
+
+        Returns (result, rejected). The tool being held and the arguments are
+        checked as the call is made (a malformed call is rejected at once and
+        costs nothing); then the cost elapses; then, at one simulated instant and
+        with no simpy yield in between, the tool is re-checked as held, the
+        guards are read, and the result, ACL and effects follow — so overlapping
+        tasks cannot both pass a single-shot guard. A delegating tool is the one
+        exception: its callee's task runs between the guards and the effects, so
+        the guards are read again, atomically with the effects, when the callee
+        answers.
+        """
         event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
                                tool=call.tool, args=to_json(call.args), task=task.id)
         party = self.compiled.parties[task.party]
@@ -458,37 +469,27 @@ class Episode:
             return self._reject(task, event.step, tool.name, problem)
         context = {"caller": task.party, "requester": task.root, "principal": task.principal,
                    "delegator": task.delegator, "time": float(self.env.now)}
-        scope = self.scope(context, args)
         try:
-            for guard in tool.guards:
-                if guard.when is not None and not truthy(self.compiled.eval(guard.when, scope)):
-                    continue
-                if truthy(self.compiled.eval(guard.condition, scope)):
-                    continue
+            cost = float(self.compiled.eval(tool.cost, self.scope(context, args), 0) or 0)
+        except EvalError as exc:
+            return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        if cost > 0:
+            yield self.env.timeout(cost)
+        # The commit: nothing below yields to simpy before the effects are applied,
+        # except a routed call or a delegation (whose guards are then read again).
+        try:
+            scope = self.scope(context, args)
+            if not self._holds(party, tool):
+                return self._reject(task, event.step, tool.name,
+                                    f"tool '{tool.name}' is no longer available")
+            guard = self._failing_guard(tool, scope)
+            if guard is not None:
                 if guard.action == "route" and guard.target:
-                    routed = ToolCall(tool=guard.target, args={
-                        k: v for k, v in call.args.items()
-                        if guard.target in self.compiled.tools
-                        and any(p.name == k for p in self.compiled.tools[guard.target].params)})
-                    self.trace.add(t=float(self.env.now), kind="decision", actor=task.party,
-                                   tool=tool.name, content=f"routed to {guard.target}",
-                                   task=task.id, reason=guard.at)
-                    if guard.target in self.compiled.tools:
-                        routed_result = yield from self.call_tool(task, routed)
-                        return routed_result
-                    reply = yield from self.handle(
-                        guard.target, Request(sender=task.party, text=_render_args(call),
-                                              sender_authority=self.authority[party.name],
-                                              via="delegation", sender_kind=party.kind),
-                        principal=task.principal, root=task.root, delegator=task.party,
-                        depth=task.depth + 1)
-                    return self._result(task, event.step, tool.name, reply)
+                    routed = yield from self._route(task, event.step, party, tool, call,
+                                                    guard.target, guard.at)
+                    return routed
                 return self._reject(task, event.step, tool.name,
                                     guard.message or "rejected by a guard", guard.at)
-            cost = float(self.compiled.eval(tool.cost, scope, 0) or 0)
-            if cost > 0:
-                yield self.env.timeout(cost)
-            scope = self.scope(context, args)
             if tool.delegates_to:
                 propagate = tool.propagates is not None and (
                     tool.propagates_when is None
@@ -502,6 +503,18 @@ class Episode:
                                     via="delegation", sender_kind=party.kind),
                     principal=principal, root=task.root, delegator=task.party,
                     depth=task.depth + 1)
+                # The callee's task took time and changed state: the outer call
+                # commits only if it still may, at the instant of its effects.
+                scope = self.scope(context, args)
+                if not self._holds(party, tool):
+                    return self._reject(task, event.step, tool.name,
+                                        f"tool '{tool.name}' is no longer available "
+                                        f"when {callee} answered")
+                guard = self._failing_guard(tool, scope)
+                if guard is not None:
+                    return self._reject(task, event.step, tool.name, guard.message
+                                        or f"rejected by a guard when {callee} answered",
+                                        guard.at)
             elif tool.sends_to is not None:
                 target = self.compiled.eval(tool.sends_to, scope)
                 if target not in self.compiled.parties:
@@ -529,6 +542,40 @@ class Episode:
         recorded = self._result(task, event.step, tool.name, result)
         self.inducers.after_call(tool.name, scope)
         return recorded
+
+    def _holds(self, party: PartyIR, tool: ToolIR) -> bool:
+        """Whether the participant holds the tool now (its `tools … when` read again)."""
+        return any(t is tool for t in self._available(party))
+
+    def _failing_guard(self, tool: ToolIR, scope: Scope) -> GuardIR | None:
+        """The first `require` guard that applies and does not hold (None: all hold)."""
+        for guard in tool.guards:
+            if guard.when is not None and not truthy(self.compiled.eval(guard.when, scope)):
+                continue
+            if not truthy(self.compiled.eval(guard.condition, scope)):
+                return guard
+        return None
+
+    def _route(self, task: _Task, call_step: str, party: PartyIR, tool: ToolIR,
+               call: ToolCall, target: str, at: str | None) -> Proc:
+        """`else route TARGET`: call that tool with the matching arguments, or delegate
+        the request to that role; the routed call is checked (and charged) on its own."""
+        self.trace.add(t=float(self.env.now), kind="decision", actor=task.party,
+                       tool=tool.name, content=f"routed to {target}", task=task.id,
+                       reason=at)
+        if target in self.compiled.tools:
+            params = {p.name for p in self.compiled.tools[target].params}
+            routed = ToolCall(tool=target,
+                              args={k: v for k, v in call.args.items() if k in params})
+            routed_result = yield from self.call_tool(task, routed)
+            return routed_result
+        reply = yield from self.handle(
+            target, Request(sender=task.party, text=_render_args(call),
+                            sender_authority=self.authority[party.name],
+                            via="delegation", sender_kind=party.kind),
+            principal=task.principal, root=task.root, delegator=task.party,
+            depth=task.depth + 1)
+        return self._result(task, call_step, tool.name, reply)
 
     def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
                                                                         str | None]:
