@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from eairdsl.ir import Expr, World, walk_expr
+from eairdsl.ir import World
+from eairdsl.reads import INSTANCES, Ref, declarations, describe, read_graph, reads
 
 __all__ = ["Change", "WorldDiff", "diff_worlds"]
 
@@ -97,35 +98,21 @@ def _strip(data: Any) -> Any:
     return data
 
 
-def _declarations(world: World) -> dict[tuple[str, str], Any]:
+def _declarations(world: World) -> dict[Ref, Any]:
     """(kind, name) -> the declaration's meaning as plain data."""
-    out: dict[tuple[str, str], Any] = {("world", world.meta.name): _plain(world.meta)}
-    for condition in world.conditions:
-        out[("condition", condition.name)] = _plain(condition)
-    for kind, items in (("lever", world.levers),
-                        ("record", world.records), ("state", world.states),
-                        ("document", world.documents), ("policy", world.policies),
-                        ("inducer", world.inducers), ("tool", world.tools),
-                        ("measure", world.measures)):
-        for item in items:
-            out[(kind, item.name)] = _plain(item)
-    for party in world.parties:
-        data = _plain(party)
-        data["cards"] = world.prompts.get(party.name, {})  # what the agent is told
-        out[("participant", party.name)] = data
-    for name, let in world.lets.items():
-        out[("let", name)] = _plain(let)
-    for name, members in world.enums.items():
-        out[("enum", name)] = members
-    for name, fields in world.schemas.items():
-        out[("schema", name)] = {"fields": [_plain(f) for f in fields],
-                                 "closed": name in world.closed_schemas}
-    for channel in world.channels:
-        label = f"{channel.kind} " + " -> ".join(channel.parties) + (
-            f" via {channel.via}" if channel.via else "")
-        out[("channel", label)] = _plain(channel)
-    out[("authorization", "authorization")] = _plain(world.authorization)
-    out[("instances", "instances")] = world.instances
+    out: dict[Ref, Any] = {}
+    for ref, piece in declarations(world).items():
+        if ref[0] == "schema":
+            out[ref] = {"fields": [_plain(f) for f in piece],
+                        "closed": ref[1] in world.closed_schemas}
+        elif ref[0] == "participant":
+            data = _plain(piece)
+            data["cards"] = world.prompts.get(ref[1], {})  # what the agent is told
+            out[ref] = data
+        elif ref == INSTANCES:
+            out[ref] = piece  # task data: an `at` here is a value, not a position
+        else:
+            out[ref] = _plain(piece)
     out[("protected", "protected")] = sorted(world.protected)
     return out
 
@@ -222,48 +209,117 @@ def _short(value: Any) -> bool:
 def _mark_protected(old: World, new: World, changes: list[Change]) -> None:
     """Flag changes that touch a declaration `old` protects."""
     protected = set(old.protected)
-    changed_lets = {c.name for c in changes if c.kind == "let"}
+
+    def is_protected(ref: Ref) -> bool:
+        return ref[1] in protected or (ref[0] in _BLOCKS and ref[0] in protected)
+
     for change in changes:
         if change.kind == "protected":
             dropped = sorted(set(old.protected) - set(new.protected))
             if dropped:
                 change.protected = f"no longer protects {', '.join(dropped)}"
             continue
-        if change.name in protected or (change.kind in _BLOCKS and change.kind in protected):
-            change.protected = f"{change.kind} '{change.name}' is protected"
-    # A protected declaration also changes when a definition it calls changes.
-    for kind, name, reads in _protected_reads(old):
-        touched = sorted(reads & changed_lets)
-        if not touched:
+        if is_protected((change.kind, change.name)):
+            change.protected = _direct_reason(old, new, change)
+    # A protected declaration also changes when anything it reads changes: a
+    # `let` it calls (through any number of `let`s), a lever, a record and its
+    # data file, a state, a document, a measurement, an enum or schema, the
+    # instances, the authorization matrix. The walk goes through every `let`
+    # and every unprotected declaration; a protected one it reaches is checked
+    # (and flagged) on its own, so the walk stops there.
+    before, after = _declarations(old), _declarations(new)
+    graph = read_graph(old)
+    how: dict[Ref, list[str] | None] = {}
+    for ref in sorted(graph):
+        if not is_protected(ref) or ref[0] in ("channel", "world"):
             continue
-        existing = next((c for c in changes if c.kind == kind and c.name == name), None)
-        reason = f"{kind} '{name}' is protected and reads {', '.join(touched)}, which changed"
-        if existing is None:
-            changes.append(Change(kind=kind, name=name, change="changed",
-                                  details=[f"reads changed let {', '.join(touched)}"],
-                                  protected=reason))
-        elif existing.protected is None:
-            existing.protected = reason
+        found = reads(old, ref, graph=graph,
+                      through=lambda r: r[0] == "let" or not is_protected(r))
+        touched: list[tuple[Ref, tuple[Ref, ...], list[str]]] = []
+        for read, chain in found.items():
+            if read not in how:
+                how[read] = _read_change(old, new, before, after, read)
+            detail = how[read]
+            if detail is not None:
+                touched.append((read, chain, detail))
+        if touched:
+            _flag_reads(changes, ref, touched)
 
 
-def _protected_reads(world: World) -> Iterator[tuple[str, str, set[str]]]:
-    """(kind, name, lets it calls transitively) for each protected declaration."""
-    protected = set(world.protected)
+def _flag_reads(changes: list[Change], ref: Ref,
+                touched: list[tuple[Ref, tuple[Ref, ...], list[str]]]) -> None:
+    kind, name = ref
+    labels = [describe(read) + _via(chain) for read, chain, _ in touched]
+    reason = f"{kind} '{name}' is protected and reads {', '.join(labels)}, which changed"
+    details = [f"reads changed {read[0]} {read[1]}{_via(chain)}"
+               + (f" ({'; '.join(how[:2])})" if read[0] != "let" and how else "")
+               for read, chain, how in touched]
+    existing = next((c for c in changes if c.kind == kind and c.name == name), None)
+    if existing is None:
+        changes.append(Change(kind=kind, name=name, change="changed", details=details,
+                              protected=reason))
+        return
+    existing.details.extend(d for d in details if d not in existing.details)
+    if existing.protected is None:
+        existing.protected = reason
 
-    def lets_of(*exprs: Expr | None) -> set[str]:
-        return {x.name or "" for e in exprs for x in walk_expr(e, world.lets) if x.op == "let"}
 
-    if "measure" in protected:
-        for m in world.measures:
-            yield "measure", m.name, lets_of(m.expr, m.when)
-    for name in sorted(protected & set(world.lets)):
-        let = world.lets[name]
-        yield "let", name, lets_of(let.body) - {name}
-    for tool in world.tools:
-        if tool.name in protected:
-            exprs = [tool.result, tool.cost, tool.propagates, tool.propagates_when,
-                     tool.sends_to, tool.acl, tool.acl_when,
-                     *(x for g in tool.guards for x in (g.condition, g.when)),
-                     *(x for e in tool.effects for x in (e.value, e.when)),
-                     *(x for p in tool.params for x in (p.default, p.hint))]
-            yield "tool", tool.name, lets_of(*exprs)
+def _via(chain: tuple[Ref, ...]) -> str:
+    return f" (through {' -> '.join(describe(r) for r in chain)})" if chain else ""
+
+
+def _read_change(old: World, new: World, before: dict[Ref, Any], after: dict[Ref, Any],
+                 ref: Ref) -> list[str] | None:
+    """How a declaration that something reads changed, or None if it did not."""
+    if ref not in after:
+        return ["removed"]
+    out = list(_paths(before.get(ref), after[ref])) if before.get(ref) != after[ref] else []
+    if ref[0] == "lever":  # what a reader sees is the lever's value in each condition
+        new_values = {c.name: c.levers.get(ref[1]) for c in new.conditions}
+        moved = [c.name for c in old.conditions
+                 if c.name in new_values and c.levers.get(ref[1]) != new_values[c.name]]
+        if moved:
+            out.append(f"value under {', '.join(moved)} changed")
+    source = _changed_source(old, new, _source_of(old, ref))
+    if out and source:
+        out.insert(0, f"data file {source} changed")
+    return out or None
+
+
+def _direct_reason(old: World, new: World, change: Change) -> str:
+    """Why a change of a protected declaration is one, naming the file or card behind it."""
+    reason = f"{change.kind} '{change.name}' is protected"
+    if change.change != "changed":
+        return reason
+    source = _changed_source(old, new, _source_of(old, (change.kind, change.name)))
+    if source:
+        return f"{reason}; its data file {source} changed"
+    if change.kind == "participant":
+        party = next(p for p in old.parties if p.name == change.name)
+        renders = sorted({d.split(":", 1)[0].split(".")[1] for d in change.details
+                          if d.startswith("cards.")})
+        if renders:
+            card = f"card {party.card}" if party.card else "card"
+            return f"{reason}; its {card} renders differently under {', '.join(renders)}"
+    return reason
+
+
+def _source_of(world: World, ref: Ref) -> str | None:
+    """The data file a record, table or document is loaded from, as written."""
+    if ref[0] == "record":
+        return next((r.source for r in world.records if r.name == ref[1]), None)
+    if ref[0] == "document":
+        return next((d.source for d in world.documents if d.name == ref[1]), None)
+    return None
+
+
+def _changed_source(old: World, new: World, written: str | None) -> str | None:
+    """The `world.sources` ref of a data file whose sha256 differs, if it does."""
+    if not written:
+        return None
+    a = {s.ref: s.sha256 for s in old.sources}
+    b = {s.ref: s.sha256 for s in new.sources}
+    for ref in sorted(a.keys() | b.keys()):
+        if (ref == written or ref.endswith("/" + written)) and a.get(ref) != b.get(ref):
+            return ref
+    return None
