@@ -30,8 +30,8 @@ from pydantic import BaseModel
 
 from eairdsl.ir import ChannelIR, Expr, PolicyIR, TypeIR, World
 
-__all__ = ["AUTHORIZATION", "INSTANCES", "Ref", "channel_label", "declarations", "direct_reads", "expr_reads",
-           "read_graph", "reads", "describe"]
+__all__ = ["AUTHORIZATION", "INSTANCES", "Ref", "channel_label", "declarations", "describe",
+           "direct_reads", "expr_reads", "read_graph", "reads"]
 
 Ref = tuple[str, str]
 
