@@ -7,10 +7,22 @@ participants, channels, inducers, `let`s, measurements, …), ignoring source
 positions, so only what the runtime would do differently shows up.
 
 The original world's `protected` list names what a repair may not change. A
-protected declaration counts as touched when it changed, when a `let` it reads
-(directly or through other `let`s) changed, or when the new world drops it from
-`protected`: the ground truth of a measurement is its predicate *and* every
-definition the predicate calls.
+protected declaration counts as touched when it changed, when the new world
+drops it from `protected`, or when anything it reads changed (eairdsl/reads.py
+finds the reads of every kind of declaration the same way, by walking its
+expressions): a `let` it calls (through any number of `let`s), a lever (its
+default, or its value in a condition), a record, table or document (and so the
+data file it is loaded from), a state, a measurement, an enum or schema, the
+instances, the authorization matrix. The walk goes through every `let` and
+every unprotected declaration; a protected one it reaches is checked on its
+own. A participant's cards, rendered per condition, are part of it, so a
+changed card or partial touches a protected participant. The reason names the
+read ("inducer 'x' is protected and reads y, which changed"): the ground truth
+of a measurement is its predicate *and* every definition the predicate calls.
+
+A participant or tool named in an expression (`calls(issue_credit)`,
+`messages(customer, r)`) is an identity, not a read of its definition: what a
+ledger holds at run time is the tools' doing, and a repair may change tools.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The shipped repairs (the source patches the world tests apply) must come out as
 small, unprotected changes; edits to ground truth — directly or through a `let`
-a measurement reads — and dropping protection must be flagged.
+a measurement reads — and dropping protection must be flagged. Disguised edits
+of every other kind of read are in test_diff_protected.py.
 """
 
 from __future__ import annotations
@@ -92,6 +93,20 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     assert bad.returncode == 1
     data = json.loads(bad.stdout)
     assert data["violations"] >= 2 and data["old"] == data["new"] == "a1"
+    # A disguised edit: the protected dashboards' count is an unprotected `let`.
+    disguised = tmp_path / "disguised"
+    disguised.mkdir()
+    patched_world(disguised, "a1", [(
+        "let missed_so_far() = count(c for c in closures where not c.kpi_met)",
+        "let missed_so_far() = count(c for c in closures where not c.kpi_met) - 1")])
+    hidden = run_eairc("diff", base, disguised / "a1.eair", "--json", cwd=ROOT)
+    assert hidden.returncode == 1
+    reasons = {c["name"]: c["protected"] for c in json.loads(hidden.stdout)["changes"]}
+    assert reasons == {"missed_so_far": None,
+                       "dashboard_mild": "inducer 'dashboard_mild' is protected and reads "
+                                         "missed_so_far, which changed",
+                       "dashboard_strong": "inducer 'dashboard_strong' is protected and reads "
+                                           "missed_so_far, which changed"}
     missing = run_eairc("diff", base, tmp_path / "nope.eair", cwd=ROOT)
     assert missing.returncode == 1 and "nope.eair" in missing.stderr
 
