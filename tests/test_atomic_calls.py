@@ -51,6 +51,10 @@ ledger consults {
   asker: text
 }
 
+ledger signatures {
+  signer: text
+}
+
 let published_by(r: party) = exists p in published where p.author == r
 
 let opened(r: party) = count(o for o in opens where o.reader == r)
@@ -96,6 +100,13 @@ tool consult(question: text) -> text {
   append consults {asker: context.caller}
 }
 
+tool sign() -> text {
+  kind act
+  cost 2 min
+  append signatures {signer: context.caller}
+  returns "signed"
+}
+
 tool lookup() -> text {
   kind read
   cost 10 min
@@ -105,7 +116,7 @@ tool lookup() -> text {
 role writer {
   model under_test
   card "mini/card.md.j2"
-  tools publish, open_log, claim, wait_list, consult
+  tools publish, open_log, claim, wait_list, consult, sign when count(signatures) == 0
 }
 
 role second_writer {
@@ -249,6 +260,24 @@ def test_participants_guards_are_their_own(world: World) -> None:
     assert sorted(r["author"] for r in episode.records["published"]) == ["second_writer",
                                                                          "writer"]
     assert sum(not r.rejected for r in _results(episode, "publish")) == 2
+
+
+def test_a_tool_list_when_is_read_again_at_the_commit(world: World) -> None:
+    """A tool held only while nothing is signed: overlapping calls sign once; the later
+    ones find the tool no longer held when their cost is out."""
+    writer = _Script(_every_task(("sign", {})))
+    episode = _run(world, agents={"writer": writer, "second_writer": _Script(_every_task())})
+    assert episode.records["signatures"] == [{"signer": "writer"}]
+    results = _results(episode, "sign")
+    calls = _calls(episode, "sign")
+    # The calls of 0 and 1 min overlap: the first signs at 2 min, the second is refused
+    # when its cost is out (3 min).
+    assert [(calls[r.call].t, r.t, r.rejected) for r in results[:1]] == [(0, 2, False)]
+    [stale] = [r for r in results if r.reason == "tool 'sign' is no longer available"]
+    assert (calls[stale.call].t, stale.t) == (1, 3)
+    # From 2 min on the tool is gone from the list: refused at once, at no cost.
+    late = [r for r in results if "unavailable tool" in (r.reason or "")]
+    assert [(calls[r.call].t, r.t) for r in late] == [(2, 2), (3, 3), (4, 4)]
 
 
 def test_a_route_guard_routes_at_the_commit_instant(world: World) -> None:
