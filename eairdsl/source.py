@@ -7,11 +7,19 @@ instead of exceptions further down the pipeline.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Span", "SourceFile", "SourceError", "read_source", "display_name"]
+__all__ = ["Span", "SourceFile", "SourceError", "read_source", "read_bounded", "display_name",
+           "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
+
+#: The largest `.eair` file read (real worlds are tens of kilobytes).
+MAX_SOURCE_BYTES = 2 * 1024 * 1024
+#: The largest data file or document read.
+MAX_DATA_BYTES = 50 * 1024 * 1024
 
 
 class Span(BaseModel):
@@ -57,22 +65,82 @@ def display_name(path: Path) -> str:
     """Paths relative to the working directory read better in diagnostics."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+    except (ValueError, OSError):
         return str(path)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MB"
+
+
+def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, or SourceError.
+
+    Nothing but a regular file is opened for reading (a FIFO would block, a device
+    never ends), the check is repeated on the open descriptor so the file cannot be
+    swapped in between, and no more than `limit + 1` bytes are ever read.
+    """
+    name = display_name(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise SourceError("E201", f"file not found: {name}",
+                          "check the path and its spelling") from None
+    except OSError as exc:
+        raise SourceError("E202", f"cannot read {name}: {exc.strerror or exc}",
+                          _os_hint(exc)) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SourceError("E202", f"{name} is a directory, not a file", f"name the {what} itself")
+    if not stat.S_ISREG(info.st_mode):
+        raise SourceError("E202", f"{name} is not a regular file (a pipe, socket or device)",
+                          f"name an ordinary {what}")
+    if info.st_size > limit:
+        raise SourceError("E209", f"{name} is too large ({info.st_size:,} bytes; the limit is "
+                          f"{_size(limit)})", f"a {what} may hold at most {_size(limit)}")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise SourceError("E202", f"cannot read {name}: {exc.strerror or exc}",
+                          _os_hint(exc)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceError("E202", f"{name} is not a regular file", f"name an ordinary {what}")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise SourceError("E202", f"cannot read {name}: {exc.strerror or exc}",
+                          _os_hint(exc)) from None
+    finally:
+        os.close(fd)
+    if total > limit:  # it grew after the stat
+        raise SourceError("E209", f"{name} is too large (over {_size(limit)})",
+                          f"a {what} may hold at most {_size(limit)}")
+    return b"".join(chunks)
+
+
+def _os_hint(exc: OSError) -> str:
+    import errno
+    if exc.errno == errno.ENAMETOOLONG:
+        return "shorten the path: a file name has at most 255 bytes"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "check permissions"
+    if exc.errno == errno.ELOOP:
+        return "the path goes through a symbolic link loop"
+    return "check the path"
 
 
 def read_source(path: Path) -> SourceFile:
     """Read `path` as UTF-8 text or raise SourceError with the offending position."""
     name = display_name(path)
-    if not path.exists():
-        raise SourceError("E201", f"file not found: {name}", "check the path and its spelling")
-    if path.is_dir():
-        raise SourceError("E202", f"{name} is a directory, not a file", "name a .eair file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SourceError("E202", f"cannot read {name}: {exc.strerror}",
-                          "check permissions") from None
+    data = read_bounded(path, MAX_SOURCE_BYTES, ".eair file")
     if b"\x00" in data[:8192]:
         raise SourceError(
             "E101", f"{name} looks like a binary file (it contains NUL bytes)",

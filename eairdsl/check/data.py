@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +19,54 @@ from eairdsl.check import types as T
 from eairdsl.check.loader import LoadedModule, resolve_data_path
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
-from eairdsl.source import Span
+from eairdsl.source import MAX_DATA_BYTES, SourceError, Span, read_bounded
 from eairdsl.syntax import ast as A
 
 __all__ = ["load_data", "read_rows", "data_ref"]
 
 
+#: How deeply the values of a JSON data file may nest (rows are level 2).
+MAX_DATA_DEPTH = 32
+
+
 def _read_bytes(path: Path, span: Span, diagnostics: Diagnostics) -> bytes | None:
-    if not path.is_file():
-        diagnostics.error("E206", f"data file not found: {path.name}", span,
-                          f"expected it at {path}")
-        return None
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        diagnostics.error("E206", f"cannot read {path.name}: {exc.strerror}", span)
+        return read_bounded(path, MAX_DATA_BYTES, "data file")
+    except SourceError as err:
+        if err.code == "E201":
+            diagnostics.error("E206", f"data file not found: {path.name}", span,
+                              f"expected it at {path}")
+        elif err.code == "E209":
+            diagnostics.error("E209", f"data file {path.name} is too large "
+                              f"(the limit is {MAX_DATA_BYTES // (1024 * 1024)} MB)", span,
+                              err.hint)
+        else:  # a directory, a pipe or device, a name too long, no permission
+            diagnostics.error(err.code, err.message, span, err.hint)
         return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a world can use")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:20]} is too large a number")
+    return value
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (list, dict)))
+        elif isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (list, dict)))
+    return False
 
 
 def read_rows(path: Path, data: bytes, span: Span,
@@ -45,19 +79,32 @@ def read_rows(path: Path, data: bytes, span: Span,
                           "re-save the data file as UTF-8")
         return None
     if path.suffix == ".csv":
-        return [dict(row) for row in csv.DictReader(io.StringIO(text))]
+        try:
+            return [dict(row) for row in csv.DictReader(io.StringIO(text))]
+        except csv.Error as exc:
+            diagnostics.error("E207", f"{path.name}: unreadable CSV ({exc})", span,
+                              "CSV files have a header row and one record per line")
+            return None
+    hint = "data files are JSON lists of objects, or CSV"
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         diagnostics.error("E207", f"{path.name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}",
-                          span, "data files are JSON lists of objects, or CSV")
+                          span, hint)
         return None
-    except (ValueError, RecursionError) as exc:
-        diagnostics.error("E207", f"{path.name}: unreadable JSON ({type(exc).__name__})", span,
-                          "data files are JSON lists of objects, or CSV")
+    except RecursionError:
+        diagnostics.error("E207", f"{path.name}: JSON nested too deeply", span,
+                          f"data values nest at most {MAX_DATA_DEPTH} levels")
+        return None
+    except ValueError as exc:  # NaN, Infinity, 1e999, an integer over 4300 digits
+        diagnostics.error("E207", f"{path.name}: unreadable JSON ({str(exc)[:80]})", span, hint)
         return None
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         diagnostics.error("E207", f"{path.name} must hold a JSON list of objects", span)
+        return None
+    if _too_deep(value, MAX_DATA_DEPTH):
+        diagnostics.error("E207", f"{path.name}: JSON nested too deeply", span,
+                          f"data values nest at most {MAX_DATA_DEPTH} levels")
         return None
     return value
 
@@ -132,6 +179,15 @@ def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, 
                                   f"{t.max} characters", span)
 
 
+def _hashable(value: Any) -> Any:
+    """A key value as a dict key: lists and objects (bad keys, reported elsewhere) as JSON."""
+    try:
+        hash(value)
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 def _base(module: LoadedModule) -> Path:
     return module.path.parent
 
@@ -174,8 +230,8 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         path, rows = loaded
         if record.key is not None:
-            keys = [r.get(record.key) for r in rows]
-            dupes = sorted({str(k) for k in keys if keys.count(k) > 1})
+            counts = Counter(_hashable(r.get(record.key)) for r in rows)
+            dupes = sorted({str(k) for k, n in counts.items() if n > 1})
             if dupes:
                 diagnostics.error("E208", f"{path.name}: duplicate key {', '.join(dupes)} in "
                                   f"'{record.name}'", record.span)
@@ -207,7 +263,7 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     ids = [str(i.get("id")) for i in world.instances]
     where = world.instances_from[0][0].span if world.instances_from else (
         next(iter(world.instance_decls.values())).span if world.instance_decls else None)
-    for dupe in sorted({i for i in ids if ids.count(i) > 1}):
+    for dupe in sorted(i for i, n in Counter(ids).items() if n > 1):
         diagnostics.error("E208", f"two instances have id '{dupe}'", where,
                           "instance ids must be unique")
     for doc in world.documents.values():

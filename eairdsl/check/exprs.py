@@ -16,8 +16,13 @@ from eairdsl.check.builtins import BUILTIN_FIELDS, BUILTINS
 from eairdsl.check.world import CheckedWorld, Resolution
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.syntax import ast as A
+from eairdsl.syntax.build import MAX_NESTING, iter_exprs
 
 __all__ = ["check_expressions", "ExprChecker", "Scope", "MEASUREMENTS"]
+
+#: Nodes an expression may stand for once its `let` calls are expanded (each call
+#: site counts its definition's nodes again, as the runtime's walks over a world do).
+MAX_EXPANDED = 100_000
 
 #: The six per-episode measurements of EAIR §2, in the paper's order.
 MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
@@ -51,6 +56,9 @@ class ExprChecker:
         self.diagnostics = diagnostics
         self.let_types: dict[str, T.Type] = {}
         self._typing_lets: list[str] = []
+        #: per `let`: (nesting depth with the definitions it calls, expanded node count)
+        self.let_shapes: dict[str, tuple[int, int]] = let_shapes(world.lets)
+        self._depth = 0  # nesting of the expression being checked (leaves not counted)
 
     # ------------------------------------------------------------ helpers
     def error(self, code: str, message: str, node: A.Node, hint: str | None = None) -> None:
@@ -130,8 +138,29 @@ class ExprChecker:
     # ------------------------------------------------------------ expressions
     def check(self, expr: A.Expr, scope: Scope) -> T.Type:
         method = getattr(self, f"_check_{expr.node}")
-        result: T.Type = method(expr, scope)
+        if self._depth == 0 and not self._typing_lets:
+            self._check_expansion(expr)
+        counted = not isinstance(expr, (A.LiteralExpr, A.NameExpr))
+        self._depth += counted
+        try:
+            result: T.Type = method(expr, scope)
+        finally:
+            self._depth -= counted
         return self.record(expr, result)
+
+    def _check_expansion(self, expr: A.Expr) -> None:
+        """E112 when an expression site expands (through its `let` calls) past MAX_EXPANDED."""
+        total = 0
+        for node in iter_exprs(expr):
+            total += 1
+            if isinstance(node, A.CallExpr) and node.func in self.let_shapes:
+                expanded = self.let_shapes[node.func][1]
+                if expanded > MAX_EXPANDED:
+                    return  # reported at the definition
+                total += expanded
+        if total > MAX_EXPANDED:
+            self.error("E112", f"this expression expands to more than {MAX_EXPANDED:,} nodes "
+                       "through the `let` definitions it calls", expr, _EXPANSION_HINT)
 
     def _check_literal(self, e: A.LiteralExpr, scope: Scope) -> T.Type:
         return {"int": T.INT, "number": T.NUMBER, "money": T.MONEY, "duration": T.DURATION,
@@ -246,6 +275,16 @@ class ExprChecker:
     def _check_let_call(self, e: A.CallExpr, scope: Scope) -> T.Type:
         let = self.world.lets[e.func]
         self.world.used.add(let.name)
+        depth, _ = self.let_shapes[let.name]
+        if depth > MAX_NESTING or self._depth + depth > MAX_NESTING:
+            if depth <= MAX_NESTING:  # deeper definitions are reported where they cross
+                self.error("E111", f"calling {let.name}() here nests the expression "
+                           f"{self._depth + depth} levels deep (more than {MAX_NESTING})", e,
+                           "a `let` call counts the nesting of its definition; call fewer "
+                           "definitions inside one another")
+            for arg in e.args:
+                self.check(arg.value, scope)
+            return T.ANY
         if len(e.args) != len(let.params):
             self.error("E407", f"{let.name}() takes {len(let.params)} argument"
                        f"{'s' if len(let.params) != 1 else ''}, got {len(e.args)}", e)
@@ -276,8 +315,12 @@ class ExprChecker:
         self._typing_lets.append(let.name)
         scope = Scope(f"let {let.name}", instance=True,
                       params={p.name: self._param_type(p) for p in let.params})
-        result = self.check(let.body, scope)
-        self._typing_lets.pop()
+        outer, self._depth = self._depth, 0  # the call site checked the combined depth
+        try:
+            result = self.check(let.body, scope)
+        finally:
+            self._depth = outer
+            self._typing_lets.pop()
         self.let_types[let.name] = result
         return result
 
@@ -477,10 +520,87 @@ def _unit_hint(a: T.Type, b: T.Type) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- nesting through lets
+
+_EXPANSION_HINT = ("each call of a `let` stands for its whole definition; a definition that "
+                   "calls another twice doubles it")
+
+
+def _counted(node: A.Expr) -> bool:
+    return not isinstance(node, (A.LiteralExpr, A.NameExpr))
+
+
+def _body_shape(body: A.Expr, lets: dict[str, A.LetDecl]) -> tuple[int, int,
+                                                                   list[tuple[str, int]]]:
+    """(nesting depth, node count, `let` calls with the depth of each call) of one body."""
+    deepest = size = 0
+    calls: list[tuple[str, int]] = []
+    stack: list[tuple[object, int]] = [(body, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list):
+            stack.extend((child, depth) for child in item)
+            continue
+        if not isinstance(item, A.Node):
+            continue
+        if isinstance(getattr(item, "node", None), str):  # an expression
+            size += 1
+            depth += _counted(item)  # type: ignore[arg-type]
+            deepest = max(deepest, depth)
+            if isinstance(item, A.CallExpr) and item.func in lets:
+                calls.append((item.func, depth))
+        stack.extend((child, depth) for _, child in item)
+    return deepest, size, calls
+
+
+def _let_calls(let: A.LetDecl, world: CheckedWorld) -> list[str]:
+    return [name for name, _ in _body_shape(let.body, world.lets)[2]]
+
+
+def let_shapes(lets: dict[str, A.LetDecl]) -> dict[str, tuple[int, int]]:
+    """Per `let`: its nesting depth counting the definitions it calls, and its expanded size.
+
+    Computed without recursion (a chain of thousands of definitions is input, too);
+    a recursive cycle (reported as E304) is cut where the walk meets it again.
+    """
+    bodies = {name: _body_shape(let.body, lets) for name, let in lets.items()}
+    shapes: dict[str, tuple[int, int]] = {}
+    for root in lets:
+        if root in shapes:
+            continue
+        open_: set[str] = {root}
+        stack: list[tuple[str, int]] = [(root, 0)]  # (definition, next call to visit)
+        while stack:
+            name, i = stack[-1]
+            calls = bodies[name][2]
+            if i < len(calls):
+                stack[-1] = (name, i + 1)
+                callee = calls[i][0]
+                if callee not in shapes and callee not in open_:
+                    open_.add(callee)
+                    stack.append((callee, 0))
+                continue
+            stack.pop()
+            open_.discard(name)
+            depth, size, _ = bodies[name]
+            for callee, at in calls:
+                sub_depth, sub_size = shapes.get(callee, (0, 0))  # (0, 0): a cycle, cut
+                depth = max(depth, at + sub_depth)
+                size = min(size + sub_size, 10 * MAX_EXPANDED)  # capped: no huge integers
+            shapes[name] = (depth, size)
+    return shapes
+
+
 # ---------------------------------------------------------------- the pass
 
 def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     c = ExprChecker(world, diagnostics)
+    for let in world.lets.values():  # E112 where a definition crosses the limit
+        shape = c.let_shapes[let.name]
+        if shape[1] > MAX_EXPANDED and all(c.let_shapes[name][1] <= MAX_EXPANDED
+                                           for name in _let_calls(let, world)):
+            c.error("E112", f"let {let.name} expands to more than {MAX_EXPANDED:,} nodes "
+                    "through the definitions it calls", let, _EXPANSION_HINT)
     for let in world.lets.values():
         c.let_type(let)
     for state in world.states.values():

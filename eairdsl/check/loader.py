@@ -8,12 +8,13 @@ repaired as self-contained folders.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.source import SourceError, SourceFile, Span, read_source
+from eairdsl.source import SourceError, SourceFile, Span, display_name, read_source
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
@@ -56,9 +57,10 @@ class Program:
 
 
 def _within(child: Path, parent: Path) -> bool:
+    """Is `child`, symbolic links resolved, inside `parent`? (False when it cannot be told.)"""
     try:
         child.resolve().relative_to(parent.resolve())
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):
         return False
     return True
 
@@ -66,16 +68,27 @@ def _within(child: Path, parent: Path) -> bool:
 def resolve_data_path(base: Path, written: str, span: Span,
                       diagnostics: Diagnostics) -> Path | None:
     """Resolve a data/card/import path; paths escaping `base` are errors (E204)."""
-    if os.path.isabs(written) or written.startswith("~"):
-        diagnostics.error("E204", f"path {written!r} is absolute", span,
+    if os.path.isabs(written) or written.startswith("~") or "\x00" in written:
+        diagnostics.error("E204", f"path {_shown(written)!r} is absolute", span,
                           "write paths relative to the world's folder")
         return None
     path = base / written
     if not _within(path, base):
-        diagnostics.error("E204", f"path {written!r} escapes the world's folder", span,
+        diagnostics.error("E204", f"path {_shown(written)!r} escapes the world's folder", span,
                           "keep data, cards and imports inside the folder of the .eair file")
         return None
     return path
+
+
+def _shown(written: str) -> str:
+    """A path as a message quotes it: long ones shortened."""
+    return written if len(written) <= 120 else written[:60] + "…" + written[-40:]
+
+
+#: How deeply imports may nest, and how many modules and source bytes one world may load.
+MAX_IMPORT_DEPTH = 64
+MAX_MODULES = 500
+MAX_PROGRAM_BYTES = 16 * 1024 * 1024
 
 
 def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile | None:
@@ -84,15 +97,20 @@ def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile
     except SourceError as err:
         where = span
         if err.code in ("E101", "E102"):
-            where = Span(file=str(path), line=err.line, col=err.col, end_line=err.line,
-                         end_col=err.col + 1)
+            where = Span(file=display_name(path), line=err.line, col=err.col,
+                         end_line=err.line, end_col=err.col + 1)
         diagnostics.error(err.code, err.message, where, err.hint)
         return None
 
 
 def load_program(entry: Path, diagnostics: Diagnostics,
                  sources: dict[str, SourceFile] | None = None) -> Program | None:
-    """Load and parse `entry` and its imports; None if any file could not be parsed."""
+    """Load and parse `entry` and its imports; None if any file could not be parsed.
+
+    A depth-first walk with an explicit stack (an import chain is input, so its
+    length must not become Python recursion); modules are appended after their
+    imports, so `program.modules` is in dependency order.
+    """
     program = Program(entry=entry)
     if sources is not None:
         program.sources = sources
@@ -100,73 +118,135 @@ def load_program(entry: Path, diagnostics: Diagnostics,
     ok = True
     done: set[Path] = set()
     active: list[Path] = []
+    loaded_bytes = 0
+    seen_files = 0
 
     def ref_of(path: Path) -> str:
         if _within(path, stdlib):
             return "stdlib/" + path.resolve().relative_to(stdlib.resolve()).as_posix()
         try:
             return path.resolve().relative_to(entry.parent.resolve()).as_posix()
-        except ValueError:
+        except (ValueError, OSError):
             return path.name
 
-    def visit(path: Path, span: Span | None) -> None:
-        nonlocal ok
+    @dataclass
+    class Open:
+        path: Path
+        key: Path
+        source: SourceFile
+        module: A.Module
+        imports: list[A.ImportDecl]
+        next: int = 0
+
+    def open_module(path: Path, span: Span | None) -> Open | None:
+        nonlocal ok, loaded_bytes, seen_files
         key = path.resolve()
         if key in done:
-            return
+            return None
         if key in active:
             cycle = " -> ".join(ref_of(p) for p in [*active[active.index(key):], key])
             diagnostics.error("E203", f"import cycle: {cycle}", span,
                               "move the shared declarations into a module both can import")
             ok = False
-            return
+            return None
+        if len(active) >= MAX_IMPORT_DEPTH:
+            diagnostics.error("E209", f"imports nest more than {MAX_IMPORT_DEPTH} modules deep",
+                              span, "import the modules from fewer levels")
+            ok = False
+            return None
+        seen_files += 1
+        if seen_files > MAX_MODULES:
+            diagnostics.error("E209", f"the world imports more than {MAX_MODULES} modules", span,
+                              "merge small modules")
+            ok = False
+            return None
         source = _read(path, diagnostics, span)
         if source is None:
             ok = False
-            return
+            return None
+        loaded_bytes += len(source.text)
+        if loaded_bytes > MAX_PROGRAM_BYTES:
+            diagnostics.error("E209", f"the world's modules together hold more than "
+                              f"{MAX_PROGRAM_BYTES // (1024 * 1024)} MB", span,
+                              "a world is a small program; move bulk text into documents")
+            ok = False
+            return None
         program.sources[source.name] = source
         module = parse_source(source, diagnostics)
         if module is None:
             ok = False
-            return
+            return None
         active.append(key)
-        for decl in module.decls:
-            if isinstance(decl, A.ImportDecl):
-                target = _resolve_import(path, decl, stdlib, diagnostics)
-                if target is None:
-                    ok = False
-                    continue
-                visit(target, decl.span)
-        active.pop()
-        done.add(key)
-        program.modules.append(LoadedModule(path=path, ref=ref_of(path), source=source,
-                                            module=module, is_stdlib=_within(path, stdlib)))
+        imports = [d for d in module.decls if isinstance(d, A.ImportDecl)]
+        return Open(path, key, source, module, imports)
 
-    visit(entry, None)
+    first = open_module(entry, None)
+    stack = [first] if first is not None else []
+    while stack:
+        top = stack[-1]
+        if top.next < len(top.imports):
+            decl = top.imports[top.next]
+            top.next += 1
+            target = _resolve_import(top.path, decl, stdlib, diagnostics)
+            if target is None:
+                ok = False
+                continue
+            child = open_module(target, decl.span)
+            if child is not None:
+                stack.append(child)
+            continue
+        stack.pop()
+        active.pop()
+        done.add(top.key)
+        program.modules.append(LoadedModule(path=top.path, ref=ref_of(top.path),
+                                            source=top.source, module=top.module,
+                                            is_stdlib=_within(top.path, stdlib)))
     return program if ok else None
 
 
 def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
                     diagnostics: Diagnostics) -> Path | None:
+    """The file an import names: next to the importer, else in stdlib/.
+
+    A candidate is only looked at when it lies (symbolic links resolved) inside its
+    own root, the importer's folder or the stdlib; nothing outside either is ever
+    opened, so neither its content nor its existence can show in a diagnostic.
+    """
     written = decl.path
-    if os.path.isabs(written):
-        diagnostics.error("E204", f"import path {written!r} is absolute", decl.span,
+    if os.path.isabs(written) or written.startswith("~") or "\x00" in written:
+        diagnostics.error("E204", f"import path {_shown(written)!r} is absolute", decl.span,
                           "import by a path relative to this file, or a stdlib module")
         return None
-    local = importer.parent / written
-    candidates = [local]
+    candidates = [(importer.parent / written, importer.parent)]
     if written.startswith("stdlib/"):
-        candidates.append(stdlib / written[len("stdlib/"):])
-    candidates.append(stdlib / written)
-    for candidate in candidates:
-        if candidate.is_file():
-            if candidate is local and not _within(candidate, importer.parent):
-                diagnostics.error("E204", f"import {written!r} escapes the world's folder",
-                                  decl.span, "import modules from this folder or stdlib/")
-                return None
-            return candidate
-    known = sorted(p.name for p in stdlib.glob("*.eair")) if stdlib.is_dir() else []
-    diagnostics.error("E205", f"cannot find module {written!r}", decl.span,
+        candidates.append((stdlib / written[len("stdlib/"):], stdlib))
+    candidates.append((stdlib / written, stdlib))
+    escaped = False
+    failure: OSError | None = None
+    for candidate, root in candidates:
+        if not _within(candidate, root):
+            escaped = True
+            continue
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError as exc:  # a name over 255 bytes, a path over PATH_MAX...
+            failure = failure or exc
+    if escaped and not any(_within(c, r) for c, r in candidates):
+        diagnostics.error("E204", f"import {_shown(written)!r} escapes the world's folder",
+                          decl.span, "import modules from this folder or stdlib/")
+        return None
+    if failure is not None:
+        diagnostics.error("E202", f"cannot read module {_shown(written)!r}: "
+                          f"{failure.strerror or failure}", decl.span,
+                          "shorten the path: a file name has at most 255 bytes"
+                          if failure.errno == errno.ENAMETOOLONG else "check the path")
+        return None
+    try:
+        known = sorted(p.name for p in stdlib.glob("*.eair")) if stdlib.is_dir() else []
+    except OSError:
+        known = []
+    diagnostics.error("E205", f"cannot find module {_shown(written)!r}", decl.span,
                       f"looked next to this file and in stdlib/ ({', '.join(known)})"
                       if known else "looked next to this file and in stdlib/")
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eairdsl.syntax import ast as A
+from eairdsl.syntax.build import iter_exprs, same_shape
 
 __all__ = ["UNKNOWN", "fold", "uses_only_levers"]
 
@@ -25,8 +26,8 @@ UNKNOWN: Any = _Unknown()
 
 
 def _same(a: A.Expr, b: A.Expr) -> bool:
-    from eairdsl.syntax.ast import strip_spans
-    return bool(strip_spans(a) == strip_spans(b))
+    """`strip_spans(a) == strip_spans(b)`, with an explicit stack instead of recursion."""
+    return same_shape(a, b)
 
 
 def fold(expr: A.Expr, levers: dict[str, Any], enum_members: set[str]) -> Any:
@@ -119,8 +120,7 @@ def _is_count(e: A.Expr) -> bool:
 
 def uses_only_levers(expr: A.Expr, levers: set[str], members: set[str]) -> bool:
     """True when `expr` names nothing but levers, enum values and literals."""
-    from eairdsl.syntax.ast import walk_exprs
-    for node in walk_exprs(expr):
+    for node in iter_exprs(expr):
         if isinstance(node, A.NameExpr) and node.id not in levers and node.id not in members:
             return False
         if not isinstance(node, (A.NameExpr, A.LiteralExpr, A.UnaryExpr, A.BinaryExpr,

@@ -8,15 +8,32 @@ parsed from.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from lark import Token, Transformer, Tree, v_args
+from lark import Discard, Token, Transformer, Tree, v_args
 from lark.tree import Meta
+from pydantic import BaseModel
 
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
 
-__all__ = ["AstBuilder", "decode_string", "DURATION_UNITS"]
+__all__ = ["AstBuilder", "decode_string", "DURATION_UNITS", "MAX_NESTING", "too_deep",
+           "same_shape", "iter_exprs"]
+
+#: How deeply expressions (and types) may nest. Every pass after the parser
+#: (checker, lowering, evaluation, formatter, JSON output) walks expressions
+#: recursively, so the parser refuses deeper ones (E111) before any of them run.
+#: Each operator of a chain is one level: `a + b + c` nests two deep.
+MAX_NESTING = 100
+
+#: Grammar rules that make one level of expression or type nesting (arguments,
+#: field initialisers and comprehension tails hang off one of these).
+_NESTING_RULES = frozenset({
+    "or_op", "and_op", "not_op", "neg_op", "compare_op", "text_test", "in_op", "add_op",
+    "sub_op", "mul_op", "div_op", "attr", "index", "call", "aggregate", "list_lit",
+    "comprehension", "record_lit", "quantifier", "exists", "type_app", "type_max",
+})
 
 #: Minutes per duration unit; the clock of every world counts minutes.
 DURATION_UNITS: dict[str, float] = {
@@ -694,10 +711,90 @@ class AstBuilder(Transformer[Token, Any]):
         raise ValueError(f"no AST rule for grammar rule {data!r}")  # pragma: no cover
 
 
+def too_deep(tree: Tree[Token], limit: int = MAX_NESTING) -> list[Tree[Token]]:
+    """Subtrees at nesting level `limit + 1`: the first one of each declaration that has one.
+
+    Walks the parse tree with an explicit stack: the point is to refuse deep input
+    before anything recursive touches it.
+    """
+    found: list[Tree[Token]] = []
+    for decl in tree.children if tree.data == "start" else [tree]:
+        if not isinstance(decl, Tree):
+            continue
+        stack: list[tuple[Tree[Token], int]] = [(decl, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if node.data in _NESTING_RULES:
+                depth += 1
+                if depth > limit:
+                    found.append(node)
+                    break
+            stack.extend((c, depth) for c in reversed(node.children) if isinstance(c, Tree))
+    return found
+
+
 def tree_to_decls(tree: Tree[Token], file: str) -> list[Any]:
-    """Transform a parse tree into declarations."""
-    result: list[Any] = AstBuilder(file).transform(tree)
+    """Transform a parse tree into declarations.
+
+    Post-order with an explicit stack instead of lark's recursive `transform`, so
+    the depth of the input never turns into Python recursion here.
+    """
+    builder = AstBuilder(file)
+    stack: list[tuple[Tree[Token], Iterator[Any]]] = [(tree, iter(tree.children))]
+    results: list[list[Any]] = [[], []]  # the finished children of each open node
+    while stack:
+        node, children = stack[-1]
+        child = next(children, _DONE)
+        if isinstance(child, Tree):
+            stack.append((child, iter(child.children)))
+            results.append([])
+            continue
+        if child is _DONE:
+            stack.pop()
+            value = builder._call_userfunc(node, results.pop())  # type: ignore[no-untyped-call]
+        elif isinstance(child, Token):
+            value = builder._call_userfunc_token(child)  # type: ignore[no-untyped-call]
+        else:
+            value = child
+        if value is not Discard:
+            results[-1].append(value)
+    result: list[Any] = results[0][0]
     return result
+
+
+_DONE = object()
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """`ast.strip_spans(a) == ast.strip_spans(b)` without recursion (spans and raw text ignored)."""
+    stack: list[tuple[Any, Any]] = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, BaseModel) or isinstance(y, BaseModel):
+            if type(x) is not type(y):
+                return False
+            stack.extend((value, getattr(y, key)) for key, value in x
+                         if key not in ("span", "raw"))
+        elif isinstance(x, list) or isinstance(y, list):
+            if not (isinstance(x, list) and isinstance(y, list)) or len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+def iter_exprs(value: Any) -> Iterator[Any]:
+    """Like `ast.walk_exprs` (every expression node, parents first) without recursion."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BaseModel):
+            if isinstance(getattr(item, "node", None), str):
+                yield item
+            stack.extend(reversed([child for _, child in item]))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
 
 
 def _name_of(expr: A.Expr) -> str | None:

@@ -75,6 +75,7 @@ from typing import Any
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
+from eairdsl.syntax.build import same_shape
 from eairdsl.syntax.parser import parse_text
 
 __all__ = ["INDENT", "FormatterError", "format_expr", "format_module", "format_string",
@@ -747,7 +748,7 @@ def _verify(module: A.Module, formatted: str, name: str) -> None:
         raise FormatterError(f"formatted text of {name} does not parse: "
                              f"{first.message if first else 'unknown error'} at "
                              f"{first.span if first else '?'}")
-    if A.strip_spans(again.decls) != A.strip_spans(module.decls):
+    if not same_shape(again.decls, module.decls):  # strip_spans ==, without recursion
         raise FormatterError(f"formatting changed the meaning of {name}")
     if [c.text for c in again.comments] != [c.text for c in module.comments]:
         raise FormatterError(f"formatting lost, duplicated or reordered comments of {name}")

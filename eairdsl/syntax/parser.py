@@ -13,7 +13,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token
+from lark import Lark, Token, Tree
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -25,7 +25,7 @@ from lark.exceptions import (
 from eairdsl.diagnostics import Diagnostic, Diagnostics
 from eairdsl.source import SourceFile, Span
 from eairdsl.syntax import ast as A
-from eairdsl.syntax.build import tree_to_decls
+from eairdsl.syntax.build import MAX_NESTING, too_deep, tree_to_decls
 
 __all__ = ["GRAMMAR_PATH", "TOP_LEVEL_KEYWORDS", "parse_source", "parse_text", "get_parser"]
 
@@ -175,6 +175,29 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
                       if expected else "is a '}' missing?")
 
 
+class _TooDeep(Exception):
+    """The text parsed, but some expressions nest deeper than MAX_NESTING (E111)."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("expression nested too deeply")
+        self.diagnostics = diagnostics
+
+
+def _too_deep_diagnostic(node: Tree[Token], file: str) -> Diagnostic:
+    meta = node.meta
+    if getattr(meta, "empty", True):
+        span = Span.point(file)
+    else:
+        span = Span(file=file, line=meta.line, col=meta.column, end_line=meta.end_line,
+                    end_col=meta.end_column)
+    return Diagnostic(
+        code="E111", span=span,
+        message=f"expression or type nested too deeply (more than {MAX_NESTING} levels)",
+        hint="each operator of a chain, call, bracket or field access is one level; "
+             "name parts of the expression with `let` definitions",
+    )
+
+
 def _parse_once(text: str, source: SourceFile) -> tuple[list[A.Decl], list[Token]]:
     with _comments_lock:
         _comment_sink.clear()
@@ -183,6 +206,9 @@ def _parse_once(text: str, source: SourceFile) -> tuple[list[A.Decl], list[Token
         finally:
             comments = list(_comment_sink)
             _comment_sink.clear()
+    deep = too_deep(tree)
+    if deep:
+        raise _TooDeep([_too_deep_diagnostic(node, source.name) for node in deep])
     try:
         return tree_to_decls(tree, source.name), comments
     except VisitError as exc:  # a builder bug must still surface as ours, not lark's
@@ -199,6 +225,10 @@ def parse_source(source: SourceFile, diagnostics: Diagnostics) -> A.Module | Non
     while True:
         try:
             chunk_decls, chunk_comments = _parse_once(text, source)
+        except _TooDeep as exc:
+            failed = True
+            diagnostics.extend(exc.diagnostics)
+            break
         except (UnexpectedInput, UnexpectedEOF) as exc:
             failed = True
             diagnostics.add(_diagnostic(exc, source))
