@@ -146,10 +146,23 @@ def _coerce_csv(rows: list[dict[str, Any]], fields: dict[str, T.Type]) -> None:
                     else number
 
 
+#: Row problems listed per data file; the rest are counted in one last diagnostic.
+MAX_ROW_ERRORS = 50
+
+
 def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, file: str,
-              span: Span, world: CheckedWorld, diagnostics: Diagnostics,
+              span: Span, world: CheckedWorld, outer: Diagnostics,
               optional: frozenset[str] = frozenset()) -> None:
+    diagnostics = Diagnostics()
     for index, row in enumerate(rows, start=1):
+        if len(diagnostics) >= MAX_ROW_ERRORS:
+            bad = sum(1 for row in rows[index - 1:] if _row_has_problem(row, fields, optional))
+            diagnostics.error("E208", f"{file}: problems listed up to row {index - 1}; "
+                              f"at least {bad} later row(s) do not match {what} either"
+                              if bad else f"{file}: problems listed up to row {index - 1}; "
+                              "later rows are not checked further", span,
+                              "fix the rows listed first, then check again")
+            break
         for name in row:
             if name is None:
                 diagnostics.error("E208", f"{file} row {index}: more cells than columns", span,
@@ -177,6 +190,16 @@ def _validate(rows: list[dict[str, Any]], fields: dict[str, T.Type], what: str, 
                     and len(value) > t.max:
                 diagnostics.error("E208", f"{file} row {index}: field '{name}' is longer than "
                                   f"{t.max} characters", span)
+    outer.extend(diagnostics)
+
+
+def _row_has_problem(row: dict[str, Any], fields: dict[str, T.Type],
+                     optional: frozenset[str]) -> bool:
+    """A cheap version of `_validate`'s tests, for counting rows past the listed ones."""
+    if any(name is None or name not in fields for name in row):
+        return True
+    return any((name not in row and name not in optional)
+               or (name in row and not _conforms(row[name], t)) for name, t in fields.items())
 
 
 def _hashable(value: Any) -> Any:

@@ -228,11 +228,11 @@ def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
             escaped = True
             continue
         try:
-            if candidate.is_file():
+            if candidate.exists():  # a directory or a pipe is E202 when read, not E205
                 return candidate
         except OSError as exc:  # a name over 255 bytes, a path over PATH_MAX...
             failure = failure or exc
-    if escaped and not any(_within(c, r) for c, r in candidates):
+    if escaped:
         diagnostics.error("E204", f"import {_shown(written)!r} escapes the world's folder",
                           decl.span, "import modules from this folder or stdlib/")
         return None
