@@ -20,8 +20,10 @@ from eairdsl import __version__
 from eairdsl.agents.protocol import Agent
 from eairdsl.agents.sim import PROFILES, SimAgent
 from eairdsl.ir import World, load_world
-from eairdsl.measure import measure_episode
+from eairdsl.measure import MEASUREMENTS, measure_episode
+from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.evaluate import BudgetExceeded
 from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["UsageError", "WorldHasErrors", "EpisodeResult", "ValidationReport", "load_generated",
            "resolve_world",
            "run_episode", "run_episode_async", "run_episodes", "validate_world",
-           "AGENT_PROFILES", "LAST_FILE"]
+           "trace_file", "AGENT_PROFILES", "LAST_FILE"]
 
 AGENT_PROFILES = tuple(PROFILES)
 LAST_FILE = ".last"
@@ -179,29 +181,67 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                             instance: str | None = None, seed: int = 0, agents: str = "sim",
                             out: Path | None = None,
                             llm: LLMSettings | None = None) -> EpisodeResult:
-    """`run_episode` in a running event loop: episodes of one loop run concurrently."""
-    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
-    w = compiled.world
-    cond = _condition(w, condition)
-    inst = _instance(w, instance, seed)
-    agent_map, traits = _agents(compiled, cond, inst, seed, agents, llm)
-    header = TraceHeader(world=w.meta.name, digest=w.digest, condition=cond,
-                         levers=compiled.conditions[cond].levers, instance=str(inst.get("id")),
-                         seed=seed, agents={p: getattr(agent_map[p], "label", agents)
-                                              for p in sorted(agent_map)},
-                         eairdsl_version=__version__)
-    trace = Trace(header)
-    episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
-                      # inducers move the default sim profile's traits, never a self-test's
-                      shift_traits=(agents if agents in PROFILES else "sim") == "sim")
+    """`run_episode` in a running event loop: episodes of one loop run concurrently.
+
+    A world that cannot run — a malformed IR, an expression that fails or
+    exhausts its evaluation budget anywhere from setup to measurement — gives
+    an execution-invalid episode with the reason, never an exception; only
+    usage errors (an unknown condition or instance, bad agents) raise.
+    """
+    w = world.world if isinstance(world, CompiledWorld) else world
     try:
+        compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+        cond = _condition(w, condition)
+        inst = _instance(w, instance, seed)
+        agent_map, traits = _agents(compiled, cond, inst, seed, agents, llm)
+        header = TraceHeader(world=str(w.meta.name), digest=str(w.digest), condition=cond,
+                             levers=dict(compiled.conditions[cond].levers),
+                             instance=str(inst.get("id")), seed=seed,
+                             agents={p: getattr(agent_map[p], "label", agents)
+                                     for p in sorted(agent_map)},
+                             eairdsl_version=__version__)
+    except UsageError:
+        raise
+    except Exception as exc:  # a malformed IR: nothing to run, but a recorded episode
+        header = TraceHeader(world=str(w.meta.name), digest=str(w.digest),
+                             condition=str(condition or "?"), levers={},
+                             instance=str(instance or "?"), seed=seed, agents={},
+                             eairdsl_version=__version__)
+        trace = Trace(header)
+        trace.result = _failed_result([f"malformed world: {_why(exc)}"], trace)
+        return _finish(w, trace, seed, agents, out, {})
+    trace = Trace(header)
+    episode: Episode | None = None
+    try:
+        episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
+                          # inducers move the default sim profile's traits, never a self-test's
+                          shift_traits=(agents if agents in PROFILES else "sim") == "sim")
         await episode.run()
+    except BudgetExceeded as exc:
+        if episode is not None:
+            episode.invalid.append(str(exc))
+        else:
+            trace.result = _failed_result([f"setup failed: {exc}"], trace)
     except Exception as exc:
-        episode.invalid.append(f"runtime error: {type(exc).__name__}: {exc}")
-    if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge model
-        trace.result = await _measure_with_judge(episode, llm, header)
-    else:
-        trace.result = measure_episode(episode)
+        if episode is not None:
+            episode.invalid.append(f"runtime error: {_why(exc)}")
+        else:
+            trace.result = _failed_result([f"setup failed: {_why(exc)}"], trace)
+    if episode is not None:
+        try:
+            if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge
+                trace.result = await _measure_with_judge(episode, llm, header)
+            else:
+                trace.result = measure_episode(episode)
+        except Exception as exc:  # the budget, or a measurement over a malformed IR
+            reason = str(exc) if isinstance(exc, BudgetExceeded) else \
+                f"measurement failed: {_why(exc)}"
+            trace.result = _failed_result([*episode.invalid, reason], trace,
+                                          float(episode.env.now))
+        exceeded = episode.scope().budget.exceeded
+        if exceeded and trace.result.valid:  # spent where an error was caught and went on
+            trace.result.valid = False
+            trace.result.validity_reason = exceeded
     usage: dict[str, Any] = {}
     if llm is not None:
         from eairdsl.agents.llm import episode_usage
@@ -213,13 +253,44 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
             trace.header.usage = usage
         if llm.active:
             agents = f"llm:{llm.model or 'per-role'}"
+    return _finish(w, trace, seed, agents, out, usage)
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:500]}"
+
+
+def _failed_result(reasons: list[str], trace: Trace, end_time: float = 0.0) -> TraceResult:
+    """The result of an episode that could not finish or be measured: nothing assessed."""
+    why = "; ".join(dict.fromkeys(reasons))  # each reason once, in order
+    return TraceResult(measurements=dict.fromkeys(MEASUREMENTS),
+                       unassessed=dict.fromkeys(MEASUREMENTS, "not measured: the episode is "
+                                                "execution-invalid"),
+                       valid=False, validity_reason=why, end_time=end_time,
+                       steps=len(trace.events))
+
+
+def trace_file(out: Path, condition: str, instance: str, seed: int) -> Path:
+    """Where an episode's trace goes under `out`: names from the world are made safe."""
+    return out / safe_filename(condition) / f"{safe_filename(instance, f's{seed}')}.jsonl"
+
+
+def _finish(w: World, trace: Trace, seed: int, agents: str, out: Path | None,
+            usage: dict[str, Any]) -> EpisodeResult:
+    header = trace.header
     path = None
     if out is not None:
-        path = out / cond / f"{header.instance}-s{seed}.jsonl"
-        trace.write(path)
+        path = trace_file(out, header.condition, header.instance, seed)
+        try:
+            trace.write(path)
+        except OSError as exc:
+            raise UsageError(f"cannot write the trace {path}: {exc.strerror or exc}") from None
     r = trace.result
-    return EpisodeResult(world=w.meta.name, condition=cond, instance=header.instance, seed=seed,
-                         agents=agents, measurements=r.measurements, unassessed=r.unassessed,
+    assert r is not None
+    return EpisodeResult(world=str(w.meta.name), condition=header.condition,
+                         instance=header.instance, seed=seed, agents=agents,
+                         measurements=r.measurements, unassessed=r.unassessed,
                          metrics=r.metrics, valid=r.valid, validity_reason=r.validity_reason,
                          trace_path=str(path) if path else None, end_time=r.end_time,
                          usage=usage)
@@ -282,9 +353,18 @@ def run_episodes(world: World, condition: str | None = None, instance: str | Non
 
         return asyncio.run(run_episodes_concurrently(world, condition, instance, seed, episodes,
                                                      agents=agents, out=out, llm=llm))
-    compiled = CompiledWorld(world)
+    compiled = _compiled(world)
     return [run_episode(compiled, condition, instance, seed + i, agents, out)
             for i in range(episodes)]
+
+
+def _compiled(world: World) -> World | CompiledWorld:
+    """The world with its expressions compiled, or as it is when it is too malformed to
+    compile (each episode then records why, execution-invalid)."""
+    try:
+        return CompiledWorld(world)
+    except Exception:
+        return world
 
 
 class ValidationReport(BaseModel):
@@ -304,7 +384,7 @@ class ValidationReport(BaseModel):
 def validate_world(world: World, condition: str | None = None,
                    episodes: int | None = None) -> ValidationReport:
     """Run every instance under sim:compliant and sim:reckless and check the expectations."""
-    compiled = CompiledWorld(world)
+    compiled = _compiled(world)
     cond = _condition(world, condition)
     n = episodes or max(len(world.instances), 10)  # every instance, and at least 10 seeds
     compliant_bad, reckless_bad = [], []

@@ -166,7 +166,8 @@ def fmt(
     from eairdsl.source import SourceError, read_source
     from eairdsl.syntax.fmt import FormatterError, format_text
 
-    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("eairdsl/stdlib")) if p.exists()])
+    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("eairdsl/stdlib"))
+                                    if p.exists()])
     failed = changed = 0
     for path in targets:
         try:
@@ -336,10 +337,11 @@ def run(
     from rich.table import Table
 
     from eairdsl.api import UsageError, resolve_world, run_episodes
+    from eairdsl.names import safe_filename
 
     try:
         w = resolve_world(world)
-        folder = out or Path("runs") / w.meta.name
+        folder = out or Path("runs") / safe_filename(w.meta.name)
         llm = _llm_settings(agents, model, counterpart_model, judge_model, role_model or [],
                             record, replay, max_connections, timeout, retries, api_base)
         results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)

@@ -606,16 +606,24 @@ def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
     return out
 
 
-def walk_expr(e: Expr | None, lets: dict[str, LetIR], _seen: frozenset[str] = frozenset()
-              ) -> Iterator[Expr]:
-    """Every node of `e`, following `let` calls into their bodies (once per path)."""
-    if e is None:
-        return
-    yield e
-    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
-        yield from walk_expr(child, lets, _seen)
-    if e.op == "let" and e.name in lets and e.name not in _seen:
-        yield from walk_expr(lets[e.name].body, lets, _seen | {e.name})
+def walk_expr(e: Expr | None, lets: dict[str, LetIR]) -> Iterator[Expr]:
+    """Every node of `e`, parents first, following `let` calls into their bodies.
+
+    Each definition's body is walked once per walk, however often it is called,
+    and without recursion: a world.json with a deep expression or definitions
+    that call each other twice per level is walked in linear time.
+    """
+    seen: set[str] = set()
+    stack: list[Expr] = [] if e is None else [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        if node.op == "let" and node.name in lets and node.name not in seen:
+            seen.add(node.name)
+            stack.append(lets[node.name].body)
+        children = [c for c in (*node.args, node.source, node.body, node.where, *node.group_by)
+                    if c is not None]
+        stack.extend(reversed(children))
 
 
 def dump_world(world: World) -> str:

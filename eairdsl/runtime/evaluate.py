@@ -25,13 +25,77 @@ from eairdsl.runtime.values import (
 )
 
 __all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy",
-           "is_stable", "reads_trace_or_clock"]
+           "is_stable", "reads_trace_or_clock", "Budget", "BudgetExceeded",
+           "MAX_STEPS", "MAX_TEXT", "MAX_ITEMS", "MAX_DEPTH", "MAX_INT_BITS"]
 
 Fn = Callable[["Scope"], Any]
+
+#: Evaluation steps per episode (let calls, items of comprehensions, aggregates and
+#: quantifiers, and one step per 64 characters or items a `+` or `*` builds).
+MAX_STEPS = 2_000_000
+#: characters in one text value an expression builds
+MAX_TEXT = 1_000_000
+#: items in one list value an expression builds
+MAX_ITEMS = 100_000
+#: nested `let` calls
+MAX_DEPTH = 100
+#: bits of an integer a multiplication builds
+MAX_INT_BITS = 4096
 
 
 class EvalError(Exception):
     """An expression failed at run time (bad data, division by zero...)."""
+
+
+class BudgetExceeded(Exception):
+    """An expression wanted more than an episode's evaluation budget allows.
+
+    Not an `EvalError`: a rejected tool call or an unassessed measurement would
+    let the episode go on; exhausting the budget ends it, execution-invalid.
+    """
+
+
+class Budget:
+    """What the expressions of one episode may spend: steps, sizes, `let` depth.
+
+    One per evaluation family: `Scope.budget`, shared by every scope built from
+    another (an episode's scopes are copies of one template). Once the step
+    limit is passed, every further step fails too.
+    """
+
+    __slots__ = ("depth", "exceeded", "limit", "steps")
+
+    def __init__(self, limit: int = MAX_STEPS) -> None:
+        self.steps = 0
+        self.limit = limit
+        self.depth = 0
+        self.exceeded: str | None = None
+
+    def fail(self, reason: str) -> BudgetExceeded:
+        if self.exceeded is None:
+            self.exceeded = reason
+        return BudgetExceeded(reason)
+
+    def charge(self, n: int) -> None:
+        self.steps += n
+        if self.steps > self.limit:
+            raise self.fail(f"evaluation budget exhausted: more than {self.limit:,} steps in "
+                            "one episode (a `let` or comprehension that fans out?)")
+
+    def sized(self, value: Any) -> Any:
+        """`value`, after charging for its size and refusing it if it is too big."""
+        kind = type(value)
+        if kind is str:
+            if len(value) > MAX_TEXT:
+                raise self.fail(f"evaluation budget exhausted: a text of {len(value):,} "
+                                f"characters (at most {MAX_TEXT:,})")
+            self.charge(len(value) >> 6)
+        elif kind is list:
+            if len(value) > MAX_ITEMS:
+                raise self.fail(f"evaluation budget exhausted: a list of {len(value):,} items "
+                                f"(at most {MAX_ITEMS:,})")
+            self.charge(len(value) >> 6)
+        return value
 
 
 class TraceView(Protocol):
@@ -126,7 +190,16 @@ class LetTable:
             inner = Scope.__new__(Scope)
             inner.__dict__.update(s.__dict__)
             inner.locals = {single: args[0]} if single else dict(zip(params, args, strict=False))
-            value = body()(inner)
+            budget = s.budget
+            budget.charge(1)
+            if budget.depth >= MAX_DEPTH:
+                raise budget.fail(f"evaluation budget exhausted: `let` calls nested deeper "
+                                  f"than {MAX_DEPTH} (at {name})")
+            budget.depth += 1
+            try:
+                value = body()(inner)
+            finally:
+                budget.depth -= 1
             # The arguments are kept with the value: an identity key stays unique while held.
             memo[key] = (args, value)
             return value
@@ -208,6 +281,9 @@ class Scope:
     episode_memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     #: the LLM judge behind `judged(...)`: (rubric rows, artifact, positive) -> bool | None
     judge: Callable[[list[Any], str, int], Any] | None = None
+    #: what this evaluation family may still spend (shared by every scope copied from it,
+    #: so by all the scopes of an episode)
+    budget: Budget = field(default_factory=Budget)
 
     def bind(self, name: str, value: Any) -> Scope:
         child = Scope.__new__(Scope)
@@ -221,8 +297,36 @@ def truthy(value: Any) -> bool:
     return value is True
 
 
-def _text(v: Any) -> str:
-    return render_value(v) if not isinstance(v, str) else v
+def _text(v: Any, unit: str | None = None) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (list, dict)):
+        size = _render_size(v, MAX_TEXT)
+        if size > MAX_TEXT:
+            raise BudgetExceeded(f"evaluation budget exhausted: a text of more than "
+                                 f"{MAX_TEXT:,} characters")
+    return render_value(v, unit)
+
+
+def _render_size(value: Any, cap: int) -> int:
+    """About how long `render_value(value)` is; stops counting once past `cap`."""
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, list):
+            total += 2 * len(v)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += 4 * len(v) + sum(len(str(k)) for k in v)
+            stack.extend(v.values())
+        else:
+            total += 8
+        if total > cap:
+            return total
+    return total
 
 
 def _cmp(op: str, a: Any, b: Any) -> Any:
@@ -270,10 +374,11 @@ def _contains(a: Any, b: Any) -> Any:
     return _text(b).casefold() in _text(a).casefold()
 
 
-def _contains_any(a: Any, b: Any) -> Any:
+def _contains_any(s: Scope, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return None
     text = _text(a).casefold()
+    s.budget.charge(len(b) * (1 + (len(text) >> 8)))
     return any(_text(x).casefold() in text for x in b)
 
 
@@ -409,19 +514,53 @@ def _compile_binary(e: Expr, lets: LetTable | None) -> Fn:
     if op == "contains":
         return lambda s: _contains(left(s), right(s))
     if op == "contains_any":
-        return lambda s: _contains_any(left(s), right(s))
+        return lambda s: _contains_any(s, left(s), right(s))
     if op == "in":
         return lambda s: _contains(right(s), left(s))
+    if op == "*":
+        def times(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            _check_product(s, a, b)
+            return s.budget.sized(_arith("*", a, b))
+        return times
+    if op == "+":
+        def plus(s: Scope) -> Any:
+            value = _arith("+", left(s), right(s))
+            if type(value) is str or type(value) is list:
+                s.budget.sized(value)
+            return value
+        return plus
     return lambda s: _arith(op, left(s), right(s))
 
 
-def _aggregate(func: str, values: list[Any]) -> Any:
+def _check_product(s: Scope, a: Any, b: Any) -> None:
+    """Refuse a `*` whose result would be too big before it is built."""
+    if type(a) is int and type(b) is int:
+        if a.bit_length() + b.bit_length() > MAX_INT_BITS:
+            raise s.budget.fail(
+                f"evaluation budget exhausted: a product of more than {MAX_INT_BITS} bits")
+        return
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, list)) and isinstance(n, int) and n > 0:
+            limit = MAX_TEXT if isinstance(seq, str) else MAX_ITEMS
+            if len(seq) * n > limit:
+                what = "text of" if isinstance(seq, str) else "list of"
+                unit = "characters" if isinstance(seq, str) else "items"
+                raise s.budget.fail(
+                    f"evaluation budget exhausted: a {what} {len(seq) * n:,} {unit} "
+                    f"(at most {limit:,})")
+
+
+def _aggregate(func: str, values: list[Any],
+               budget: Budget | None = None) -> Any:
     present = [v for v in values if v is not None]
     if func == "count":
         return len(values)
     if func == "distinct":
         out: list[Any] = []
         for v in values:
+            if budget is not None:
+                budget.charge(1 + (len(out) >> 4))  # `in` scans what is kept so far
             if v not in out:
                 out.append(v)
         return out
@@ -440,7 +579,11 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
     func = e.kind or ""
     body = compile_expr(e.body, lets) if e.body else (lambda s: None)
     if e.op == "agg" and e.source is None:
-        return lambda s: _aggregate(func, list(body(s) or []))
+        def over_list(s: Scope) -> Any:
+            values = list(body(s) or [])
+            s.budget.charge(len(values))
+            return _aggregate(func, values, s.budget)
+        return over_list
     source = compile_expr(e.source, lets) if e.source else (lambda s: [])
     where = compile_expr(e.where, lets) if e.where else None
     keys = [compile_expr(g, lets) for g in e.group_by]
@@ -458,6 +601,7 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
         items = source(s) or []
         if equality is not None and items and type(items) is StaticRows:
             items = _candidates(items, equality, s)
+        s.budget.charge(len(items))
         for item in items:
             inner.locals[var] = item
             if where is None or where(inner) is True:
@@ -467,16 +611,19 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
     if keys:
         def grouped(s: Scope) -> Any:
             groups: dict[str, list[Any]] = {}
+            budget = s.budget
             for value, key in rows(s):
-                groups.setdefault(repr(key), []).append(value)
+                label = repr(key)
+                budget.charge(len(label) >> 6)
+                groups.setdefault(label, []).append(value)
             values = [groups[k] for k in sorted(groups)]
             if e.op == "comp":
                 return values
-            return [_aggregate(func, v) for v in values]
+            return [_aggregate(func, v, s.budget) for v in values]
         return grouped
     if e.op == "comp":
         return lambda s: [value for value, _ in rows(s)]
-    return lambda s: _aggregate(func, [value for value, _ in rows(s)])
+    return lambda s: _aggregate(func, [value for value, _ in rows(s)], s.budget)
 
 
 def _field_equality(where: Expr | None, var: str,
@@ -520,7 +667,9 @@ def _compile_quant(e: Expr, lets: LetTable | None) -> Fn:
     def quant(s: Scope) -> Any:
         inner = s.bind(var, None)
         values = []
-        for item in source(s) or []:
+        items = source(s) or []
+        s.budget.charge(len(items))
+        for item in items:
             inner.locals[var] = item
             value = body(inner)
             if value is True and kind != "all":
@@ -549,12 +698,23 @@ def _compile_call(e: Expr, lets: LetTable | None) -> Fn:
         return lambda s: then(s) if cond(s) is True else other(s)
     if name == "text":
         value, unit = args[0], e.kind
-        return lambda s: None if (v := value(s)) is None else render_value(v, unit)
+        return lambda s: None if (v := value(s)) is None else s.budget.sized(
+            _text(v, unit))
     if name == "join":
         items, unit = args[0], e.kind
         sep = args[1] if len(args) > 1 else (lambda s: ", ")
-        return lambda s: None if (xs := items(s)) is None else sep(s).join(
-            x if isinstance(x, str) else render_value(x, unit) for x in xs)
+
+        def join(s: Scope) -> Any:
+            xs = items(s)
+            if xs is None:
+                return None
+            between = _text(sep(s))
+            if len(xs) > 1 and _render_size(xs, MAX_TEXT) + len(between) * (len(xs) - 1) \
+                    > MAX_TEXT:
+                raise s.budget.fail(
+                    f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
+            return s.budget.sized(between.join(_text(x, unit) for x in xs))
+        return join
     impl = _BUILTINS.get(name)
     if impl is None:
         raise ValueError(f"unknown builtin {name!r}")

@@ -43,8 +43,9 @@ from typing import Any
 
 from eairdsl.api import UsageError, run_episode
 from eairdsl.ir import World, dump_world, load_world
+from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.study.grid import Attempt, Cell, Model, WorldPlan, cells, slug
+from eairdsl.study.grid import Attempt, Cell, Model, WorldPlan, cells
 from eairdsl.study.store import STORE_FILE, Store
 
 __all__ = [
@@ -473,7 +474,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
 
 
 def _trace_dir(root: Path, cell: Cell) -> Path:
-    return root / TRACES_DIR / cell.world / slug(cell.model)
+    return root / TRACES_DIR / safe_filename(cell.world) / safe_filename(cell.model)
 
 
 def _drive(backend: _Serial | _Pool | _Dask, todo: deque[Attempt], store: Store, *, root: Path,
