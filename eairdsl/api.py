@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from eairdsl import __version__
 from eairdsl.agents.protocol import Agent
@@ -72,11 +72,15 @@ def load_generated(path: Path) -> World:
         raise UsageError(f"no compiled world at {path} (expected world.json); run "
                          "`eairc compile WORLD.eair` first")
     try:
-        return load_world(file.read_text(encoding="utf-8"))
-    except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{file} is not a compiled world this eairdsl can read "
-                         f"({type(exc).__name__}); recompile it") from None
-    except ValueError as exc:  # the schema-version check
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{file} is not a compiled world (not UTF-8 text); recompile "
+                         "it") from None
+    except OSError as exc:
+        raise UsageError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return load_world(text)
+    except ValueError as exc:  # WorldFileError: not JSON, another schema, edited, malformed
         raise UsageError(f"{file}: {exc}") from None
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eairdsl import __version__
 from eairdsl.check import types as T
@@ -30,6 +30,7 @@ __all__ = [
     "AuthRuleIR", "AuthorizationIR", "PolicyIR", "LeverIR", "ConditionIR", "InducerIR", "GuardIR",
     "EffectIR", "ParamIR", "ToolIR", "ToolRefIR", "EventIR", "PartyIR", "ChannelIR", "MeasureIR",
     "WorldMeta", "SourceIR", "World", "LetIR", "lower", "dump_world", "load_world", "walk_expr",
+    "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
@@ -626,22 +627,73 @@ def walk_expr(e: Expr | None, lets: dict[str, LetIR]) -> Iterator[Expr]:
         stack.extend(reversed(children))
 
 
+#: the world.json field holding the SHA-256 of the rest of the file (see `ir_sha256`)
+IR_DIGEST_FIELD = "ir_sha256"
+
+
+class WorldFileError(ValueError):
+    """A world.json that cannot be used: not JSON, another schema, edited, malformed."""
+
+
+def ir_sha256(data: dict[str, Any]) -> str:
+    """SHA-256 of a world.json's data without its `ir_sha256` field, as canonical JSON.
+
+    Canonical: sorted keys, no whitespace, UTF-8. It is computed over the data,
+    not the text, so re-indenting the file keeps it; changing any value does not.
+    """
+    body = {k: v for k, v in data.items() if k != IR_DIGEST_FIELD}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def dump_world(world: World) -> str:
-    """Canonical JSON: sorted keys, no defaults, stable across runs and machines."""
+    """Canonical JSON: sorted keys, no defaults, stable across runs and machines.
+
+    The file carries `ir_sha256`, the digest of everything else in it:
+    `load_world` refuses a file edited after it was written.
+    """
     data = world.model_dump(mode="json", exclude_defaults=True)
     data["schema_version"] = world.schema_version
     data["eairdsl_version"] = world.eairdsl_version
+    data[IR_DIGEST_FIELD] = ir_sha256(data)
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def load_world(text: str) -> World:
-    """Read a world.json back (raises pydantic.ValidationError / ValueError on bad input)."""
-    data = json.loads(text)
+    """Read a world.json back; `WorldFileError` (a ValueError) with a one-line reason if it is
+    not JSON, of another schema version, edited after it was written, or malformed."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorldFileError(f"world.json is not JSON (line {exc.lineno}, column {exc.colno}: "
+                             f"{exc.msg}); recompile the world") from None
+    except RecursionError:
+        raise WorldFileError("world.json is nested too deeply to read; recompile the "
+                             "world") from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version is None:
-        raise ValueError("not a compiled world (no schema_version); compile a .eair file with "
-                         "`eairc compile` and pass its generated/<world> folder")
+        raise WorldFileError("not a compiled world (no schema_version); compile a .eair file "
+                             "with `eairc compile` and pass its generated/<world> folder")
     if version != SCHEMA_VERSION:
-        raise ValueError(f"world.json has schema version {version}; this eairdsl reads "
-                         f"version {SCHEMA_VERSION} — recompile the world")
-    return World.model_validate(data)
+        raise WorldFileError(f"world.json has schema version {version}; this eairdsl reads "
+                             f"version {SCHEMA_VERSION} — recompile the world")
+    assert isinstance(data, dict)
+    recorded = data.pop(IR_DIGEST_FIELD, None)
+    if recorded is None:
+        raise WorldFileError(f"world.json has no {IR_DIGEST_FIELD} (written by an older "
+                             "eairdsl, or edited): recompile the world")
+    if recorded != ir_sha256(data):
+        raise WorldFileError("world.json was edited after compile (its content does not match "
+                             f"its {IR_DIGEST_FIELD}): recompile the world")
+    try:
+        return World.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "(top)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise WorldFileError(f"world.json is not a valid compiled world: {where}: "
+                             f"{first.get('msg', 'invalid')}{more}; recompile the world"
+                             ) from None
+    except RecursionError:
+        raise WorldFileError("world.json is nested too deeply to read; recompile the "
+                             "world") from None
