@@ -9,6 +9,7 @@ measured, so that is an error too (E603), pointed at the words' source.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from types import TracebackType
@@ -16,10 +17,21 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+from jinja2.exceptions import SecurityError
 
 from eairdsl.check.data import data_ref
-from eairdsl.check.loader import resolve_data_path
+from eairdsl.check.loader import LoadedModule, resolve_data_path
 from eairdsl.check.references import RISKS
+from eairdsl.check.sandbox import (
+    MAX_OUTPUT,
+    MAX_RANGE,
+    MAX_STEPS,
+    CardEnvironment,
+    CardEscape,
+    CardLimit,
+    CardLoader,
+    CardUnsafe,
+)
 from eairdsl.check.static import UNKNOWN, fold, uses_only_levers
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
@@ -102,16 +114,6 @@ def _static(world: CheckedWorld, clause: A.Clause | None, levers: dict[str, Any]
     return None if value is UNKNOWN else value
 
 
-def _template_line(exc: BaseException, filename: str) -> int | None:
-    tb: TracebackType | None = exc.__traceback__
-    line = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
 def _span_at(text: str, start: int, length: int, file: str) -> Span:
     line = text.count("\n", 0, start) + 1
     col = start - (text.rfind("\n", 0, start) + 1) + 1
@@ -171,52 +173,161 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: str,
                   source: str, card: A.Clause, words: list[str],
                   diagnostics: Diagnostics) -> None:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)
+    module = world.module(party)
+    loader = CardLoader(module.path.parent, path.parent)
+    env = CardEnvironment(loader)
     file = str(path)
+    names = _Names(path, shown)
     try:
-        parsed = env.parse(source, name=path.name, filename=file)
-        template = env.from_string(source)
-        template.filename = file
-    except jinja2.TemplateSyntaxError as exc:
-        line = exc.lineno or 1
-        diagnostics.error("E601", f"card template syntax error: {exc.message}",
-                          Span(file=shown, line=line, col=1, end_line=line,
-                               end_col=2), "see the jinja2 template syntax")
-        return
-    unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
-    for name in unknown:
-        span = _locate_variable(source, name, shown) or card.span
-        diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
-                          did_you_mean(name, CARD_VARIABLES) or
-                          f"cards see {', '.join(CARD_VARIABLES)}")
-    if unknown:
-        return
-    world.prompts[party.name] = {}
-    for condition, levers in world.condition_values.items():
-        context = card_context(world, party, condition, levers)
         try:
-            text = template.render(**context)
-        except jinja2.UndefinedError as exc:
-            line = _template_line(exc, file) or 1
-            diagnostics.error("E602", f"card for '{party.name}' under condition '{condition}': "
-                              f"{exc.message}", Span(file=shown, line=line, col=1,
-                                                     end_line=line, end_col=2),
+            parsed = env.parse(source, name=path.name, filename=file)
+            template = env.template_class.from_code(
+                env, env.compile(parsed, name=path.name, filename=file), env.make_globals(None))
+        except jinja2.TemplateSyntaxError as exc:
+            line = exc.lineno or 1
+            diagnostics.error("E601", f"card template syntax error: {exc.message}",
+                              Span(file=shown, line=line, col=1, end_line=line,
+                                   end_col=2), "see the jinja2 template syntax")
+            return
+        except CardUnsafe as exc:
+            diagnostics.error("E604", f"the card of '{party.name}' {exc.message}",
+                              _line_span(shown, exc.lineno), _UNSAFE_HINT)
+            return
+        except (RecursionError, MemoryError, SyntaxError) as exc:
+            diagnostics.error("E607", f"the card of '{party.name}' is nested too deeply to "
+                              f"compile ({type(exc).__name__})",
+                              _line_span(shown, _deepest_line(source)), _NESTING_HINT)
+            return
+        except CardLimit as exc:
+            diagnostics.error("E606", f"the card of '{party.name}' exceeds a bound: {exc}",
+                              _line_span(shown, 1), _LIMIT_HINT)
+            return
+        unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
+        for name in unknown:
+            span = _locate_variable(source, name, shown) or card.span
+            diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
+                              did_you_mean(name, CARD_VARIABLES) or
                               f"cards see {', '.join(CARD_VARIABLES)}")
+        if unknown:
             return
-        except Exception as exc:
-            diagnostics.error("E601", f"card for '{party.name}' failed to render: {exc}",
-                              card.span)
-            return
-        world.prompts[party.name][condition] = text
-        for word in words:
-            if word.lower() in text.lower():
-                found = _locate(source, word, shown) or _inducer_span(world, word)
-                span = found or card.span
-                diagnostics.error("E603", f"the card of '{party.name}' names the risk under "
-                                  f"study ('{word}') under condition '{condition}'", span,
-                                  "prompts must not name the risk or cue the behaviour measured")
+        world.prompts[party.name] = {}
+        for condition, levers in world.condition_values.items():
+            context = card_context(world, party, condition, levers)
+            env.begin()
+            try:
+                text = template.render(**context)
+            except Exception as exc:
+                _render_error(party, condition, exc, names, loader, card, diagnostics)
+                return
+            world.prompts[party.name][condition] = text
+            for word in words:
+                if word.lower() in text.lower():
+                    found = _locate(source, word, shown) or _inducer_span(world, word)
+                    span = found or card.span
+                    diagnostics.error("E603", f"the card of '{party.name}' names the risk "
+                                      f"under study ('{word}') under condition '{condition}'",
+                                      span, "prompts must not name the risk or cue the "
+                                      "behaviour measured")
+    finally:
+        _record_partials(world, module, path, loader)
+
+
+_UNSAFE_HINT = ("cards are rendered in jinja2's sandbox: they may read the card variables, "
+                "not Python internals")
+_ESCAPE_HINT = "keep partials inside the folder of the .eair file, named relative to the card"
+_LIMIT_HINT = (f"cards are bounded: range() to {MAX_RANGE} items, {MAX_OUTPUT} characters "
+               f"of output, {MAX_STEPS} steps per render")
+_NESTING_HINT = "flatten the nested calls, parentheses or macro recursion"
+
+
+class _Names:
+    """Template file names (as jinja reports them) -> names shown in diagnostics."""
+
+    def __init__(self, card: Path, shown: str) -> None:
+        self.card = str(card)
+        self.shown = shown
+
+    def show(self, filename: str | None) -> str:
+        if filename is None or filename == self.card:
+            return self.shown
+        return display_name(Path(filename))
+
+
+def _line_span(file: str, line: int | None) -> Span:
+    line = line or 1
+    return Span(file=file, line=line, col=1, end_line=line, end_col=2)
+
+
+def _deepest_line(source: str) -> int:
+    """The line where brackets nest deepest: where a too-deep card should be looked at."""
+    depth, best, best_line, line = 0, 0, 1, 1
+    for char in source:
+        if char == "\n":
+            line += 1
+        elif char in "([":
+            depth += 1
+            if depth > best:
+                best, best_line = depth, line
+        elif char in ")]":
+            depth -= 1
+    return best_line
+
+
+def _template_frame(exc: BaseException, files: set[str]) -> tuple[str | None, int | None]:
+    """The innermost traceback frame in one of the template files: (filename, line)."""
+    tb: TracebackType | None = exc.__traceback__
+    where: tuple[str | None, int | None] = (None, None)
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name in files:
+            where = (name, tb.tb_lineno)
+        tb = tb.tb_next
+    return where
+
+
+def _render_error(party: A.PartyDecl, condition: str, exc: Exception, names: _Names,
+                  loader: CardLoader, card: A.Clause, diagnostics: Diagnostics) -> None:
+    files = {names.card, *(str(p) for p in loader.loaded)}
+    filename, line = _template_frame(exc, files)
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.filename is not None:
+        filename, line = exc.filename, exc.lineno
+    if isinstance(exc, CardUnsafe):
+        filename, line = exc.filename, exc.lineno
+    span = _line_span(names.show(filename), line) if line is not None else card.span
+    where = f"the card of '{party.name}' under condition '{condition}'"
+    if isinstance(exc, jinja2.UndefinedError):
+        diagnostics.error("E602", f"card for '{party.name}' under condition '{condition}': "
+                          f"{exc.message}", span, f"cards see {', '.join(CARD_VARIABLES)}")
+    elif isinstance(exc, (SecurityError, CardUnsafe)):
+        diagnostics.error("E604", f"{where} reaches for Python internals: {exc}", span,
+                          _UNSAFE_HINT)
+    elif isinstance(exc, CardEscape):
+        diagnostics.error("E605", f"{where} loads a file outside the world's folder "
+                          f"({exc})", span, _ESCAPE_HINT)
+    elif isinstance(exc, (CardLimit, MemoryError, OverflowError)):
+        diagnostics.error("E606", f"{where} exceeds a bound: {exc or type(exc).__name__}",
+                          span, _LIMIT_HINT)
+    elif isinstance(exc, RecursionError):
+        diagnostics.error("E607", f"{where} nests or recurses too deeply", span,
+                          _NESTING_HINT)
+    elif isinstance(exc, jinja2.TemplateSyntaxError):
+        diagnostics.error("E601", f"{where}: template syntax error: {exc.message}", span,
+                          "see the jinja2 template syntax")
+    else:
+        diagnostics.error("E601", f"card for '{party.name}' failed to render: "
+                          f"{type(exc).__name__}: {exc}", span)
+
+
+def _record_partials(world: CheckedWorld, module: LoadedModule, card: Path,
+                     loader: CardLoader) -> None:
+    """Every template a card loaded counts in the world's digest, like the card itself."""
+    base = Path(os.path.abspath(module.path.parent))
+    for path, text in loader.loaded.items():
+        written = path.relative_to(base).as_posix()
+        world.data_files[data_ref(module, written)] = text.encode()
+        shown = display_name(path)
+        world.program.sources.setdefault(shown, SourceFile(name=shown, path=str(path),
+                                                           text=text))
 
 
 def _inducer_span(world: CheckedWorld, word: str) -> Span | None:
