@@ -683,8 +683,8 @@ def load_world(text: str) -> World:
         raise WorldFileError(f"world.json has no {IR_DIGEST_FIELD} (written by an older "
                              "eairdsl, or edited): recompile the world")
     if recorded != ir_sha256(data):
-        raise WorldFileError("world.json was edited after compile (its content does not match "
-                             f"its {IR_DIGEST_FIELD}): recompile the world")
+        raise WorldFileError("world.json was edited after compile: recompile the world (its "
+                             f"content no longer matches its {IR_DIGEST_FIELD})")
     try:
         return World.model_validate(data)
     except ValidationError as exc:
