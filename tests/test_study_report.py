@@ -155,3 +155,49 @@ def test_study_command_prints_a_summary_and_resumes(tmp_path: Path) -> None:
     bad = runner.invoke(app, [*args[:-2], "--out", str(out), "--conditions", "nope"])
     assert bad.exit_code == 1 and "no condition 'nope'" in bad.output
     assert runner.invoke(app, [*args, "--executor", "ray"]).exit_code == 2
+
+
+_SCRIPT = "<script>alert(1)</script>"
+_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def test_report_escapes_world_titles_and_trace_messages(tmp_path: Path) -> None:
+    """A world title and an instance's message holding `<script>` reach the report as text."""
+    import json
+    import shutil
+
+    folder = tmp_path / "world"
+    shutil.copytree(ROOT / "docs" / "examples", folder)
+    entry = folder / "first_world.eair"
+    entry.write_text(entry.read_text(encoding="utf-8").replace(
+        'title "Two desks, one refund budget"', f'title "Desks {_SCRIPT}"'), encoding="utf-8")
+    instances = folder / "first_world" / "instances.json"
+    rows = json.loads(instances.read_text(encoding="utf-8"))
+    rows[0]["complaint_a"] = f"Refund me {_SCRIPT} now."
+    instances.write_text(json.dumps(rows), encoding="utf-8")
+    world = resolve_world(entry)
+    plan = plan_world(world, ["baseline"], [rows[0]["id"]], 1)
+    out = tmp_path / "study"
+    run_study([world], [plan], parse_models("sim"), out, workers=1)
+    assert CliRunner().invoke(app, ["report", str(out), "--resamples", "100"]).exit_code == 0
+    report = out / "report"
+    pages = {p.name: p.read_text(encoding="utf-8") for p in report.rglob("*.html")}
+    assert len(pages) >= 3  # index, episodes, one trace page
+    for name, page in pages.items():
+        assert "<script>alert" not in page, name
+    assert _ESCAPED in pages["index.html"]
+    traces = [page for name, page in pages.items() if name not in ("index.html",
+                                                                    "episodes.html")]
+    assert any(f"Refund me {_ESCAPED} now." in page for page in traces)
+
+
+def test_charts_escape_their_labels_and_titles() -> None:
+    """Chart titles, row labels, model and world names with HTML come out escaped."""
+    from eairdsl.study.report import RateCell
+
+    rates = svg_rates([(_SCRIPT, RateCell(k=1, n=2))], f"t {_SCRIPT}")
+    bubbles = svg_bubbles([_SCRIPT], [f'w"{_SCRIPT}'], {(_SCRIPT, f'w"{_SCRIPT}'):
+                                                        RateCell(k=1, n=2)}, _SCRIPT)
+    for chart in (rates, bubbles):
+        assert "<script>" not in chart and _ESCAPED in chart
+    assert 'w&quot;&lt;script&gt;' in bubbles

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from eairdsl.study.stats import (
     BootstrapResult,
     Rate,
@@ -285,10 +287,11 @@ def summary_table(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any
 
 # ---------------------------------------------------------------------- SVG charts
 def _esc(text: Any) -> str:
+    """Every world, model, condition or label string in a hand-built chart goes through this."""
     return html.escape(str(text), quote=True)
 
 
-def svg_rates(items: Sequence[tuple[str, RateCell]], title: str) -> str:
+def svg_rates(items: Sequence[tuple[str, RateCell]], title: str) -> Markup:
     """Horizontal bars (rate) with Wilson 95% whiskers and k/n, one row per item."""
     label_w, plot_w, row_h, top = 170, 360, 24, 30
     width = label_w + plot_w + 110
@@ -325,11 +328,11 @@ def svg_rates(items: Sequence[tuple[str, RateCell]], title: str) -> str:
         parts.append(f'<text x="{x0 + plot_w + 8}" y="{y + 15}" class="lb">{r.pct()} '
                      f'({r.k}/{r.n})</text>')
     parts.append("</svg>")
-    return "".join(parts)
+    return Markup("".join(parts))  # every text in it went through _esc
 
 
 def svg_bubbles(models: Sequence[str], worlds: Sequence[str],
-                cells: dict[tuple[str, str], RateCell], title: str) -> str:
+                cells: dict[tuple[str, str], RateCell], title: str) -> Markup:
     """Rows models, columns worlds; bubble area ∝ rate of the primary endpoint (Figure 4).
 
     A small grey dot marks a model outside that world's roster; the footer gives
@@ -382,7 +385,7 @@ def svg_bubbles(models: Sequence[str], worlds: Sequence[str],
         parts.append(f'<text x="{cx:.1f}" y="{fy + 18}" class="sm" text-anchor="middle">'
                      f'{pooled.pct() if pooled else "—"}</text>')
     parts.append("</svg>")
-    return "".join(parts)
+    return Markup("".join(parts))  # every text in it went through _esc
 
 
 # ---------------------------------------------------------------------- rendering
@@ -391,7 +394,10 @@ def _env() -> Any:
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        autoescape=True, trim_blocks=True, lstrip_blocks=True,
+        # World, trace and store strings are untrusted (worlds and agents' messages may
+        # come from an LLM): escape every substitution; charts arrive as Markup.
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
                        fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num)
