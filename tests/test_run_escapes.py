@@ -289,3 +289,26 @@ def test_random_mutations_of_world_json_never_escape(name: str, tmp_path: Path) 
     # Failures that used to raise out of run_episode are now recorded with the stage.
     stages = ("malformed world:", "setup failed:", "runtime error:", "measurement failed:")
     assert any(stage in r for r in reasons for stage in stages), reasons
+
+
+# ---------------------------------------------------------------- study stores
+
+def test_a_study_refuses_to_mix_two_versions_of_a_world(tmp_path: Path) -> None:
+    """Resuming into a store that holds another digest of the same world name is refused,
+    and the store keeps only the first version's rows."""
+    from eairdsl.study.executor import run_study
+    from eairdsl.study.grid import parse_models, plan_world
+    from eairdsl.study.store import STORE_FILE, Store, StoreError
+
+    first = mini_world(tmp_path / "v1")
+    second = mini_world(tmp_path / "v2", edits=[("<= $30 else", "<= $35 else")])
+    assert first.meta.name == second.meta.name and first.digest != second.digest
+    out = tmp_path / "study"
+    plan = plan_world(first, ["baseline"], None, 1)
+    assert run_study([first], [plan], parse_models("sim"), out).attempts == 2
+    with pytest.raises(StoreError, match="the world changed"):
+        run_study([second], [plan_world(second, ["baseline"], None, 2)], parse_models("sim"),
+                  out)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        assert {r["digest"] for r in store.rows()} == {first.digest}
+        assert store.count() == 2
