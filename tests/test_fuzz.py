@@ -10,7 +10,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -106,8 +106,19 @@ _TOKEN = re.compile(r'"[^"\n]*"|[^\s"]+|"')
 Mutation = tuple[str, int, int]
 MUTATIONS = st.lists(st.tuples(
     st.sampled_from(["del_line", "dup_line", "swap_lines", "del_token", "dup_token",
-                     "swap_tokens", "copy_token"]),
+                     "swap_tokens", "copy_token", "chain_plus", "chain_and", "nest_parens",
+                     "nest_calls", "nest_lists"]),
     st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1, max_size=3)
+
+# Operators that found the deep-expression crashes: token a becomes a chain or a nest
+# of b % 400 + 1 copies / levels (past the parser's nesting limit about 3 times in 4).
+_GROW: dict[str, Callable[[str, int], str]] = {
+    "chain_plus": lambda t, n: " + ".join([t] * n),
+    "chain_and": lambda t, n: " and ".join([t] * n),
+    "nest_parens": lambda t, n: "(" * n + t + ")" * n,
+    "nest_calls": lambda t, n: "count(" * n + t + ")" * n,
+    "nest_lists": lambda t, n: "[" * n + t + "]" * n,
+}
 
 
 def mutate(text: str, ops: list[Mutation]) -> str:
@@ -125,6 +136,10 @@ def mutate(text: str, ops: list[Mutation]) -> str:
             continue
         spans = [m.span() for m in _TOKEN.finditer(text)]
         if not spans:
+            continue
+        if op in _GROW:
+            s1, e1 = spans[a % len(spans)]
+            text = text[:s1] + _GROW[op](text[s1:e1], b % 400 + 1) + text[e1:]
             continue
         (s1, e1), (s2, e2) = sorted([spans[a % len(spans)], spans[b % len(spans)]])
         if op == "del_token":
@@ -156,6 +171,9 @@ def test_mutate_changes_text() -> None:
     assert mutate("a b", [("swap_tokens", 0, 1)]) == "b a"
     assert mutate("a\nb", [("swap_lines", 0, 1)]) == "b\na"
     assert mutate("a b c", [("copy_token", 2, 0)]) == "a b a"
+    assert mutate("x = a", [("chain_plus", 2, 2)]) == "x = a + a + a"
+    assert mutate("x = a", [("nest_calls", 2, 1)]) == "x = count(count(a))"
+    assert mutate("x = a", [("chain_and", 2, 399)]).count(" and ") == 399
 
 
 @fuzz(100)
@@ -205,6 +223,57 @@ def test_random_data_file_in_d1(d1_copy: Path, value: object) -> None:
     codes = {d.code for d in result.diagnostics if d.is_error}
     assert result.ok or codes, "a failed compile must say why"
     assert codes <= {"E207", "E208"}, codes
+
+
+DATA_MUTATIONS = st.lists(st.tuples(
+    st.sampled_from(["dup_row", "many_rows", "deep_value", "huge_text", "drop_field"]),
+    st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1, max_size=3)
+
+
+def mutate_rows(rows: list[dict[str, object]], ops: list[Mutation]) -> list[dict[str, object]]:
+    """Data-file mutations that found the quadratic and recursive data checks."""
+    rows = [dict(r) for r in rows]
+    for op, a, b in ops:
+        if not rows:
+            break
+        row = rows[a % len(rows)]
+        name = sorted(row)[b % len(row)] if row else "id"
+        if op == "dup_row":  # the duplicate-key check
+            rows.insert(a % len(rows), dict(row))
+        elif op == "many_rows":  # up to 5,000 rows, most of them duplicates
+            rows = [dict(r) for _ in range(1 + (b % 5_000) // len(rows)) for r in rows]
+        elif op == "deep_value":  # a value nested up to 500 levels
+            row[name] = json.loads("[" * (b % 500 + 1) + "]" * (b % 500 + 1))
+        elif op == "huge_text":  # one text of up to 100,000 characters
+            row[name] = "x" * (b % 100_000)
+        else:
+            row.pop(name, None)
+    return rows
+
+
+@fuzz(30)
+@given(ops=DATA_MUTATIONS)
+def test_mutated_d1_data_compiles_or_reports(d1_copy: Path, ops: list[Mutation]) -> None:
+    """Duplicated, multiplied, deepened or emptied rows of a D1 data file give data
+    diagnostics (E207/E208, E209 for a file over the size limit) on the record, or
+    compile; never an exception."""
+    d1_copy.write_text(D1.read_text(encoding="utf-8"), encoding="utf-8")
+    hr = d1_copy.parent / "d1" / "hr.json"
+    original = (ROOT / "worlds" / "d1" / "hr.json").read_text(encoding="utf-8")
+    try:
+        rows = mutate_rows(json.loads(original), ops)
+        try:
+            text = json.dumps(rows)
+        except RecursionError:  # the mutation nested deeper than json.dumps goes
+            return
+        hr.write_text(text, encoding="utf-8")
+        result = compile_world(d1_copy)
+    finally:
+        hr.write_text(original, encoding="utf-8")
+    codes = {d.code for d in result.diagnostics if d.is_error}
+    assert result.ok or codes, "a failed compile must say why"
+    assert codes <= {"E207", "E208", "E209"}, codes
+    assert all(d.span is not None for d in result.diagnostics if d.is_error)
 
 
 # ---------------------------------------------------------------- mutated copies of the rest
