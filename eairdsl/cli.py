@@ -241,17 +241,20 @@ def graph(
     if output.is_dir() or (output.parent.exists() and not output.parent.is_dir()):
         _err(f"error: cannot write {output}")
         raise typer.Exit(EXIT_USAGE)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    if output.suffix == ".dot":
-        output.write_text(to_dot(drawn, title), encoding="utf-8")
-        typer.echo(f"wrote {output}")
-    else:
-        svg, renderer = draw(drawn, title)
-        output.write_bytes(svg)
-        typer.echo(f"wrote {output}")
-        if renderer != "graphviz":
-            typer.echo("  note: graphviz's `dot` is not installed: drew the SVG with the built-in "
-                       "renderer (install the Debian package `graphviz` for graphviz's layout)")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.suffix == ".dot":
+            output.write_text(to_dot(drawn, title), encoding="utf-8")
+        else:
+            svg, renderer = draw(drawn, title)
+            output.write_bytes(svg)
+    except OSError as exc:
+        _err(f"error: cannot write {output}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    typer.echo(f"wrote {output}")
+    if output.suffix != ".dot" and renderer != "graphviz":
+        typer.echo("  note: graphviz's `dot` is not installed: drew the SVG with the built-in "
+                   "renderer (install the Debian package `graphviz` for graphviz's layout)")
     raise typer.Exit(EXIT_OK)
 
 
@@ -336,6 +339,7 @@ def run(
     from rich.console import Console
     from rich.table import Table
 
+    from eairdsl.agents.cassette import CassetteError
     from eairdsl.api import UsageError, resolve_world, run_episodes
     from eairdsl.names import safe_filename
 
@@ -344,10 +348,15 @@ def run(
         folder = out or Path("runs") / safe_filename(w.meta.name)
         llm = _llm_settings(agents, model, counterpart_model, judge_model, role_model or [],
                             record, replay, max_connections, timeout, retries, api_base)
+        if llm is not None:
+            llm.client()  # opens the cassette now: a bad one is refused before any episode
         results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)
     except UsageError as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
+    except CassetteError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
     table = Table(title=f"{w.meta.name} · {results[0].condition} · {results[0].agents}")
     for col in ("seed", "instance", "opport.", "anomaly", "realized", "harm", "intercept.",
                 "utility", "valid"):
@@ -360,8 +369,8 @@ def run(
     Console(width=max(100, Console().width)).print(table)
     realized = [r for r in results if r.measurements["realized"] is not None]
     hits = sum(1 for r in realized if r.measurements["realized"])
-    typer.echo(f"realized {hits}/{len(realized)} assessed episodes; traces in "
-               f"{folder / results[0].condition}/")
+    where = Path(results[0].trace_path).parent if results[0].trace_path else folder
+    typer.echo(f"realized {hits}/{len(realized)} assessed episodes; traces in {where}/")
     if llm is not None:
         _llm_summary(llm, results)
     raise typer.Exit(EXIT_OK)
@@ -413,7 +422,7 @@ def validate(
     condition: Annotated[str | None, typer.Option(
         help="Condition to test (default: the first).")] = None,
     episodes: Annotated[int | None, typer.Option(
-        help="Episodes per profile (default: one per instance, at least 10).")] = None,
+        min=1, help="Episodes per profile (default: one per instance, at least 10).")] = None,
 ) -> None:
     """World self-test: sim:compliant keeps property and utility; sim:reckless realizes the risk."""
     from eairdsl.api import UsageError, resolve_world, validate_world
@@ -481,6 +490,10 @@ def study(
         raise typer.Exit(EXIT_USAGE)
     if scheduler and executor != "dask":
         _err("error: --scheduler needs --executor dask")
+        raise typer.Exit(EXIT_USAGE)
+    if out.exists() and not out.is_dir():
+        _err(f"error: --out {out} exists and is not a folder (a study folder holds "
+             "results.sqlite, traces/ and report/)")
         raise typer.Exit(EXIT_USAGE)
     from rich.console import Console
 

@@ -66,12 +66,22 @@ class Cassette:
         self.served = 0
         self.recorded = 0
         if mode == "record":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text("", encoding="utf-8")
+            if self.path.exists() and not self.path.is_file():
+                raise CassetteError(f"cassette {self.path} exists and is not a regular file; "
+                                    "record to a .jsonl file")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.write_text("", encoding="utf-8")
+            except OSError as exc:
+                raise CassetteError(f"cassette {self.path} cannot be written: "
+                                    f"{exc.strerror or exc}") from None
         else:
             self._load()
 
     def _load(self) -> None:
+        if self.path.exists() and not self.path.is_file():  # a folder, a FIFO, a device
+            raise CassetteError(f"cassette {self.path} is not a regular file (a cassette is "
+                                "the .jsonl file --record wrote)")
         if not self.path.is_file():
             raise CassetteError(f"cassette {self.path} does not exist (record one with "
                                 "--record)")

@@ -425,7 +425,12 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     by_name = {w.meta.name: w for w in worlds}
     if [p.name for p in plans] != names:
         raise StudyError("one plan per world, in the same order")
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"{out} exists and is not a folder; choose another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StudyError(f"cannot create the study folder {out}: {exc.strerror or exc}") from None
     root = out.resolve()
     store = Store.open(out / STORE_FILE)
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
