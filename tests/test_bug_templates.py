@@ -180,10 +180,17 @@ def C(id: str, code: str | None, at: tuple[str | int, int] | None, **kw: object)
     return Case(id, code, at, **kw)  # type: ignore[arg-type]
 
 
+LETS16 = "let f0() = 1 " + " ".join(f"let f{i}() = f{i - 1}() + f{i - 1}()" for i in range(1, 16))
 M = "metric m = "  # a measure-slot prefix: the expression after it starts at column 14
 CSV_TABLE = 'table extra from "extra.csv" { a: text }'
 
 CASES: list[Case] = [
+    C("E111-nested-too-deeply", "E111", ("measure", 14),
+      slots={"measure": M + " + ".join(["1"] * 102) + " > 0"}),
+    C("E112-let-expands-too-much", "E112", ("top", LETS16.index("let f15") + 1),
+      slots={"top": LETS16, "measure": M + "f15() > 0"}),
+    C("E209-module-too-large", "E209", ("top", 1), slots={"top": 'import "big.eair"'},
+      files={"big.eair": "// " + "x" * (3 * 1024 * 1024)}),
     # ------------------------------------------------------------ E1xx source and syntax
     C("E101-binary-import", "E101", (1, 1), file="blob.eair",
       slots={"top": 'import "blob.eair"'}, files={"blob.eair": b"world w {\x00}"}),
