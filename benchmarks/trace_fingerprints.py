@@ -1,0 +1,57 @@
+"""Trace fingerprints: one SHA-256 per episode, to prove a refactor changed no behaviour.
+
+Runs every shipped world x every condition x the sim profiles x N seeds (on the
+world's instances in turn) and prints one line per episode:
+`world condition profile instance seed sha256(trace bytes)`, then the total.
+Save the output before a change and diff it after: an empty diff means the
+traces are byte-identical.
+
+    python benchmarks/trace_fingerprints.py [--seeds 8] [--world d1 ...] > before.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+from pathlib import Path
+
+from eairdsl.api import resolve_world, run_episode
+from eairdsl.runtime.engine import CompiledWorld
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ("sim", "sim:compliant", "sim:reckless")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--world", action="append", default=[],
+                        help="only these worlds (by file stem, e.g. a1); repeatable")
+    args = parser.parse_args()
+    whole = hashlib.sha256()
+    count = 0
+    for path in sorted((ROOT / "worlds").glob("*.eair")):
+        if args.world and path.stem not in args.world:
+            continue
+        world = resolve_world(path)
+        compiled = CompiledWorld(world)
+        instances = [str(i["id"]) for i in world.instances]
+        with tempfile.TemporaryDirectory() as tmp:
+            for condition in (c.name for c in world.conditions):
+                for profile in PROFILES:
+                    for seed in range(args.seeds):
+                        instance = instances[seed % len(instances)]
+                        out = Path(tmp) / f"{condition}-{profile}-{seed}"
+                        result = run_episode(compiled, condition, instance, seed, profile, out)
+                        data = Path(result.trace_path or "").read_bytes()
+                        digest = hashlib.sha256(data).hexdigest()
+                        whole.update(digest.encode())
+                        count += 1
+                        print(f"{world.meta.name} {condition} {profile} {instance} {seed} "
+                              f"{digest}")
+    print(f"# {count} episodes, all traces: {whole.hexdigest()}")
+
+
+if __name__ == "__main__":
+    main()
