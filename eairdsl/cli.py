@@ -510,6 +510,15 @@ def study(
     except (UsageError, GridError) as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
+    names = [w.meta.name for w in loaded]
+    if len(set(names)) != len(names):
+        _err(f"error: the same world is given twice ({', '.join(names)})")
+        raise typer.Exit(EXIT_INPUT)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _err(f"error: cannot create the study folder {out}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_INPUT) from None
     try:
         with RichProgress(Console(stderr=True)) as bar:
             summary = run_study(loaded, plans, chosen, out,
