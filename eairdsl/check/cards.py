@@ -17,6 +17,8 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+import jinja2.nodes
+import jinja2.parser
 from jinja2.exceptions import SecurityError
 
 from eairdsl.check.data import data_ref
@@ -196,7 +198,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
         except (RecursionError, MemoryError, SyntaxError) as exc:
             diagnostics.error("E607", f"the card of '{party.name}' is nested too deeply to "
                               f"compile ({type(exc).__name__})",
-                              _line_span(shown, _deepest_line(source)), _NESTING_HINT)
+                              _line_span(shown, _nesting_line(exc, source)), _NESTING_HINT)
             return
         except CardLimit as exc:
             diagnostics.error("E606", f"the card of '{party.name}' exceeds a bound: {exc}",
@@ -271,6 +273,21 @@ def _deepest_line(source: str) -> int:
         elif char in ")]":
             depth -= 1
     return best_line
+
+
+def _nesting_line(exc: BaseException, source: str) -> int:
+    """The template line jinja's parser or code generator was at when the stack ran out."""
+    line = None
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        parser, node = local.get("self"), local.get("node")
+        if isinstance(parser, jinja2.parser.Parser):
+            line = parser.stream.current.lineno
+        elif isinstance(node, jinja2.nodes.Node) and getattr(node, "lineno", None):
+            line = node.lineno
+        tb = tb.tb_next
+    return line or _deepest_line(source)
 
 
 def _template_frame(exc: BaseException, files: set[str]) -> tuple[str | None, int | None]:
