@@ -16,7 +16,8 @@ from eairdsl.check import check_world
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.diagram import DIGEST_MARK
 from eairdsl.graph import dot_digest, draw, to_dot, topology
-from eairdsl.ir import World, dump_world, lower
+from eairdsl.ir import World, dump_world
+from eairdsl.lower import lower
 from eairdsl.source import SourceFile
 
 __all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files",

@@ -1,0 +1,349 @@
+"""Lowering: a checked world (AST plus the checker's tables) to the IR of `eairdsl.ir`.
+
+This is the only module that reads both the front end (`eairdsl.syntax`,
+`eairdsl.check`) and the IR; the runtime imports the IR alone. Expressions are
+lowered by `lower_expr` (see `_Lowerer.expr`); declarations and their clauses by
+the `_tool`, `_party`, `_inducer`, ... functions below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from eairdsl.check import types as T
+from eairdsl.check.cards import forbidden_words
+from eairdsl.check.references import RISKS
+from eairdsl.check.signatures import resolve_type
+from eairdsl.check.world import CheckedWorld
+from eairdsl.diagnostics import Diagnostics
+from eairdsl.ir import (
+    AuthorizationIR,
+    AuthRuleIR,
+    ChannelIR,
+    ConditionIR,
+    DocumentIR,
+    EffectIR,
+    EventIR,
+    Expr,
+    FieldIR,
+    GuardIR,
+    InducerIR,
+    LetIR,
+    LeverIR,
+    MeasureIR,
+    ParamIR,
+    PartyIR,
+    PolicyIR,
+    RecordIR,
+    SourceIR,
+    StateIR,
+    ToolIR,
+    ToolRefIR,
+    TypeIR,
+    World,
+    WorldMeta,
+)
+from eairdsl.syntax import ast as A
+
+__all__ = ["lower", "lower_expr"]
+
+
+class _Lowerer:
+    def __init__(self, world: CheckedWorld) -> None:
+        self.w = world
+        self.used_lets: set[str] = set()
+
+    def type(self, t: A.TypeRef, owner: str = "") -> TypeIR:
+        checked = resolve_type(self.w, t, Diagnostics(), owner)
+        members = t.members if t.kind == "enum" else []
+        if checked.kind == "enum" and checked.name in self.w.enums:
+            members = self.w.enums[checked.name].members
+        return _type_ir(checked, members)
+
+    def expr(self, e: A.Expr, subst: dict[str, Expr] | None = None) -> Expr:
+        return lower_expr(self.w, e, self.used_lets, subst)
+
+    def opt(self, e: A.Expr | None) -> Expr | None:
+        return self.expr(e) if e is not None else None
+
+
+def lower_expr(w: CheckedWorld, e: A.Expr, used_lets: set[str],
+               subst: dict[str, Expr] | None = None) -> Expr:
+    """Lower one checked expression; `let` calls it makes are added to `used_lets`.
+
+    `subst` maps names bound by an enclosing definition to their lowered values.
+    """
+    s = subst or {}
+
+    def x(sub: A.Expr, sc: dict[str, Expr]) -> Expr:
+        return lower_expr(w, sub, used_lets, sc)
+
+    if isinstance(e, A.LiteralExpr):
+        return Expr(op="lit", kind=e.kind, value=e.value)
+    if isinstance(e, A.NameExpr):
+        if e.id in s:
+            return s[e.id]
+        res = w.resolutions.get(id(e))
+        return Expr(op="ref", kind=res.kind if res else "unknown", name=e.id)
+    if isinstance(e, A.AttrExpr):
+        return Expr(op="attr", name=e.name, args=[x(e.obj, s)])
+    if isinstance(e, A.IndexExpr):
+        return Expr(op="index", args=[x(e.obj, s), x(e.index, s)])
+    if isinstance(e, A.CallExpr):
+        if e.func in w.lets:
+            let = w.lets[e.func]
+            used_lets.add(let.name)
+            return Expr(op="let", name=let.name, args=[x(a.value, s) for a in e.args])
+        # `text(x)` renders with x's unit ($40, 6 min), which only the checker knows.
+        unit = None
+        if e.func in ("text", "join") and e.args:
+            t = w.expr_types.get(id(e.args[0].value))
+            if t is not None:
+                unit = t.arg.kind if t.kind == "list" and t.arg is not None else t.kind
+        return Expr(op="call", name=e.func, kind=unit, args=[x(a.value, s) for a in e.args],
+                    keys=[a.name or "" for a in e.args])
+    if isinstance(e, A.UnaryExpr):
+        return Expr(op="unary", kind=e.op, args=[x(e.operand, s)])
+    if isinstance(e, A.BinaryExpr):
+        return Expr(op="binary", kind=e.op, args=[x(e.left, s), x(e.right, s)])
+    if isinstance(e, A.ListExpr):
+        return Expr(op="list", args=[x(i, s) for i in e.items])
+    if isinstance(e, A.RecordExpr):
+        return Expr(op="record", keys=[f.name for f in e.fields],
+                    args=[x(f.value, s) for f in e.fields])
+    if isinstance(e, A.ComprehensionExpr):
+        inner = {k: v for k, v in s.items() if k != e.tail.var}
+        return Expr(op="comp", name=e.tail.var, source=x(e.tail.source, s),
+                    body=x(e.body, inner),
+                    where=x(e.tail.where, inner) if e.tail.where else None,
+                    group_by=[x(g, inner) for g in e.tail.group_by])
+    if isinstance(e, A.AggregateExpr):
+        if e.tail is None:
+            return Expr(op="agg", kind=e.func, body=x(e.body, s))
+        inner = {k: v for k, v in s.items() if k != e.tail.var}
+        return Expr(op="agg", kind=e.func, name=e.tail.var, source=x(e.tail.source, s),
+                    body=x(e.body, inner),
+                    where=x(e.tail.where, inner) if e.tail.where else None,
+                    group_by=[x(g, inner) for g in e.tail.group_by])
+    assert isinstance(e, A.QuantifierExpr)
+    inner = {k: v for k, v in s.items() if k != e.var}
+    return Expr(op="quant", kind=e.kind, name=e.var, source=x(e.source, s),
+                body=x(e.body, inner))
+
+
+def _type_ir(t: T.Type, members: list[str] | None = None) -> TypeIR:
+    return TypeIR(kind=t.kind, name=t.name, arg=_type_ir(t.arg) if t.arg else None, max=t.max,
+                  members=list(members or []))
+
+
+def _digest(world: CheckedWorld) -> tuple[str, list[SourceIR]]:
+    items: dict[str, bytes] = {}
+    for module in world.program.modules:
+        items[module.ref] = module.source.text.encode("utf-8")
+    items.update(world.data_files)
+    sources = [SourceIR(ref=ref, sha256=hashlib.sha256(items[ref]).hexdigest())
+               for ref in sorted(items)]
+    whole = hashlib.sha256("\n".join(f"{s.ref} {s.sha256}" for s in sources).encode())
+    return whole.hexdigest(), sources
+
+
+def _meta(world: CheckedWorld) -> WorldMeta:
+    decl = world.world
+    assert decl is not None
+    meta = WorldMeta(name=decl.name, forbid=forbidden_words(world))
+    for c in decl.clauses:
+        if c.key in ("title", "operation", "preserves", "description"):
+            setattr(meta, c.key, c.text or "")
+        elif c.key == "risk":
+            meta.risk = c.name or ""
+            meta.risk_name = RISKS.get(meta.risk, "")
+        elif c.key == "clock":
+            meta.clock = c.name or "min"
+        elif c.key == "seeds":
+            meta.seeds = int(c.number or 1)
+    return meta
+
+
+def _expand(world: CheckedWorld, record: str, field: str) -> list[str]:
+    if field == "*":
+        return [f.name for f in world.fields(record)]
+    groups = world.groups(record)
+    return list(groups[field]) if field in groups else [field]
+
+
+def lower(world: CheckedWorld) -> World:
+    """Lower a world that checked without errors."""
+    lo = _Lowerer(world)
+    digest, sources = _digest(world)
+    out = World(meta=_meta(world), digest=digest, sources=sources)
+    out.enums = {name: list(e.members) for name, e in world.enums.items()}
+    for schema in world.schemas.values():
+        out.schemas[schema.name] = [_field(lo, schema.name, f) for f in schema.fields]
+        if schema.closed:
+            out.closed_schemas.append(schema.name)
+    for record in world.records.values():
+        out.records.append(RecordIR(
+            name=record.name, kind=record.kind, key=record.key, source=record.source,
+            fields=[_field(lo, record.name, f) for f in world.fields(record.name)],
+            groups=world.groups(record.name), rows=world.rows.get(record.name, [])))
+    for state in world.states.values():
+        out.states.append(StateIR(name=state.name, type=lo.type(state.type),
+                                  value=lo.expr(state.value)))
+    for doc in world.documents.values():
+        out.documents.append(DocumentIR(name=doc.name, source=doc.source,
+                                        text=world.document_texts.get(doc.name, ""),
+                                        epistemic=doc.epistemic))
+    if world.authorizations:
+        auth = world.authorizations[0]
+        out.authorization = AuthorizationIR(default=auth.default, rules=[
+            AuthRuleIR(effect=rule.effect, principal=rule.principal, record=sel.record,
+                       fields=_expand(world, sel.record, sel.field))
+            for rule in auth.rules for sel in rule.selectors])
+    for policy in world.policies.values():
+        keys = {c.key: c for c in policy.clauses}
+        out.policies.append(PolicyIR(
+            name=policy.name, enforced=policy.enforcement == "enforced",
+            text="\n".join(c.text or "" for c in policy.clauses if c.key == "text"),
+            document=keys["source"].name if "source" in keys else None,
+            rule=lo.opt(keys["rule"].expr) if "rule" in keys else None))
+    for lever in world.levers.values():
+        out.levers.append(LeverIR(name=lever.name, type=lo.type(lever.type, lever.name),
+                                  default=_first_condition_default(world, lever.name),
+                                  doc=lever.doc))
+    for name, values in world.condition_values.items():
+        decl = world.conditions.get(name)
+        out.conditions.append(ConditionIR(name=name, doc=decl.doc if decl else None,
+                                          levers=values))
+    for inducer in world.inducers.values():
+        out.inducers.append(_inducer(lo, inducer))
+    for tool in world.tools.values():
+        out.tools.append(_tool(lo, world, tool))
+    for party in world.parties.values():
+        out.parties.append(_party(lo, party))
+    out.channels = [ChannelIR(kind=c.kind, parties=list(c.parties), via=c.via,
+                              when=lo.opt(c.when)) for c in world.channels]
+    out.instances = list(world.instances)
+    out.measures = [MeasureIR(name=m.name, metric=m.metric, expr=lo.expr(m.expr),
+                              when=lo.opt(m.when), at=_at(m.span))
+                    for m in world.measure_items]
+    done: set[str] = set()
+    while lo.used_lets - done:  # lowering a body may reach further definitions
+        name = sorted(lo.used_lets - done)[0]
+        done.add(name)
+        let = world.lets[name]
+        out.lets[name] = LetIR(name=name, params=[p.name for p in let.params],
+                               body=lo.expr(let.body))
+    out.lets = dict(sorted(out.lets.items()))
+    out.protected = sorted({item for p in world.protected for item in p.items})
+    out.prompts = {role: dict(sorted(by_cond.items()))
+                   for role, by_cond in sorted(world.prompts.items())}
+    return out
+
+
+def _first_condition_default(world: CheckedWorld, lever: str) -> Any:
+    from eairdsl.check.conditions import constant_value
+    decl = world.levers[lever]
+    try:
+        return constant_value(decl.default, world.lever_types.get(lever, T.ANY), world)
+    except Exception:
+        return None
+
+
+def _at(span: Any) -> str:
+    return f"{span.file.rsplit('/', 1)[-1]}:{span.line}:{span.col}"
+
+
+def _field(lo: _Lowerer, owner: str, f: A.FieldDecl) -> FieldIR:
+    t = lo.w.field_types.get((owner, f.name), T.ANY)
+    members = lo.w.enums[t.name].members if t.kind == "enum" and t.name in lo.w.enums else []
+    return FieldIR(name=f.name, type=_type_ir(t, members), canary=f.canary,
+                   patterns=list(f.patterns or []), epistemic=f.epistemic,
+                   default=lo.opt(f.default))
+
+
+def _inducer(lo: _Lowerer, inducer: A.InducerDecl) -> InducerIR:
+    out = InducerIR(name=inducer.name, kind=inducer.kind)
+    for c in inducer.clauses:
+        if c.key == "roles":
+            out.roles.extend(c.names)
+        elif c.key == "text" and c.expr is not None:
+            out.text_expr = lo.opt(c.expr)
+        elif c.key == "text":
+            out.text = c.text
+        elif c.key == "from":
+            out.sender = c.name
+        elif c.key == "on":
+            out.on = c.name
+        elif c.key == "shift" and c.name:
+            out.shifts[c.name] = float(c.number or 0)
+        elif c.key in ("when", "at", "every", "cost", "points", "to"):
+            setattr(out, c.key, lo.opt(c.expr))
+    return out
+
+
+def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
+    out = ToolIR(name=tool.name, kind="read",
+                 params=[ParamIR(name=p.name, type=lo.type(p.type), default=lo.opt(p.default),
+                                 hint=lo.opt(p.hint)) for p in tool.params],
+                 returns=lo.type(tool.returns) if tool.returns else None)
+    for c in tool.clauses:
+        if c.key == "kind":
+            out.kind = c.name or "read"
+        elif c.key == "description":
+            out.description = c.text or ""
+        elif c.key == "cost":
+            out.cost = lo.opt(c.expr)
+        elif c.key == "require":
+            assert c.expr is not None
+            out.guards.append(GuardIR(condition=lo.expr(c.expr), action=c.action or "reject",
+                                      message=c.text, target=c.target, when=lo.opt(c.when),
+                                      at=_at(c.span)))
+        elif c.key == "returns":
+            out.result = lo.opt(c.expr)
+        elif c.key in ("append", "set"):
+            assert c.expr is not None
+            out.effects.append(EffectIR(op=c.key, target=c.name or "", value=lo.expr(c.expr),
+                                        when=lo.opt(c.when)))
+        elif c.key == "delegates":
+            if c.name:
+                out.delegates_to = [c.name]
+            else:
+                out.delegates_to = sorted({ch.parties[1] for ch in world.channels
+                                           if ch.kind == "delegation" and ch.via == tool.name})
+        elif c.key == "propagates":
+            out.propagates, out.propagates_when = lo.opt(c.expr), lo.opt(c.when)
+        elif c.key == "sends":
+            out.sends_to = lo.opt(c.expr)
+        elif c.key == "acl":
+            out.acl, out.acl_when = lo.opt(c.expr), lo.opt(c.when)
+    return out
+
+
+def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
+    out = PartyIR(name=party.name, kind=party.kind)
+    for c in party.clauses:
+        if c.key in ("model", "memory"):
+            setattr(out, c.key, c.name)
+        elif c.key in ("card", "kpi", "objective", "description"):
+            setattr(out, c.key, c.text)
+        elif c.key == "authority" and c.number is not None:
+            out.authority = int(c.number)
+        elif c.key == "authority":
+            out.authority_expr = lo.opt(c.expr)
+        elif c.key == "display":
+            out.display = lo.opt(c.expr)
+        elif c.key == "principal":
+            out.principal = lo.opt(c.expr)
+        elif c.key == "tools":
+            out.tools.extend(ToolRefIR(name=r.name, when=lo.opt(r.when)) for r in c.refs)
+        elif c.key == "trait" and c.name:
+            out.traits[c.name] = float(c.number or 0)
+        elif c.key in ("say", "contact") and c.expr is not None:
+            to = lo.opt(c.recipient)
+            named = to is not None and to.op == "ref" and to.kind == "party"
+            out.events.append(EventIR(kind=c.key, at=lo.expr(c.expr),
+                                      to=(to.name or "") if named and to else c.target or "",
+                                      message=lo.opt(c.message), when=lo.opt(c.when),
+                                      to_expr=None if named else to))
+    return out

@@ -1,0 +1,50 @@
+"""The runtime reads the IR alone: importing it never loads the front end.
+
+`eairdsl.ir` is the schema, `eairdsl.lower` the lowering from the checked AST.
+Running a compiled world.json must not import the parser (lark), the card
+renderer (jinja2), the checker, the syntax tree or the lowering.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+FRONT_END = ("lark", "jinja2", "eairdsl.check", "eairdsl.syntax", "eairdsl.lower")
+
+_PROBE = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _loaded(*modules: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *modules], capture_output=True,
+                          text=True, check=True, timeout=120)
+    return set(json.loads(proc.stdout))
+
+
+def _front_end(loaded: set[str]) -> list[str]:
+    return sorted(m for m in loaded
+                  if any(m == f or m.startswith(f + ".") for f in FRONT_END))
+
+
+@pytest.mark.parametrize("module", ["eairdsl.runtime.engine", "eairdsl.ir",
+                                    "eairdsl.runtime.evaluate", "eairdsl.api"])
+def test_runtime_never_imports_the_front_end(module: str) -> None:
+    """The runtime and the IR schema load without lark, jinja2, the checker or lowering."""
+    loaded = _loaded(module)
+    assert module in loaded  # the probe really imported it
+    assert _front_end(loaded) == []
+
+
+def test_the_compiler_does_import_the_front_end() -> None:
+    """The probe can see the front end: the compiler imports lowering, checker and parser."""
+    loaded = _loaded("eairdsl.compiler")
+    assert {"eairdsl.lower", "lark"} <= loaded
+    assert any(m.startswith("eairdsl.check") for m in loaded)
