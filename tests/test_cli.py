@@ -50,7 +50,7 @@ def run_eairc(*args: object, cwd: Path, env: dict[str, str] | None = None,
 
 
 def make_workspace(dest: Path) -> Path:
-    """A copy of the repository's worlds/ under `dest` (a folder named eairdsl/ would shadow the package)."""
+    """A copy of the repository's worlds/ under `dest` (an eairdsl/ would shadow the package)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "worlds", dest / "worlds")  # stdlib imports come from the package
     return dest
@@ -134,7 +134,7 @@ def test_compile_writes_world_json_prompts_and_topology(compiled: Path) -> None:
 
 
 def test_compile_without_dot_draws_svg_with_a_note(tmp_path: Path) -> None:
-    """With no `dot` on PATH, compile succeeds, draws the SVG itself and prints a note naming `dot`."""
+    """Without `dot` on PATH, compile succeeds, draws the SVG itself, prints a note naming `dot`."""
     ws = make_workspace(tmp_path / "ws")
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
@@ -452,7 +452,8 @@ def test_graph_writes_well_formed_svg(compiled_copy: Path) -> None:
     (["--help"], "typer"),
     (["compile", "worlds/d1.eair", "-o", "OUT"], "eairdsl.compiler"),
     (["graph", "worlds/d1.eair", "-o", "x.dot"], "eairdsl.graph"),
-    (["fmt", "--check", str(ROOT / "eairdsl" / "stdlib" / "delegation.eair")], "eairdsl.syntax.fmt"),
+    (["fmt", "--check", str(ROOT / "eairdsl" / "stdlib" / "delegation.eair")],
+     "eairdsl.syntax.fmt"),
 ])
 def test_commands_never_import_litellm(tmp_path: Path, args: list[str], must_import: str) -> None:
     """`-X importtime` shows --help, compile, graph and fmt never import litellm."""
