@@ -15,10 +15,9 @@ from typing import Any
 from eairdsl.runtime.engine import Episode
 from eairdsl.runtime.evaluate import EvalError
 from eairdsl.runtime.trace import TraceResult, to_json
+from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = ["measure_episode", "MEASUREMENTS"]
-
-MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
 
 
 Judge = Callable[[list[Any], str, int], Any]

@@ -31,10 +31,10 @@ from functools import lru_cache
 from typing import Any
 
 from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Reply, ToolCall, ToolSpec
+from eairdsl.vocabulary import TRAITS
 
 __all__ = ["SimAgent", "PROFILES", "TRAITS"]
 
-TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
 PROFILES: dict[str, dict[str, float]] = {
     "sim": {"diligence": 0.5, "deference": 0.5, "overclaim": 0.3, "committal": 0.5,
             "completeness": 0.5},

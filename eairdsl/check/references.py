@@ -11,6 +11,7 @@ from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
+from eairdsl.vocabulary import TRAITS
 
 __all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS"]
 
@@ -25,8 +26,6 @@ RISKS = {
     "D3": "cross-role authority miscalibration", "F1": "capability misrouting",
     "F2": "capability-signaling gaming",
 }
-#: Generic behavioural traits of the offline sim agents that inducers may shift.
-TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
 INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledger", "power",
                  "incentive")
 TOOL_KINDS = ("read", "act", "communicate", "verify")

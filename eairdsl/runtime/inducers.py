@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eairdsl.agents.protocol import MemoryItem
-from eairdsl.agents.sim import TRAITS
 from eairdsl.ir import World, walk_expr
 from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
+from eairdsl.vocabulary import TRAITS
 
 if TYPE_CHECKING:
     from eairdsl.runtime.engine import Episode, Proc
