@@ -107,7 +107,8 @@ def _provider(latency: float) -> Any:
 
 
 async def _run(world: Any, condition: str | None, episodes: int, concurrency: int) -> list[Any]:
-    from eairdsl.agents.llm import LLMSettings, run_episodes_concurrently
+    from eairdsl.agents.llm import LLMSettings
+    from eairdsl.api import run_episodes_concurrently
 
     llm = LLMSettings(model=MODEL, max_connections=concurrency, max_episodes=episodes,
                       timeout=60, retries=0)

@@ -20,18 +20,20 @@ from eairdsl import __version__
 from eairdsl.agents.protocol import Agent
 from eairdsl.agents.sim import PROFILES, SimAgent
 from eairdsl.ir import World, load_world
-from eairdsl.measure import MEASUREMENTS, measure_episode
+from eairdsl.measure import measure_episode
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import BudgetExceeded
 from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
+from eairdsl.vocabulary import MEASUREMENTS
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
 __all__ = ["UsageError", "WorldHasErrors", "EpisodeResult", "ValidationReport", "load_generated",
            "resolve_world",
-           "run_episode", "run_episode_async", "run_episodes", "validate_world",
+           "run_episode", "run_episode_async", "run_episodes", "run_episodes_concurrently",
+           "validate_world",
            "trace_file", "AGENT_PROFILES", "LAST_FILE"]
 
 AGENT_PROFILES = tuple(PROFILES)
@@ -353,13 +355,40 @@ def run_episodes(world: World, condition: str | None = None, instance: str | Non
                  seed: int = 0, episodes: int = 1, agents: str = "sim",
                  out: Path | None = None, llm: LLMSettings | None = None) -> list[EpisodeResult]:
     if llm is not None or agents == "llm":  # one event loop, episodes concurrent
-        from eairdsl.agents.llm import run_episodes_concurrently
-
         return asyncio.run(run_episodes_concurrently(world, condition, instance, seed, episodes,
                                                      agents=agents, out=out, llm=llm))
     compiled = _compiled(world)
     return [run_episode(compiled, condition, instance, seed + i, agents, out)
             for i in range(episodes)]
+
+
+async def run_episodes_concurrently(
+        world: World | CompiledWorld, condition: str | None = None, instance: str | None = None,
+        seed: int = 0, episodes: int = 1, *, agents: str = "llm", out: Path | None = None,
+        llm: LLMSettings | None = None, seeds: list[int] | None = None) -> list[EpisodeResult]:
+    """Episodes (seeds seed..seed+episodes-1, or `seeds`) concurrently in this event loop.
+
+    Each episode has its own simpy environment; while one waits on the API the
+    others advance. Requests are bounded per provider by `max_connections`,
+    episodes in flight by `max_episodes`. Results come back in seed order.
+
+    The runner is here, after the agents in the pipeline, so that the agents
+    never import the API (it used to live in `eairdsl.agents.llm`).
+    """
+    from eairdsl.agents.llm import LLMSettings
+
+    settings = llm or LLMSettings()
+    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+    order = seeds if seeds is not None else [seed + i for i in range(episodes)]
+    limit = asyncio.Semaphore(max(1, settings.max_episodes
+                                  or max(64, 8 * settings.max_connections)))
+
+    async def one(s: int) -> EpisodeResult:
+        async with limit:
+            return await run_episode_async(compiled, condition, instance, s, agents, out,
+                                           llm=settings)
+
+    return list(await asyncio.gather(*(one(s) for s in order)))
 
 
 def _compiled(world: World) -> World | CompiledWorld:

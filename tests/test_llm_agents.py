@@ -25,13 +25,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 from litellm import CustomLLM, ModelResponse
 
-from eairdsl.agents.llm import (
-    EMPTY_REPLY_TOOL,
-    INVALID_JSON_ARG,
-    LLMSettings,
+from eairdsl.agents.llm import EMPTY_REPLY_TOOL, INVALID_JSON_ARG, LLMSettings
+from eairdsl.api import (
+    UsageError,
+    resolve_world,
+    run_episode,
+    run_episodes,
     run_episodes_concurrently,
 )
-from eairdsl.api import UsageError, resolve_world, run_episode, run_episodes
 from eairdsl.ir import World
 from eairdsl.runtime.trace import read_trace
 

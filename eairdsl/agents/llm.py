@@ -27,9 +27,11 @@ reason; the other participants of that episode then fail fast, and the rest
 of the run carries on.
 
 Requests to one provider share an asyncio semaphore (`max_connections`), so
-episodes run concurrently in one event loop (`run_episodes_concurrently`) use
-the time spent waiting on the API. Tokens and cost (litellm's cost map, read
-offline) are summed per participant and per episode (`episode_usage`).
+episodes run concurrently in one event loop (`eairdsl.api.run_episodes_concurrently`
+— the runner lives after the API in the pipeline; nothing under `eairdsl.agents`
+imports `eairdsl.api`) use the time spent waiting on the API. Tokens and cost
+(litellm's cost map, read offline) are summed per participant and per episode
+(`episode_usage`).
 
 litellm is imported on the first live request, never when this module is
 imported, and not at all when a cassette is replayed.
@@ -54,13 +56,12 @@ from eairdsl.agents.protocol import MemoryItem, Observation, Reply, Request, Too
 from eairdsl.agents.schema import tool_definitions
 
 if TYPE_CHECKING:
-    from eairdsl.api import EpisodeResult
     from eairdsl.ir import PartyIR, World
     from eairdsl.runtime.engine import CompiledWorld
 
 __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LLMAgent",
            "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "episode_usage", "llm_agents",
-           "load_litellm", "run_episodes_concurrently"]
+           "load_litellm"]
 
 EMPTY_REPLY_TOOL = "__empty_reply__"
 INVALID_JSON_ARG = "__invalid_json__"
@@ -98,7 +99,8 @@ class LLMSettings(BaseModel):
     max_tokens: int | None = None
     #: Concurrent requests per provider.
     max_connections: int = 8
-    #: Episodes in flight in `run_episodes_concurrently` (default max(64, 8 × max_connections)).
+    #: Episodes in flight in `eairdsl.api.run_episodes_concurrently`
+    #: (default max(64, 8 × max_connections)).
     max_episodes: int | None = None
     #: Seconds per request attempt.
     timeout: float = 60.0
@@ -608,29 +610,3 @@ def episode_usage(agents: dict[str, Any]) -> dict[str, Any] | None:
             return agent.episode.summary()
     return None
 
-
-async def run_episodes_concurrently(
-        world: World | CompiledWorld, condition: str | None = None, instance: str | None = None,
-        seed: int = 0, episodes: int = 1, *, agents: str = "llm", out: Path | None = None,
-        llm: LLMSettings | None = None, seeds: list[int] | None = None) -> list[EpisodeResult]:
-    """Episodes (seeds seed..seed+episodes-1, or `seeds`) concurrently in this event loop.
-
-    Each episode has its own simpy environment; while one waits on the API the
-    others advance. Requests are bounded per provider by `max_connections`,
-    episodes in flight by `max_episodes`. Results come back in seed order.
-    """
-    from eairdsl.api import run_episode_async
-    from eairdsl.runtime.engine import CompiledWorld
-
-    settings = llm or LLMSettings()
-    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
-    order = seeds if seeds is not None else [seed + i for i in range(episodes)]
-    limit = asyncio.Semaphore(max(1, settings.max_episodes
-                                  or max(64, 8 * settings.max_connections)))
-
-    async def one(s: int) -> EpisodeResult:
-        async with limit:
-            return await run_episode_async(compiled, condition, instance, s, agents, out,
-                                           llm=settings)
-
-    return list(await asyncio.gather(*(one(s) for s in order)))
