@@ -7,6 +7,7 @@ a failure here is reproducible and the suite stays fast.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -26,9 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 D1 = ROOT / "worlds" / "d1.eair"
 
 
+#: EAIR_FUZZ_SCALE=17 runs about 10,000 inputs instead of about 600 (a long run, not CI's).
+SCALE = max(1, int(os.environ.get("EAIR_FUZZ_SCALE", "1") or 1))
+
+
 def fuzz(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+    return settings(max_examples=examples * SCALE, deadline=None, derandomize=True,
+                    database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 
