@@ -8,6 +8,7 @@ is refused; file names made from world data stay inside `--out`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -17,7 +18,21 @@ import pytest
 from world_patch import ROOT, mini_world
 
 from eairdsl.api import UsageError, load_generated, run_episode
-from eairdsl.ir import Expr, LetIR, World, WorldFileError, dump_world, ir_sha256, load_world
+from eairdsl.ir import (
+    Binary,
+    Expr,
+    LetCall,
+    LetIR,
+    ListExpr,
+    Lit,
+    LitType,
+    Ref,
+    World,
+    WorldFileError,
+    dump_world,
+    ir_sha256,
+    load_world,
+)
 from eairdsl.names import MAX_NAME_BYTES, safe_filename
 from eairdsl.runtime.evaluate import MAX_DEPTH, MAX_STEPS, MAX_TEXT
 from eairdsl.runtime.trace import read_trace
@@ -103,31 +118,31 @@ def _with_let(world: World, name: str, params: list[str], body: Expr, measure: E
     return World.model_validate(data)
 
 
-def _lit(value: Any, kind: str = "int") -> Expr:
-    return Expr(op="lit", kind=kind, value=value)
+def _lit(value: Any, kind: LitType = "int") -> Expr:
+    return Lit(type=kind, value=value)
 
 
 def test_a_recursive_let_in_a_tampered_ir_stops_at_the_depth_limit(tmp_path: Path) -> None:
     """The checker forbids recursion (E304); an IR that has it anyway hits MAX_DEPTH."""
     world = mini_world(tmp_path)
-    me = Expr(op="let", name="loop", args=[Expr(op="binary", kind="+", args=[
-        Expr(op="ref", kind="param", name="n"), _lit(1)])])
-    hostile = _with_let(world, "loop", ["n"], me, Expr(op="let", name="loop", args=[_lit(0)]))
+    me = LetCall(name="loop", args=[Binary(operator="+", left=Ref(kind="param", name="n"),
+                                           right=_lit(1))])
+    hostile = _with_let(world, "loop", ["n"], me, LetCall(name="loop", args=[_lit(0)]))
     result, seconds = _timed_episode(hostile)
     assert not result.valid and seconds < 30
     assert f"nested deeper than {MAX_DEPTH}" in (result.validity_reason or "")
 
 
 @pytest.mark.parametrize("left,right", [(_lit("ab", "text"), _lit(10**9)),
-                                        (Expr(op="list", args=[_lit(1)]), _lit(10**9)),
+                                        (ListExpr(items=[_lit(1)]), _lit(10**9)),
                                         (_lit(7**2000), _lit(7**2000))],
                          ids=["text", "list", "int"])
 def test_products_too_big_to_build_are_refused_before_building(tmp_path: Path, left: Expr,
                                                                right: Expr) -> None:
     """`"ab" * 10**9` (refused by the checker) in an IR is refused without allocating it."""
     world = mini_world(tmp_path)
-    product = Expr(op="binary", kind="*", args=[left, right])
-    hostile = _with_let(world, "huge", [], product, Expr(op="let", name="huge"))
+    product = Binary(operator="*", left=left, right=right)
+    hostile = _with_let(world, "huge", [], product, LetCall(name="huge"))
     result, seconds = _timed_episode(hostile)
     assert not result.valid and seconds < 10
     assert "evaluation budget exhausted" in (result.validity_reason or "")
@@ -230,6 +245,9 @@ _REPLACEMENTS: list[Any] = [None, 0, -1, 10**30, 1.5, True, "", "x", "../../x", 
 def _mutate(data: dict[str, Any], rng: random.Random) -> None:
     nodes = [p for p in _nodes(data) if p and p[0] not in ("schema_version", "ir_sha256")]
     strings = sorted({v for p in nodes if isinstance(v := _get(data, p), str) and len(v) < 40})
+    # expressions: typed IR refuses a malformed node at load, so swapping in another
+    # well-formed expression of the same world is what reaches the run time
+    exprs = [p for p in nodes if isinstance(v := _get(data, p), dict) and "op" in v]
     for _ in range(rng.randint(1, 3)):
         path = rng.choice(nodes)
         try:
@@ -240,7 +258,9 @@ def _mutate(data: dict[str, Any], rng: random.Random) -> None:
         roll = rng.random()
         try:
             current = parent[key]
-            if isinstance(current, str) and roll < 0.6:  # a name swapped for another name
+            if isinstance(current, dict) and "op" in current and exprs and roll < 0.5:
+                parent[key] = json.loads(json.dumps(_get(data, rng.choice(exprs))))
+            elif isinstance(current, str) and roll < 0.6:  # a name swapped for another name
                 parent[key] = rng.choice(strings)
             elif isinstance(current, (int, float)) and roll < 0.6:
                 parent[key] = rng.choice([0, -1, 1, 10**6, 0.5, -(10**9)])
@@ -262,7 +282,8 @@ def test_random_mutations_of_world_json_never_escape(name: str, tmp_path: Path) 
     refused = ran = invalid = 0
     reasons: list[str] = []
     out = tmp_path / "out"
-    for _ in range(100 if name == "d1" else 60):
+    scale = max(1, int(os.environ.get("EAIR_FUZZ_SCALE", "1") or 1))  # as in test_fuzz.py
+    for _ in range((100 if name == "d1" else 60) * scale):
         data = json.loads(json.dumps(original))
         _mutate(data, rng)
         data["ir_sha256"] = ir_sha256(data)
