@@ -12,13 +12,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
     from eairdsl.api import EpisodeResult
+    from eairdsl.study.grid import Attempt
 
 __all__ = ["app", "main"]
 
@@ -267,8 +268,9 @@ def diff(
     """What changed between two versions of a world; exit 1 if a protected declaration did.
 
     Worlds are compared as compiled IR, so moved lines, comments and layout do
-    not count. A protected declaration is touched when it, or a `let` it reads,
-    changed, or when the new world stops protecting it.
+    not count. A protected declaration is touched when it, or anything it reads
+    (a `let`, a lever, a data file, a card or partial), changed, or when the new
+    world stops protecting it.
     """
     from eairdsl.api import UsageError, resolve_world
     from eairdsl.diff import diff_worlds
@@ -498,7 +500,7 @@ def study(
     from rich.console import Console
 
     from eairdsl.api import UsageError, resolve_world
-    from eairdsl.study.executor import RichProgress, run_study
+    from eairdsl.study.executor import run_study
     from eairdsl.study.grid import GridError, parse_models, parse_names, plan_world
 
     try:
@@ -520,7 +522,7 @@ def study(
         _err(f"error: cannot create the study folder {out}: {exc.strerror or exc}")
         raise typer.Exit(EXIT_INPUT) from None
     try:
-        with RichProgress(Console(stderr=True)) as bar:
+        with _StudyBar(Console(stderr=True)) as bar:
             summary = run_study(loaded, plans, chosen, out,
                                 workers=workers or os.cpu_count() or 1, executor=executor,
                                 scheduler=scheduler, max_attempts=max_attempts, progress=bar)
@@ -537,6 +539,62 @@ def study(
              "to run them")
         raise typer.Exit(EXIT_INPUT)
     raise typer.Exit(EXIT_OK)
+
+
+class _StudyBar:
+    """`eairc study`'s progress: a rich bar over the grid's cells on stderr, with elapsed
+    time, ETA and invalid/lost counts. The study library only calls back
+    (`eairdsl.study.executor.StudyProgress`); rendering is the CLI's.
+
+    Use it as a context manager around `run_study` (`with bar: run_study(..., progress=bar)`).
+    """
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.live = Progress(TextColumn("[bold]study"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
+                             TimeRemainingColumn(), TextColumn("{task.fields[note]}"),
+                             console=console)
+        self.task = self.live.add_task("study", total=None, note="")
+        self.invalid = self.lost_count = 0
+
+    def __enter__(self) -> _StudyBar:
+        self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.stop()
+
+    def start(self, total: int, done: int, todo: int) -> None:
+        if done:
+            self.live.console.print(f"resuming: {done} of {total} cells already complete, "
+                                    f"{todo} to run")
+        self.live.update(self.task, total=total, completed=done)
+
+    def _note(self) -> str:
+        parts = []
+        if self.invalid:
+            parts.append(f"{self.invalid} invalid attempt(s)")
+        if self.lost_count:
+            parts.append(f"{self.lost_count} lost with a worker")
+        return ", ".join(parts)
+
+    def attempt(self, attempt: Attempt, result: dict[str, Any], cell_done: bool) -> None:
+        if not result.get("valid"):
+            self.invalid += 1
+        self.live.update(self.task, advance=1 if cell_done else 0, note=self._note())
+
+    def lost(self, attempt: Attempt, reason: str, requeued: bool) -> None:
+        self.lost_count += 1
+        self.live.update(self.task, note=self._note())
 
 
 def _study_summary(out: Path, summary: object) -> None:

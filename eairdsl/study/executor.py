@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from eairdsl.api import UsageError, run_episode
 from eairdsl.ir import World, dump_world, load_world
@@ -312,71 +312,30 @@ class _Dask:
 
 
 # ---------------------------------------------------------------------- the study
-class StudyProgress:
-    """Callbacks a front end implements to show a study's progress (all optional)."""
+class StudyProgress(Protocol):
+    """Callbacks a front end implements to show a study's progress.
+
+    The study library never prints: `run_study` reports through these calls and
+    the front end renders them (`eairc study` draws a rich progress bar on
+    stderr, in eairdsl/cli.py). Any object with these methods will do;
+    subclassing this protocol gives do-nothing defaults for the rest.
+    """
 
     def start(self, total: int, done: int, todo: int) -> None:
         """`total` cells in the grid, `done` already complete in the store, `todo` to run."""
+        return None
 
     def attempt(self, attempt: Attempt, result: dict[str, Any], cell_done: bool) -> None:
         """An attempt was recorded; `cell_done` when its cell needs no further attempt."""
+        return None
 
     def lost(self, attempt: Attempt, reason: str, requeued: bool) -> None:
         """An attempt was lost with its worker."""
+        return None
 
 
-class RichProgress(StudyProgress):
-    """A rich progress bar over the grid's cells, with elapsed time, ETA and invalid/lost counts.
-
-    Use it as a context manager around `run_study` (`with bar: run_study(..., progress=bar)`).
-    """
-
-    def __init__(self, console: Any = None) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.live = Progress(TextColumn("[bold]study"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("cells"), TimeElapsedColumn(), TextColumn("ETA"),
-                             TimeRemainingColumn(), TextColumn("{task.fields[note]}"),
-                             console=console)
-        self.task = self.live.add_task("study", total=None, note="")
-        self.invalid = self.lost_count = 0
-
-    def __enter__(self) -> RichProgress:
-        self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.live.stop()
-
-    def start(self, total: int, done: int, todo: int) -> None:
-        if done:
-            self.live.console.print(f"resuming: {done} of {total} cells already complete, "
-                                    f"{todo} to run")
-        self.live.update(self.task, total=total, completed=done)
-
-    def _note(self) -> str:
-        parts = []
-        if self.invalid:
-            parts.append(f"{self.invalid} invalid attempt(s)")
-        if self.lost_count:
-            parts.append(f"{self.lost_count} lost with a worker")
-        return ", ".join(parts)
-
-    def attempt(self, attempt: Attempt, result: dict[str, Any], cell_done: bool) -> None:
-        if not result.get("valid"):
-            self.invalid += 1
-        self.live.update(self.task, advance=1 if cell_done else 0, note=self._note())
-
-    def lost(self, attempt: Attempt, reason: str, requeued: bool) -> None:
-        self.lost_count += 1
-        self.live.update(self.task, note=self._note())
+class _Silent(StudyProgress):
+    """No progress shown (the default)."""
 
 
 @dataclass
@@ -410,7 +369,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     `task` replaces `run_task` in the workers (tests use it to inject faults).
     """
     started = time.perf_counter()
-    progress = progress or StudyProgress()
+    progress = progress or _Silent()
     if executor not in EXECUTORS:
         raise StudyError(f"unknown executor '{executor}'; choose {' or '.join(EXECUTORS)}")
     if workers < 1:
