@@ -24,7 +24,7 @@ from eairdsl.diagram import (
     draw_svg,
     mark_svg,
 )
-from eairdsl.ir import Expr, LetIR, World, walk_expr
+from eairdsl.ir import Expr, LetIR, Ref, RefKind, World, walk_expr
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -56,8 +56,8 @@ _EDGE_STYLE = {kind: _dot_edge_style(s) for kind, s in EDGE_STYLES.items()}
 _LEGEND_EDGES = LEGEND_EDGES
 
 
-def _refs(e: Expr | None, kind: str, lets: dict[str, LetIR]) -> set[str]:
-    return {x.name or "" for x in walk_expr(e, lets) if x.op == "ref" and x.kind == kind}
+def _refs(e: Expr | None, kind: RefKind, lets: dict[str, LetIR]) -> set[str]:
+    return {x.name for x in walk_expr(e, lets) if isinstance(x, Ref) and x.kind == kind}
 
 
 class _Builder(Protocol):

@@ -12,49 +12,212 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any, Literal, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from eairdsl import __version__
 
 __all__ = [
-    "SCHEMA_VERSION", "Expr", "TypeIR", "FieldIR", "RecordIR", "StateIR", "DocumentIR",
-    "AuthRuleIR", "AuthorizationIR", "PolicyIR", "LeverIR", "ConditionIR", "InducerIR", "GuardIR",
-    "EffectIR", "ParamIR", "ToolIR", "ToolRefIR", "EventIR", "PartyIR", "ChannelIR", "MeasureIR",
-    "WorldMeta", "SourceIR", "World", "LetIR", "dump_world", "load_world", "walk_expr",
-    "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
+    "SCHEMA_VERSION", "Expr", "EXPR_NODES", "Lit", "Ref", "Attr", "Index", "Call", "Unary",
+    "Binary", "ListExpr", "RecordExpr", "Comp", "Agg", "Quant", "LetCall", "RefKind", "LitType",
+    "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeIR", "FieldIR", "RecordIR",
+    "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR", "PolicyIR", "LeverIR",
+    "ConditionIR", "InducerIR", "GuardIR", "EffectIR", "ParamIR", "ToolIR", "ToolRefIR",
+    "EventIR", "PartyIR", "ChannelIR", "MeasureIR", "WorldMeta", "SourceIR", "World", "LetIR",
+    "dump_world", "load_world", "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=False, extra="forbid")
 
 
-class Expr(_Model):
-    """A lowered expression. `op` says which slots are used:
+class _Node(BaseModel):
+    """An IR expression node: frozen, and always written with its `op` (the discriminator)."""
 
-    lit(kind, value) · ref(kind, name) · attr(name; args=[obj]) · index(args=[obj, i]) ·
-    call(name; args; keys = keyword names, "" for positional) · unary(kind; args=[x]) ·
-    binary(kind; args=[l, r]) · list(args) · record(keys; args) ·
-    comp(name=var; source, body, where, group_by) · agg(kind=func; name=var?; source?, body,
-    where, group_by) · quant(kind=all|any|exists; name=var; source, body) ·
-    let(name = a `let` definition in World.lets; args in parameter order)
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    op: str
-    kind: str | None = None
-    name: str | None = None
+    @model_serializer(mode="wrap")
+    def _with_op(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        data["op"] = self.op  # type: ignore[attr-defined]  # exclude_defaults would drop it
+        return data
+
+
+#: what a name refers to (the checker's resolution); `unknown` only in unchecked IR
+RefKind = Literal["local", "param", "measure", "instance", "context", "lever", "state",
+                  "record", "document", "party", "tool", "enum_value", "enum", "unknown"]
+#: a literal's type (its value is normalised: durations in minutes, money in dollars)
+LitType = Literal["int", "number", "money", "duration", "percent", "date", "text", "bool",
+                  "none"]
+UnaryOp = Literal["not", "-"]
+BinaryOp = Literal["and", "or", "==", "!=", "<", "<=", ">", ">=", "contains", "contains_any",
+                   "in", "+", "-", "*", "/"]
+AggFunc = Literal["sum", "count", "max", "min", "avg", "distinct"]
+QuantKind = Literal["all", "any", "exists"]
+
+
+class Lit(_Node):
+    """A literal value of a given type."""
+
+    op: Literal["lit"] = "lit"
+    type: LitType
     value: Any = None
+
+
+class Ref(_Node):
+    """A resolved name: what it refers to (`kind`) and its name."""
+
+    op: Literal["ref"] = "ref"
+    kind: RefKind
+    name: str
+
+
+class Attr(_Node):
+    """`obj.name`: a field of a row or record, a group of a table, an enum member."""
+
+    op: Literal["attr"] = "attr"
+    obj: Expr
+    name: str
+
+
+class Index(_Node):
+    """`obj[index]`: an item of a list (none when out of range)."""
+
+    op: Literal["index"] = "index"
+    obj: Expr
+    index: Expr
+
+
+class Call(_Node):
+    """A builtin call; `keys` name keyword arguments ("" for positional), `unit` is how
+    `text`/`join` render their argument ($40, 6 min)."""
+
+    op: Literal["call"] = "call"
+    func: str
     args: list[Expr] = Field(default_factory=list)
     keys: list[str] = Field(default_factory=list)
-    source: Expr | None = None
-    body: Expr | None = None
+    unit: str | None = None
+
+
+class Unary(_Node):
+    """`not x` or `-x`."""
+
+    op: Literal["unary"] = "unary"
+    operator: UnaryOp
+    operand: Expr
+
+
+class Binary(_Node):
+    """An arithmetic, comparison, boolean, membership or text operator."""
+
+    op: Literal["binary"] = "binary"
+    operator: BinaryOp
+    left: Expr
+    right: Expr
+
+
+class ListExpr(_Node):
+    """`[a, b, ...]`."""
+
+    op: Literal["list"] = "list"
+    items: list[Expr] = Field(default_factory=list)
+
+
+class RecordExpr(_Node):
+    """`{key: value, ...}`: `keys` and `values` in the same order."""
+
+    op: Literal["record"] = "record"
+    keys: list[str] = Field(default_factory=list)
+    values: list[Expr] = Field(default_factory=list)
+
+
+class Comp(_Node):
+    """`[body for var in source where ... group by ...]`."""
+
+    op: Literal["comp"] = "comp"
+    var: str
+    source: Expr
+    body: Expr
     where: Expr | None = None
     group_by: list[Expr] = Field(default_factory=list)
+
+
+class Agg(_Node):
+    """`func(body)` over a list, or `func(body for var in source where ... group by ...)`."""
+
+    op: Literal["agg"] = "agg"
+    func: AggFunc
+    body: Expr
+    var: str | None = None
+    source: Expr | None = None
+    where: Expr | None = None
+    group_by: list[Expr] = Field(default_factory=list)
+
+
+class Quant(_Node):
+    """`all|any|exists var in source: body` (three-valued)."""
+
+    op: Literal["quant"] = "quant"
+    kind: QuantKind
+    var: str
+    source: Expr
+    body: Expr
+
+
+class LetCall(_Node):
+    """A call of the `let` definition World.lets[name], arguments in parameter order."""
+
+    op: Literal["let"] = "let"
+    name: str
+    args: list[Expr] = Field(default_factory=list)
+
+
+#: every expression node class, for `isinstance` (`Expr` itself is an annotated union)
+EXPR_NODES = (Lit, Ref, Attr, Index, Call, Unary, Binary, ListExpr, RecordExpr, Comp, Agg, Quant,
+              LetCall)
+#: a lowered expression: one of the node classes, told apart by `op` in JSON
+Expr = Annotated[Lit | Ref | Attr | Index | Call | Unary | Binary | ListExpr | RecordExpr | Comp
+                 | Agg | Quant | LetCall, Field(discriminator="op")]
+
+for _cls in (Attr, Index, Call, Unary, Binary, ListExpr, RecordExpr, Comp, Agg, Quant, LetCall):
+    _cls.model_rebuild()
+
+
+def children(e: Expr) -> list[Expr]:
+    """The direct sub-expressions of `e`, in source order (a `let` call's are its arguments)."""
+    match e:
+        case Lit() | Ref():
+            return []
+        case Attr(obj=obj):
+            return [obj]
+        case Index(obj=obj, index=index):
+            return [obj, index]
+        case Call(args=args) | ListExpr(items=args) | RecordExpr(values=args) | LetCall(args=args):
+            return list(args)
+        case Unary(operand=operand):
+            return [operand]
+        case Binary(left=left, right=right):
+            return [left, right]
+        case Comp(source=source, body=body, where=where, group_by=group_by):
+            return [source, body, *([where] if where is not None else []), *group_by]
+        case Agg(source=source, body=body, where=where, group_by=group_by):
+            return [x for x in (source, body, where) if x is not None] + list(group_by)
+        case Quant(source=source, body=body):
+            return [source, body]
+        case _:
+            assert_never(e)
 
 
 class LetIR(_Model):
@@ -322,12 +485,10 @@ def walk_expr(e: Expr | None, lets: dict[str, LetIR]) -> Iterator[Expr]:
     while stack:
         node = stack.pop()
         yield node
-        if node.op == "let" and node.name in lets and node.name not in seen:
+        if type(node) is LetCall and node.name in lets and node.name not in seen:
             seen.add(node.name)
             stack.append(lets[node.name].body)
-        children = [c for c in (*node.args, node.source, node.body, node.where, *node.group_by)
-                    if c is not None]
-        stack.extend(reversed(children))
+        stack.extend(reversed(children(node)))
 
 
 #: the world.json field holding the SHA-256 of the rest of the file (see `ir_sha256`)

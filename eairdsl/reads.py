@@ -28,7 +28,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eairdsl.ir import ChannelIR, Expr, PolicyIR, TypeIR, World
+from eairdsl.ir import (
+    EXPR_NODES,
+    Call,
+    ChannelIR,
+    Expr,
+    LetCall,
+    PolicyIR,
+    TypeIR,
+    World,
+    children,
+)
+from eairdsl.ir import Ref as RefNode
 
 __all__ = ["AUTHORIZATION", "INSTANCES", "Ref", "channel_label", "declarations", "describe",
            "direct_reads", "expr_reads", "read_graph", "reads"]
@@ -74,22 +85,23 @@ def expr_reads(e: Expr | None) -> Iterator[Ref]:
     """What one expression reads directly (a `let` call is one read; its body is the let's)."""
     if e is None:
         return
-    if e.op == "let" and e.name:
-        yield "let", e.name
-    elif e.op == "ref" and e.name:
-        if e.kind in _REF_KINDS:
-            yield _REF_KINDS[e.kind], e.name
-        elif e.kind == "instance":
-            yield INSTANCES
-    elif e.op == "call" and e.name in _AUTHORIZATION_CALLS:
-        yield AUTHORIZATION
-    for child in (*e.args, e.source, e.body, e.where, *e.group_by):
+    match e:
+        case LetCall(name=name):
+            yield "let", name
+        case RefNode(kind=kind, name=name) if name:
+            if kind in _REF_KINDS:
+                yield _REF_KINDS[kind], name
+            elif kind == "instance":
+                yield INSTANCES
+        case Call(func=func) if func in _AUTHORIZATION_CALLS:
+            yield AUTHORIZATION
+    for child in children(e):
         yield from expr_reads(child)
 
 
 def _value_reads(value: Any, world: World) -> Iterator[Ref]:
     """Every read in an IR piece: its expressions, the types it names, a policy's source."""
-    if isinstance(value, Expr):
+    if isinstance(value, EXPR_NODES):
         yield from expr_reads(value)
     elif isinstance(value, TypeIR):
         if value.name in world.schemas:

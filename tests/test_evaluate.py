@@ -19,7 +19,7 @@ import pytest
 from world_patch import mini_world
 
 from eairdsl.api import resolve_world, run_episode
-from eairdsl.ir import Expr, LetIR, World
+from eairdsl.ir import Agg, Attr, Binary, Call, Comp, Expr, LetIR, Ref, RefKind, World
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.evaluate import Authorizer, LetTable, Scope, compile_expr
 from eairdsl.runtime.trace import Event, TraceEvent
@@ -38,19 +38,19 @@ def _scope(world: World, table: list[Row], **locals_: Any) -> Scope:
                  authorizer=Authorizer(world, {}), locals=dict(locals_))
 
 
-def _ref(kind: str, name: str) -> Expr:
-    return Expr(op="ref", kind=kind, name=name)
+def _ref(kind: RefKind, name: str) -> Expr:
+    return Ref(kind=kind, name=name)
 
 
 def _field(var: str, name: str) -> Expr:
-    return Expr(op="attr", name=name, args=[_ref("local", var)])
+    return Attr(obj=_ref("local", var), name=name)
 
 
 def _filter(value: Expr, *, flipped: bool = False) -> Expr:
     """[x.id for x in t where x.k == value] (or value == x.k)."""
-    sides = [value, _field("x", "k")] if flipped else [_field("x", "k"), value]
-    return Expr(op="comp", name="x", source=_ref("record", "t"), body=_field("x", "id"),
-                where=Expr(op="binary", kind="==", args=sides))
+    left, right = (value, _field("x", "k")) if flipped else (_field("x", "k"), value)
+    return Comp(var="x", source=_ref("record", "t"), body=_field("x", "id"),
+                where=Binary(operator="==", left=left, right=right))
 
 
 ROWS = [{"id": 1, "k": "a"}, {"id": 2, "k": 1}, {"id": 3}, {"id": 4, "k": None},
@@ -87,7 +87,7 @@ def test_table_with_unhashable_values_falls_back_to_a_scan(world: World) -> None
 
 def test_let_memo_keys_rows_and_lists_by_identity_without_mixing_values(world: World) -> None:
     """Equal-looking and distinct arguments each get their own value; repeats hit the memo."""
-    body = Expr(op="agg", kind="count", body=_ref("param", "xs"))
+    body = Agg(func="count", body=_ref("param", "xs"))
     table = LetTable({"size": LetIR(name="size", params=["xs"], body=body)})
     call = table.caller("size")
     scope = _scope(world, [])
@@ -96,7 +96,7 @@ def test_let_memo_keys_rows_and_lists_by_identity_without_mixing_values(world: W
     assert call([second], scope) == 3
     assert call([first], scope) == 2
     row_a, row_b = Row("t", {"id": 1}), Row("t", {"id": 1, "k": 2})
-    read_k = Expr(op="attr", name="k", args=[_ref("param", "r")])
+    read_k = Attr(obj=_ref("param", "r"), name="k")
     k_of = LetTable({"k_of": LetIR(name="k_of", params=["r"], body=read_k)}).caller("k_of")
     assert k_of([row_a], scope) is None
     assert k_of([row_b], scope) == 2
@@ -172,7 +172,7 @@ def test_trace_line_encoder_refuses_runtime_objects() -> None:
 ])
 def test_sentences_split_text_for_within_sentence_tests(world: World, text: Any,
                                                         expected: Any) -> None:
-    fn = compile_expr(Expr(op="call", name="sentences", args=[_ref("local", "t")]))
+    fn = compile_expr(Call(func="sentences", args=[_ref("local", "t")]))
     assert fn(_scope(world, [], t=text)) == expected
 
 

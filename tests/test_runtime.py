@@ -16,7 +16,7 @@ from eairdsl.api import (
     run_episodes,
     validate_world,
 )
-from eairdsl.ir import World, dump_world
+from eairdsl.ir import Lit, World, dump_world
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.trace import EVENT_KINDS, read_trace
 
@@ -106,8 +106,7 @@ def test_validate_reports_a_vacuous_world(tmp_path: Path, mini: World) -> None:
     broken = mini.model_copy(deep=True)
     for m in broken.measures:
         if m.name == "realized":
-            m.expr = m.expr.model_copy(update={"op": "lit", "kind": "bool", "value": False,
-                                               "args": []})
+            m.expr = Lit(type="bool", value=False)
     report = validate_world(broken, "baseline")
     assert not report.ok and report.reckless_failures
 

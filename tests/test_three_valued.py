@@ -11,12 +11,12 @@ this test.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from eairdsl.api import resolve_world
-from eairdsl.ir import Expr, World
+from eairdsl.ir import Binary, BinaryOp, Expr, ListExpr, Lit, Quant, QuantKind, Ref, Unary, World
 from eairdsl.runtime.evaluate import Authorizer, Scope, compile_expr, truthy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def _rows() -> list[tuple[int, str, str]]:
 
 
 def _lit(word: str) -> Expr:
-    return Expr(op="lit", kind="bool", value=WORDS[word])
+    return Lit(type="bool", value=WORDS[word])
 
 
 def _build(text: str) -> Expr | tuple[str, Expr]:
@@ -43,14 +43,14 @@ def _build(text: str) -> Expr | tuple[str, Expr]:
     head = words[0]
     if head in ("all", "any", "exists"):
         items = [_lit(w) for w in words[2:-1]]
-        return Expr(op="quant", kind=head, name="x", source=Expr(op="list", args=items),
-                    body=Expr(op="ref", kind="local", name="x"))
+        return Quant(kind=cast(QuantKind, head), var="x", source=ListExpr(items=items),
+                     body=Ref(kind="local", name="x"))
     if head == "not":
-        return Expr(op="unary", kind="not", args=[_lit(words[1])])
+        return Unary(operator="not", operand=_lit(words[1]))
     if head == "truthy":
         return ("truthy", _lit(words[1]))
     left, op, right = words
-    return Expr(op="binary", kind=op, args=[_lit(left), _lit(right)])
+    return Binary(operator=cast(BinaryOp, op), left=_lit(left), right=_lit(right))
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from eairdsl.agents.protocol import (
     ToolCall,
     ToolSpec,
 )
-from eairdsl.ir import Expr, GuardIR, PartyIR, ToolIR, TypeIR, World, walk_expr
+from eairdsl.ir import Expr, GuardIR, PartyIR, Ref, ToolIR, TypeIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
     Authorizer,
     EvalError,
@@ -92,8 +92,8 @@ class CompiledWorld:
         if tool.name not in self._access:
             reads: set[str] = set()
             for e in (tool.result, *(g.condition for g in tool.guards)):
-                reads |= {x.name or "" for x in walk_expr(e, self.world.lets)
-                          if x.op == "ref" and x.kind == "record"}
+                reads |= {x.name for x in walk_expr(e, self.world.lets)
+                          if isinstance(x, Ref) and x.kind == "record"}
             writes = sorted({e.target for e in tool.effects if e.op == "append"})
             self._access[tool.name] = (sorted(reads), writes)
         return self._access[tool.name]

@@ -11,9 +11,27 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
-from eairdsl.ir import Expr, LetIR, World
+from eairdsl.ir import (
+    Agg,
+    Attr,
+    Binary,
+    Call,
+    Comp,
+    Expr,
+    Index,
+    LetCall,
+    LetIR,
+    ListExpr,
+    Lit,
+    Quant,
+    RecordExpr,
+    Ref,
+    Unary,
+    World,
+    walk_expr,
+)
 from eairdsl.runtime.values import (
     FieldSet,
     Row,
@@ -217,14 +235,14 @@ def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> b
     state variables, ledgers some tool appends to, `context`, measurements, the
     clock and trace queries are not.
     """
-    from eairdsl.ir import walk_expr
-
     for node in walk_expr(expr, lets):
-        if node.op == "ref" and (node.kind in ("state", "context", "measure")
-                                 or (node.kind == "record" and node.name in mutable)):
-            return False
-        if node.op == "call" and node.name in _VOLATILE:
-            return False
+        match node:
+            case Ref(kind="state" | "context" | "measure"):
+                return False
+            case Ref(kind="record", name=name) if name in mutable:
+                return False
+            case Call(func=func) if func in _VOLATILE:
+                return False
     return True
 
 
@@ -235,9 +253,7 @@ _VOLATILE = frozenset({"now", "today", "messages", "calls", "replies", "final", 
 
 def reads_trace_or_clock(expr: Expr | None, lets: dict[str, LetIR]) -> bool:
     """Does `expr` call the clock or a trace query (values that move without a state change)?"""
-    from eairdsl.ir import walk_expr
-
-    return any(x.op == "call" and x.name in _VOLATILE for x in walk_expr(expr, lets))
+    return any(isinstance(x, Call) and x.func in _VOLATILE for x in walk_expr(expr, lets))
 
 
 def _memo_key(value: Any) -> Any:
@@ -384,87 +400,90 @@ def _contains_any(s: Scope, a: Any, b: Any) -> Any:
 
 def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
     """A closure evaluating `e` in a Scope."""
-    op = e.op
-    if op == "lit":
-        value = e.value
-        return lambda s: value
-    if op == "ref":
-        return _compile_ref(e)
-    if op == "attr":
-        obj = compile_expr(e.args[0], lets)
-        name = e.name or ""
+    match e:
+        case Lit(value=value):
+            return lambda s: value
+        case Ref():
+            return _compile_ref(e)
+        case Attr(obj=obj_expr, name=name):
+            obj = compile_expr(obj_expr, lets)
 
-        def attr(s: Scope) -> Any:
-            value = obj(s)
-            if type(value) is Row or type(value) is dict:  # the hot path: a field of a row
-                return value.get(name)
-            return _attr(value, name, s)
-        return attr
-    if op == "index":
-        obj, idx = compile_expr(e.args[0], lets), compile_expr(e.args[1], lets)
+            def attr(s: Scope) -> Any:
+                value = obj(s)
+                if type(value) is Row or type(value) is dict:  # the hot path: a field of a row
+                    return value.get(name)
+                return _attr(value, name, s)
+            return attr
+        case Index():
+            obj, idx = compile_expr(e.obj, lets), compile_expr(e.index, lets)
 
-        def index(s: Scope) -> Any:
-            items, i = obj(s), idx(s)
-            if items is None or i is None:
-                return None
-            return items[i] if -len(items) <= i < len(items) else None
-        return index
-    if op == "call":
-        return _compile_call(e, lets)
-    if op == "unary":
-        operand = compile_expr(e.args[0], lets)
-        if e.kind == "not":
-            return lambda s: None if (v := operand(s)) is None else not v
-        return lambda s: None if (v := operand(s)) is None else -v
-    if op == "binary":
-        return _compile_binary(e, lets)
-    if op == "list":
-        items = [compile_expr(a, lets) for a in e.args]
-        return lambda s: [f(s) for f in items]
-    if op == "record":
-        pairs = [(k, compile_expr(a, lets)) for k, a in zip(e.keys, e.args, strict=True)]
-        return lambda s: {k: f(s) for k, f in pairs}
-    if op in ("comp", "agg"):
-        return _compile_collection(e, lets)
-    if op == "quant":
-        return _compile_quant(e, lets)
-    if op == "let":
-        if lets is None:
-            raise ValueError("a `let` call needs the world's let table")
-        call = lets.caller(e.name or "")
-        params = [compile_expr(a, lets) for a in e.args]
-        if not params:
-            return lambda s: call([], s)
-        if len(params) == 1:
-            only = params[0]
-            return lambda s: call([only(s)], s)
-        return lambda s: call([f(s) for f in params], s)
-    raise ValueError(f"unknown IR op {op!r}")
+            def index(s: Scope) -> Any:
+                items, i = obj(s), idx(s)
+                if items is None or i is None:
+                    return None
+                return items[i] if -len(items) <= i < len(items) else None
+            return index
+        case Call():
+            return _compile_call(e, lets)
+        case Unary(operator=operator):
+            operand = compile_expr(e.operand, lets)
+            if operator == "not":
+                return lambda s: None if (v := operand(s)) is None else not v
+            return lambda s: None if (v := operand(s)) is None else -v
+        case Binary():
+            return _compile_binary(e, lets)
+        case ListExpr():
+            items = [compile_expr(a, lets) for a in e.items]
+            return lambda s: [f(s) for f in items]
+        case RecordExpr():
+            pairs = [(k, compile_expr(a, lets)) for k, a in zip(e.keys, e.values, strict=True)]
+            return lambda s: {k: f(s) for k, f in pairs}
+        case Comp() | Agg():
+            return _compile_collection(e, lets)
+        case Quant():
+            return _compile_quant(e, lets)
+        case LetCall():
+            if lets is None:
+                raise ValueError("a `let` call needs the world's let table")
+            call = lets.caller(e.name)
+            params = [compile_expr(a, lets) for a in e.args]
+            if not params:
+                return lambda s: call([], s)
+            if len(params) == 1:
+                only = params[0]
+                return lambda s: call([only(s)], s)
+            return lambda s: call([f(s) for f in params], s)
+        case _:
+            assert_never(e)
 
 
-def _compile_ref(e: Expr) -> Fn:
-    kind, name = e.kind, e.name or ""
-    if kind in ("local", "param"):
-        return lambda s: s.locals.get(name)
-    if kind == "lever":
-        return lambda s: s.levers.get(name)
-    if kind == "state":
-        return lambda s: s.states.get(name)
-    if kind == "record":
-        def record(s: Scope) -> Rows:
-            rows = s.records.get(name)
-            if type(rows) is StaticRows:  # shared and never mutated: no copy needed
-                return rows
-            return Rows(name, rows or [])  # a snapshot: ledgers grow during the episode
-        return record
-    if kind == "measure":
-        return lambda s: s.measures.get(name)
-    if kind == "instance":
-        return lambda s: s.instance
-    if kind == "context":
-        return lambda s: s.context
-    # documents, parties, tools, enum values and enum names evaluate to their names
-    return lambda s: name
+def _compile_ref(e: Ref) -> Fn:
+    name = e.name
+    match e.kind:
+        case "local" | "param":
+            return lambda s: s.locals.get(name)
+        case "lever":
+            return lambda s: s.levers.get(name)
+        case "state":
+            return lambda s: s.states.get(name)
+        case "record":
+            def record(s: Scope) -> Rows:
+                rows = s.records.get(name)
+                if type(rows) is StaticRows:  # shared and never mutated: no copy needed
+                    return rows
+                return Rows(name, rows or [])  # a snapshot: ledgers grow during the episode
+            return record
+        case "measure":
+            return lambda s: s.measures.get(name)
+        case "instance":
+            return lambda s: s.instance
+        case "context":
+            return lambda s: s.context
+        case "document" | "party" | "tool" | "enum_value" | "enum" | "unknown":
+            # documents, parties, tools, enum values and enum names evaluate to their names
+            return lambda s: name
+        case _:
+            assert_never(e.kind)
 
 
 def _attr(obj: Any, name: str, s: Scope) -> Any:
@@ -482,9 +501,9 @@ def _attr(obj: Any, name: str, s: Scope) -> Any:
     raise EvalError(f"cannot read .{name} of {obj!r}")
 
 
-def _compile_binary(e: Expr, lets: LetTable | None) -> Fn:
-    op = e.kind or ""
-    left, right = compile_expr(e.args[0], lets), compile_expr(e.args[1], lets)
+def _compile_binary(e: Binary, lets: LetTable | None) -> Fn:
+    op = e.operator
+    left, right = compile_expr(e.left, lets), compile_expr(e.right, lets)
     if op == "and":
         def and_(s: Scope) -> Any:  # Kleene: false wins, then unknown
             a = left(s)
@@ -575,19 +594,20 @@ def _aggregate(func: str, values: list[Any],
     return sum(present) / len(present)  # avg
 
 
-def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
-    func = e.kind or ""
-    body = compile_expr(e.body, lets) if e.body else (lambda s: None)
-    if e.op == "agg" and e.source is None:
+def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
+    func = e.func if isinstance(e, Agg) else ""
+    comp = isinstance(e, Comp)
+    body = compile_expr(e.body, lets)
+    if not comp and e.source is None:
         def over_list(s: Scope) -> Any:
             values = list(body(s) or [])
             s.budget.charge(len(values))
             return _aggregate(func, values, s.budget)
         return over_list
-    source = compile_expr(e.source, lets) if e.source else (lambda s: [])
-    where = compile_expr(e.where, lets) if e.where else None
+    source = compile_expr(e.source, lets) if e.source is not None else (lambda s: [])
+    where = compile_expr(e.where, lets) if e.where is not None else None
     keys = [compile_expr(g, lets) for g in e.group_by]
-    var = e.name or ""
+    var = e.var or ""
     equality = _field_equality(e.where, var, lets)
 
     def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
@@ -617,11 +637,11 @@ def _compile_collection(e: Expr, lets: LetTable | None) -> Fn:
                 budget.charge(len(label) >> 6)
                 groups.setdefault(label, []).append(value)
             values = [groups[k] for k in sorted(groups)]
-            if e.op == "comp":
+            if comp:
                 return values
             return [_aggregate(func, v, s.budget) for v in values]
         return grouped
-    if e.op == "comp":
+    if comp:
         return lambda s: [value for value, _ in rows(s)]
     return lambda s: _aggregate(func, [value for value, _ in rows(s)], s.budget)
 
@@ -634,16 +654,15 @@ def _field_equality(where: Expr | None, var: str,
     instead of a scan; `where` is still applied to the candidates, so the index
     only has to be a superset of the matches.
     """
-    if where is None or where.op != "binary" or where.kind != "==":
+    if not isinstance(where, Binary) or where.operator != "==":
         return None
-    from eairdsl.ir import walk_expr
-
-    for side, other in ((where.args[0], where.args[1]), (where.args[1], where.args[0])):
-        if (side.op == "attr" and side.args[0].op == "ref" and side.args[0].name == var
-                and side.args[0].kind in ("local", "param") and not any(
-                    x.op == "ref" and x.name == var and x.kind in ("local", "param")
-                    for x in walk_expr(other, lets.lets if lets else {}))):
-            return side.name or "", compile_expr(other, lets)
+    for side, other in ((where.left, where.right), (where.right, where.left)):
+        match side:
+            case Attr(obj=Ref(kind="local" | "param", name=bound), name=field_name) \
+                    if bound == var and not any(
+                        isinstance(x, Ref) and x.name == var and x.kind in ("local", "param")
+                        for x in walk_expr(other, lets.lets if lets else {})):
+                return field_name, compile_expr(other, lets)
     return None
 
 
@@ -659,10 +678,10 @@ def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> list[Ro
         return rows
 
 
-def _compile_quant(e: Expr, lets: LetTable | None) -> Fn:
-    source = compile_expr(e.source, lets) if e.source else (lambda s: [])
-    body = compile_expr(e.body, lets) if e.body else (lambda s: None)
-    var, kind = e.name or "", e.kind
+def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
+    source = compile_expr(e.source, lets)
+    body = compile_expr(e.body, lets)
+    var, kind = e.var, e.kind
 
     def quant(s: Scope) -> Any:
         inner = s.bind(var, None)
@@ -689,19 +708,19 @@ def _compile_quant(e: Expr, lets: LetTable | None) -> Fn:
 
 # ---------------------------------------------------------------- builtins
 
-def _compile_call(e: Expr, lets: LetTable | None) -> Fn:
-    name = e.name or ""
+def _compile_call(e: Call, lets: LetTable | None) -> Fn:
+    name = e.func
     args = [compile_expr(a, lets) for a in e.args]
     keys = list(e.keys)
     if name == "choose":
         cond, then, other = args[0], args[1], args[2]
         return lambda s: then(s) if cond(s) is True else other(s)
     if name == "text":
-        value, unit = args[0], e.kind
+        value, unit = args[0], e.unit
         return lambda s: None if (v := value(s)) is None else s.budget.sized(
             _text(v, unit))
     if name == "join":
-        items, unit = args[0], e.kind
+        items, unit = args[0], e.unit
         sep = args[1] if len(args) > 1 else (lambda s: ", ")
 
         def join(s: Scope) -> Any:

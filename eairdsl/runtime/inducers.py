@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from eairdsl.agents.protocol import MemoryItem
-from eairdsl.ir import World, walk_expr
+from eairdsl.ir import Ref, World, walk_expr
 from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
 from eairdsl.vocabulary import TRAITS
 
@@ -40,9 +40,9 @@ class InducerPlan:
             reads_trace_or_clock(e, world.lets) for i in self.live_dashboards
             for e in (i.text_expr, i.when))
         read = [x for i in self.live_dashboards for x in walk_expr(i.text_expr, world.lets)
-                if x.op == "ref" and x.kind in ("record", "state")]
-        self.dashboard_records = sorted({x.name or "" for x in read if x.kind == "record"})
-        self.dashboard_states = sorted({x.name or "" for x in read if x.kind == "state"})
+                if isinstance(x, Ref) and x.kind in ("record", "state")]
+        self.dashboard_records = sorted({x.name for x in read if x.kind == "record"})
+        self.dashboard_states = sorted({x.name for x in read if x.kind == "state"})
 
 
 class Inducers:
