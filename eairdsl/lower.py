@@ -9,7 +9,7 @@ the `_tool`, `_party`, `_inducer`, ... functions below.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, cast, get_args
+from typing import Any, Literal, assert_never, cast, get_args
 
 from eairdsl.check import types as T
 from eairdsl.check.cards import forbidden_words
@@ -181,15 +181,26 @@ def _meta(world: CheckedWorld) -> WorldMeta:
     assert decl is not None
     meta = WorldMeta(name=decl.name, forbid=forbidden_words(world))
     for c in decl.clauses:
-        if c.key in ("title", "operation", "preserves", "description"):
-            setattr(meta, c.key, c.text or "")
-        elif c.key == "risk":
-            meta.risk = c.name or ""
-            meta.risk_name = RISKS.get(meta.risk, "")
-        elif c.key == "clock":
-            meta.clock = c.name or "min"
-        elif c.key == "seeds":
-            meta.seeds = int(c.number or 1)
+        match c:
+            case A.TitleClause():
+                meta.title = c.text
+            case A.OperationClause():
+                meta.operation = c.text
+            case A.PreservesClause():
+                meta.preserves = c.text
+            case A.DescriptionClause():
+                meta.description = c.text
+            case A.RiskClause():
+                meta.risk = c.name
+                meta.risk_name = RISKS.get(meta.risk, "")
+            case A.ClockClause():
+                meta.clock = c.name or "min"
+            case A.SeedsClause():
+                meta.seeds = int(c.number or 1)
+            case A.ForbidClause():
+                pass  # forbidden_words reads it
+            case _:
+                assert_never(c)
     return meta
 
 
@@ -229,12 +240,13 @@ def lower(world: CheckedWorld) -> World:
                        fields=_expand(world, sel.record, sel.field))
             for rule in auth.rules for sel in rule.selectors])
     for policy in world.policies.values():
-        keys = {c.key: c for c in policy.clauses}
+        source = A.last_clause(policy.clauses, A.SourceClause)
+        rule = A.last_clause(policy.clauses, A.RuleClause)
         out.policies.append(PolicyIR(
             name=policy.name, enforced=policy.enforcement == "enforced",
-            text="\n".join(c.text or "" for c in policy.clauses if c.key == "text"),
-            document=keys["source"].name if "source" in keys else None,
-            rule=lo.opt(keys["rule"].expr) if "rule" in keys else None))
+            text="\n".join(c.text for c in policy.clauses if isinstance(c, A.PolicyTextClause)),
+            document=source.name if source is not None else None,
+            rule=lo.opt(rule.expr) if rule is not None else None))
     for lever in world.levers.values():
         out.levers.append(LeverIR(name=lever.name, type=lo.type(lever.type, lever.name),
                                   default=_first_condition_default(world, lever.name),
@@ -293,20 +305,33 @@ def _field(lo: _Lowerer, owner: str, f: A.FieldDecl) -> FieldIR:
 def _inducer(lo: _Lowerer, inducer: A.InducerDecl) -> InducerIR:
     out = InducerIR(name=inducer.name, kind=inducer.kind)
     for c in inducer.clauses:
-        if c.key == "roles":
-            out.roles.extend(c.names)
-        elif c.key == "text" and c.expr is not None:
-            out.text_expr = lo.opt(c.expr)
-        elif c.key == "text":
-            out.text = c.text
-        elif c.key == "from":
-            out.sender = c.name
-        elif c.key == "on":
-            out.on = c.name
-        elif c.key == "shift" and c.name:
-            out.shifts[c.name] = float(c.number or 0)
-        elif c.key in ("when", "at", "every", "cost", "points", "to"):
-            setattr(out, c.key, lo.opt(c.expr))
+        match c:
+            case A.RolesClause():
+                out.roles.extend(c.names)
+            case A.TextClause() if c.constant is None:
+                out.text_expr = lo.opt(c.expr)
+            case A.TextClause():
+                out.text = c.constant
+            case A.FromClause():
+                out.sender = c.name
+            case A.OnClause():
+                out.on = c.name
+            case A.ShiftClause():
+                out.shifts[c.name] = float(c.number or 0)
+            case A.WhenClause():
+                out.when = lo.opt(c.expr)
+            case A.AtClause():
+                out.at = lo.opt(c.expr)
+            case A.EveryClause():
+                out.every = lo.opt(c.expr)
+            case A.CostClause():
+                out.cost = lo.opt(c.expr)
+            case A.PointsClause():
+                out.points = lo.opt(c.expr)
+            case A.ToClause():
+                out.to = lo.opt(c.expr)
+            case _:
+                assert_never(c)
     return out
 
 
@@ -316,62 +341,89 @@ def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
                                  hint=lo.opt(p.hint)) for p in tool.params],
                  returns=lo.type(tool.returns) if tool.returns else None)
     for c in tool.clauses:
-        if c.key == "kind":
-            out.kind = c.name or "read"
-        elif c.key == "description":
-            out.description = c.text or ""
-        elif c.key == "cost":
-            out.cost = lo.opt(c.expr)
-        elif c.key == "require":
-            assert c.expr is not None
-            out.guards.append(GuardIR(condition=lo.expr(c.expr), action=c.action or "reject",
-                                      message=c.text, target=c.target, when=lo.opt(c.when),
-                                      at=_at(c.span)))
-        elif c.key == "returns":
-            out.result = lo.opt(c.expr)
-        elif c.key in ("append", "set"):
-            assert c.expr is not None
-            out.effects.append(EffectIR(op=c.key, target=c.name or "", value=lo.expr(c.expr),
-                                        when=lo.opt(c.when)))
-        elif c.key == "delegates":
-            if c.name:
-                out.delegates_to = [c.name]
-            else:
-                out.delegates_to = sorted({ch.parties[1] for ch in world.channels
-                                           if ch.kind == "delegation" and ch.via == tool.name})
-        elif c.key == "propagates":
-            out.propagates, out.propagates_when = lo.opt(c.expr), lo.opt(c.when)
-        elif c.key == "sends":
-            out.sends_to = lo.opt(c.expr)
-        elif c.key == "acl":
-            out.acl, out.acl_when = lo.opt(c.expr), lo.opt(c.when)
+        match c:
+            case A.KindClause():
+                out.kind = c.name or "read"
+            case A.DescriptionClause():
+                out.description = c.text
+            case A.CostClause():
+                out.cost = lo.opt(c.expr)
+            case A.RequireClause():
+                reject = c.guard if isinstance(c.guard, A.RejectGuard) else None
+                route = c.guard if isinstance(c.guard, A.RouteGuard) else None
+                out.guards.append(GuardIR(
+                    condition=lo.expr(c.expr), action="route" if route else "reject",
+                    message=reject.message if reject else None,
+                    target=route.target if route else None, when=lo.opt(c.when),
+                    at=_at(c.span)))
+            case A.ReturnsClause():
+                out.result = lo.opt(c.expr)
+            case A.AppendClause():
+                out.effects.append(EffectIR(op="append", target=c.name, value=lo.expr(c.expr),
+                                            when=lo.opt(c.when)))
+            case A.SetClause():
+                out.effects.append(EffectIR(op="set", target=c.name, value=lo.expr(c.expr),
+                                            when=lo.opt(c.when)))
+            case A.DelegatesClause():
+                if c.name:
+                    out.delegates_to = [c.name]
+                else:
+                    out.delegates_to = sorted({ch.parties[1] for ch in world.channels
+                                               if ch.kind == "delegation" and ch.via == tool.name})
+            case A.PropagatesClause():
+                out.propagates, out.propagates_when = lo.opt(c.expr), lo.opt(c.when)
+            case A.SendsClause():
+                out.sends_to = lo.opt(c.expr)
+            case A.AclClause():
+                out.acl, out.acl_when = lo.opt(c.expr), lo.opt(c.when)
+            case _:
+                assert_never(c)
     return out
 
 
 def _party(lo: _Lowerer, party: A.PartyDecl) -> PartyIR:
     out = PartyIR(name=party.name, kind=party.kind)
     for c in party.clauses:
-        if c.key in ("model", "memory"):
-            setattr(out, c.key, c.name)
-        elif c.key in ("card", "kpi", "objective", "description"):
-            setattr(out, c.key, c.text)
-        elif c.key == "authority" and c.number is not None:
-            out.authority = int(c.number)
-        elif c.key == "authority":
-            out.authority_expr = lo.opt(c.expr)
-        elif c.key == "display":
-            out.display = lo.opt(c.expr)
-        elif c.key == "principal":
-            out.principal = lo.opt(c.expr)
-        elif c.key == "tools":
-            out.tools.extend(ToolRefIR(name=r.name, when=lo.opt(r.when)) for r in c.refs)
-        elif c.key == "trait" and c.name:
-            out.traits[c.name] = float(c.number or 0)
-        elif c.key in ("say", "contact") and c.expr is not None:
-            to = lo.opt(c.recipient)
-            named = to.name if isinstance(to, Ref) and to.kind == "party" else None
-            out.events.append(EventIR(kind=c.key, at=lo.expr(c.expr),
-                                      to=named if named is not None else c.target or "",
-                                      message=lo.opt(c.message), when=lo.opt(c.when),
-                                      to_expr=None if named is not None else to))
+        match c:
+            case A.ModelClause():
+                out.model = c.name
+            case A.MemoryClause():
+                out.memory = c.name
+            case A.CardClause():
+                out.card = c.text
+            case A.KpiClause():
+                out.kpi = c.text
+            case A.ObjectiveClause():
+                out.objective = c.text
+            case A.DescriptionClause():
+                out.description = c.text
+            case A.AuthorityClause() if c.constant is not None:
+                out.authority = c.constant
+            case A.AuthorityClause():
+                out.authority_expr = lo.opt(c.expr)
+            case A.DisplayClause():
+                out.display = lo.opt(c.expr)
+            case A.PrincipalClause():
+                out.principal = lo.opt(c.expr)
+            case A.ToolsClause():
+                out.tools.extend(ToolRefIR(name=r.name, when=lo.opt(r.when)) for r in c.refs)
+            case A.TraitClause():
+                out.traits[c.name] = float(c.number or 0)
+            case A.SayClause():
+                out.events.append(_event(lo, "say", c, lo.opt(c.message)))
+            case A.ContactClause():
+                out.events.append(_event(lo, "contact", c, None))
+            case _:
+                assert_never(c)
     return out
+
+
+def _event(lo: _Lowerer, kind: Literal["say", "contact"], c: A.SayClause | A.ContactClause,
+           message: Expr | None) -> EventIR:
+    """A scheduled event; a recipient naming a participant is kept by name."""
+    to = lo.opt(c.recipient)
+    named = to.name if isinstance(to, Ref) and to.kind == "party" else None
+    written = c.recipient.id if isinstance(c.recipient, A.NameExpr) else ""
+    return EventIR(kind=kind, at=lo.expr(c.at), to=named if named is not None else written,
+                   message=message, when=lo.opt(c.when),
+                   to_expr=None if named is not None else to)

@@ -51,9 +51,9 @@ def forbidden_words(world: CheckedWorld) -> list[str]:
     words: list[str] = []
     if world.world is not None:
         for clause in world.world.clauses:
-            if clause.key == "risk" and clause.name in RISKS:
+            if isinstance(clause, A.RiskClause) and clause.name in RISKS:
                 words.append(RISKS[clause.name].split(" / ")[0])
-            if clause.key == "forbid":
+            if isinstance(clause, A.ForbidClause):
                 words.extend(clause.strings)
     return [w for w in words if w.strip()]
 
@@ -71,29 +71,32 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
     """The variables a card sees; docs/language.md lists them."""
     inducers: dict[str, list[str]] = {}
     for inducer in world.inducers.values():
-        roles = [n for c in inducer.clauses if c.key == "roles" for n in c.names]
+        roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
         if roles and party.name not in roles:
             continue
-        when = next((c.expr for c in inducer.clauses if c.key == "when"), None)
-        if _active(world, when, levers) is False:
+        when = A.first_clause(inducer.clauses, A.WhenClause)
+        if _active(world, when.expr if when else None, levers) is False:
             continue
         for c in inducer.clauses:
-            if c.key == "text" and c.text is not None:
-                inducers.setdefault(inducer.kind, []).append(c.text)
+            if isinstance(c, A.TextClause) and c.constant is not None:
+                inducers.setdefault(inducer.kind, []).append(c.constant)
     tools = []
     for clause in party.clauses:
-        if clause.key == "tools":
+        if isinstance(clause, A.ToolsClause):
             for ref in clause.refs:
                 if _active(world, ref.when, levers) is not False and ref.name in world.tools:
                     tool = world.tools[ref.name]
-                    desc = next((c.text for c in tool.clauses if c.key == "description"), "")
-                    tools.append({"name": ref.name, "description": desc or ""})
-    clauses = {c.key: c for c in party.clauses}
+                    desc = A.first_clause(tool.clauses, A.DescriptionClause)
+                    tools.append({"name": ref.name, "description": desc.text if desc else ""})
+    kpi = A.last_clause(party.clauses, A.KpiClause)
+    objective = A.last_clause(party.clauses, A.ObjectiveClause)
     role = {"name": party.name, "kind": party.kind,
-            "kpi": clauses["kpi"].text if "kpi" in clauses else None,
-            "objective": clauses["objective"].text if "objective" in clauses else None,
-            "authority": _static(world, clauses.get("authority"), levers, 0),
-            "display": _static(world, clauses.get("display"), levers, party.name)}
+            "kpi": kpi.text if kpi else None,
+            "objective": objective.text if objective else None,
+            "authority": _static(world, A.last_clause(party.clauses, A.AuthorityClause), levers,
+                                 0),
+            "display": _static(world, A.last_clause(party.clauses, A.DisplayClause), levers,
+                               party.name)}
     return {
         "role": role, "condition": condition, "levers": dict(levers),
         "prompt_clauses": inducers.get("prompt_clause", []), "inducers": inducers,
@@ -102,16 +105,14 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
     }
 
 
-def _static(world: CheckedWorld, clause: A.Clause | None, levers: dict[str, Any],
-            default: Any) -> Any:
-    """A clause's value under a condition: its number, or its expression folded over the
+def _static(world: CheckedWorld, clause: A.AuthorityClause | A.DisplayClause | None,
+            levers: dict[str, Any], default: Any) -> Any:
+    """A clause's value under a condition: its literal, or its expression folded over the
     levers; None when it depends on more than levers (the instance, the state)."""
     if clause is None:
         return default
-    if clause.number is not None:
-        return int(clause.number)
-    if clause.expr is None:
-        return default
+    if isinstance(clause, A.AuthorityClause) and clause.constant is not None:
+        return clause.constant
     value = fold(clause.expr, levers, set(world.enum_members))
     return None if value is UNKNOWN else value
 
@@ -141,16 +142,16 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     members = set(world.enum_members)
     for inducer in world.inducers.values():
         for clause in inducer.clauses:
-            if clause.key == "when" and inducer.kind in ("prompt_clause", "dashboard") \
-                    and clause.expr is not None \
+            if isinstance(clause, A.WhenClause) \
+                    and inducer.kind in ("prompt_clause", "dashboard") \
                     and not uses_only_levers(clause.expr, levers, members):
                 diagnostics.error("E510", f"the `when` of {inducer.kind} '{inducer.name}' may "
                                   "only use levers", clause.span,
                                   "cards are rendered once per condition, before any episode")
     words = forbidden_words(world)
     for party in world.parties.values():
-        card = next((c for c in party.clauses if c.key == "card"), None)
-        if card is None or card.text is None:
+        card = A.first_clause(party.clauses, A.CardClause)
+        if card is None:
             continue
         module = world.module(party)
         path = resolve_data_path(module.path.parent, card.text, card.span, diagnostics)
@@ -350,6 +351,7 @@ def _record_partials(world: CheckedWorld, module: LoadedModule, card: Path,
 def _inducer_span(world: CheckedWorld, word: str) -> Span | None:
     for inducer in world.inducers.values():
         for clause in inducer.clauses:
-            if clause.key == "text" and clause.text and word.lower() in clause.text.lower():
+            text = clause.constant if isinstance(clause, A.TextClause) else None
+            if text and word.lower() in text.lower():
                 return clause.span
     return None

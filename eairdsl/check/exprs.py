@@ -10,6 +10,7 @@ lowering uses, so lowering never has to guess what a name meant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from eairdsl.check import types as T
 from eairdsl.check.builtins import BUILTIN_FIELDS, BUILTINS
@@ -613,8 +614,13 @@ def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                          Scope("field default", instance=False), f"the default of '{f.name}'")
     for policy in world.policies.values():
         for clause in policy.clauses:
-            if clause.key == "rule" and clause.expr is not None:
-                c.expect(clause.expr, T.BOOL, Scope("policy"), "a policy rule")
+            match clause:
+                case A.RuleClause():
+                    c.expect(clause.expr, T.BOOL, Scope("policy"), "a policy rule")
+                case A.PolicyTextClause() | A.SourceClause():
+                    pass
+                case _:
+                    assert_never(clause)
     for inducer in world.inducers.values():
         _check_inducer(c, inducer)
     for channel in world.channels:
@@ -629,30 +635,34 @@ def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 
 def _check_inducer(c: ExprChecker, inducer: A.InducerDecl) -> None:
     scope = Scope(f"inducer {inducer.name}")
-    on = next((cl.name for cl in inducer.clauses if cl.key == "on"), None)
-    tool = c.world.tools.get(on or "")
+    on = A.first_clause(inducer.clauses, A.OnClause)
+    tool = c.world.tools.get(on.name) if on is not None else None
     if tool is not None:  # fires inside that tool's call: its context and arguments
         from eairdsl.check.signatures import resolve_type
 
         scope = Scope(f"inducer {inducer.name}", context=True, params={
             p.name: resolve_type(c.world, p.type, Diagnostics()) for p in tool.params})
     for clause in inducer.clauses:
-        if clause.expr is None:
-            continue
-        if clause.key == "to":
-            t = c.check(clause.expr, scope)
-            if not (T.compatible(T.PARTY, t) or T.compatible(T.list_of(T.PARTY), t)):
-                c.error("E402", f"a warning's `to` names a participant or a list of them, "
-                        f"not {t}", clause.expr, "e.g. `to context.caller` or "
-                        "`to [billing, support]`")
-        elif clause.key == "when":
-            c.expect(clause.expr, T.BOOL, scope, "an inducer's `when`")
-        elif clause.key == "text":
-            c.expect(clause.expr, T.TEXT, scope, "an inducer's text")
-        elif clause.key in ("at", "every", "cost"):
-            c.expect(clause.expr, T.DURATION, scope, f"an inducer's `{clause.key}`")
-        elif clause.key == "points":
-            c.expect(clause.expr, T.NUMBER, scope, "an inducer's `points`")
+        match clause:
+            case A.ToClause():
+                t = c.check(clause.expr, scope)
+                if not (T.compatible(T.PARTY, t) or T.compatible(T.list_of(T.PARTY), t)):
+                    c.error("E402", f"a warning's `to` names a participant or a list of them, "
+                            f"not {t}", clause.expr, "e.g. `to context.caller` or "
+                            "`to [billing, support]`")
+            case A.WhenClause():
+                c.expect(clause.expr, T.BOOL, scope, "an inducer's `when`")
+            case A.TextClause():
+                if clause.constant is None:  # a literal text is rendered into cards as is
+                    c.expect(clause.expr, T.TEXT, scope, "an inducer's text")
+            case A.AtClause() | A.EveryClause() | A.CostClause():
+                c.expect(clause.expr, T.DURATION, scope, f"an inducer's `{clause.key}`")
+            case A.PointsClause():
+                c.expect(clause.expr, T.NUMBER, scope, "an inducer's `points`")
+            case A.RolesClause() | A.FromClause() | A.ShiftClause() | A.OnClause():
+                pass
+            case _:
+                assert_never(clause)
 
 
 def _check_tool(c: ExprChecker, tool: A.ToolDecl) -> None:
@@ -676,32 +686,35 @@ def _check_tool(c: ExprChecker, tool: A.ToolDecl) -> None:
     scope = Scope(f"tool {tool.name}", params=params, context=True)
     returns = resolve_type(w, tool.returns, Diagnostics()) if tool.returns else T.ANY
     for clause in tool.clauses:
-        if clause.when is not None:
-            c.expect(clause.when, T.BOOL, scope, "a `when` condition")
-        if clause.expr is None:
-            continue
-        if clause.key == "require":
-            c.expect(clause.expr, T.BOOL, scope, "a `require` guard")
-        elif clause.key == "returns":
-            c.expect(clause.expr, returns, scope, f"the result of '{tool.name}'")
-        elif clause.key == "cost":
-            c.expect(clause.expr, T.DURATION, scope, "a tool's cost")
-        elif clause.key == "append":
-            _check_append(c, clause, scope)
-        elif clause.key == "set":
-            target = clause.name or ""
-            expected = w.state_types.get(target, T.ANY)
-            c.expect(clause.expr, expected, scope, f"the new value of '{target}'")
-        elif clause.key in ("propagates", "acl"):
-            c.expect(clause.expr, T.TEXT, scope, f"the principal of `{clause.key}`")
-        else:
-            c.check(clause.expr, scope)
+        match clause:
+            case (A.RequireClause() | A.AppendClause() | A.SetClause() | A.PropagatesClause()
+                  | A.AclClause()) if clause.when is not None:
+                c.expect(clause.when, T.BOOL, scope, "a `when` condition")
+        match clause:
+            case A.RequireClause():
+                c.expect(clause.expr, T.BOOL, scope, "a `require` guard")
+            case A.ReturnsClause():
+                c.expect(clause.expr, returns, scope, f"the result of '{tool.name}'")
+            case A.CostClause():
+                c.expect(clause.expr, T.DURATION, scope, "a tool's cost")
+            case A.AppendClause():
+                _check_append(c, clause, scope)
+            case A.SetClause():
+                expected = w.state_types.get(clause.name, T.ANY)
+                c.expect(clause.expr, expected, scope, f"the new value of '{clause.name}'")
+            case A.PropagatesClause() | A.AclClause():
+                c.expect(clause.expr, T.TEXT, scope, f"the principal of `{clause.key}`")
+            case A.SendsClause():
+                c.check(clause.expr, scope)
+            case A.KindClause() | A.DescriptionClause() | A.DelegatesClause():
+                pass
+            case _:
+                assert_never(clause)
 
 
-def _check_append(c: ExprChecker, clause: A.Clause, scope: Scope) -> None:
+def _check_append(c: ExprChecker, clause: A.AppendClause, scope: Scope) -> None:
     w = c.world
-    assert clause.expr is not None
-    ledger = clause.name or ""
+    ledger = clause.name
     c.check(clause.expr, scope)
     if ledger not in w.records or not isinstance(clause.expr, A.RecordExpr):
         if isinstance(clause.expr, A.RecordExpr) or ledger in w.records:
@@ -729,27 +742,34 @@ def _check_append(c: ExprChecker, clause: A.Clause, scope: Scope) -> None:
 def _check_party(c: ExprChecker, party: A.PartyDecl) -> None:
     scope = Scope(f"{party.kind} {party.name}")
     for clause in party.clauses:
-        if clause.key == "tools":
-            for ref in clause.refs:
-                if ref.when is not None:
-                    c.expect(ref.when, T.BOOL, scope, "a tool's `when` condition")
-            continue
-        if clause.when is not None:
-            c.expect(clause.when, T.BOOL, scope, "a `when` condition")
-        if clause.key == "principal" and clause.expr is not None:
-            c.expect(clause.expr, T.TEXT, scope, "a principal")
-        elif clause.key == "authority" and clause.expr is not None:
-            c.expect(clause.expr, T.INT, scope, "an authority level")
-        elif clause.key == "display" and clause.expr is not None:
-            c.expect(clause.expr, T.TEXT, scope, "a display name")
-        elif clause.key in ("say", "contact") and clause.expr is not None:
-            c.expect(clause.expr, T.DURATION, scope, "the time of a scheduled event")
-            if clause.message is not None:
-                c.expect(clause.message, T.TEXT, scope, "a scripted message")
-            w = c.world
-            if clause.recipient is not None and (clause.target is None or clause.target in (
-                    *w.parties, *w.levers, *w.states)):  # an unknown bare name: E301 already
-                c.expect(clause.recipient, T.PARTY, scope, "the recipient of a scheduled event")
+        match clause:
+            case A.ToolsClause():
+                for ref in clause.refs:
+                    if ref.when is not None:
+                        c.expect(ref.when, T.BOOL, scope, "a tool's `when` condition")
+            case A.PrincipalClause():
+                c.expect(clause.expr, T.TEXT, scope, "a principal")
+            case A.AuthorityClause():
+                if clause.constant is None:  # a literal level needs no checking
+                    c.expect(clause.expr, T.INT, scope, "an authority level")
+            case A.DisplayClause():
+                c.expect(clause.expr, T.TEXT, scope, "a display name")
+            case A.SayClause() | A.ContactClause():
+                if clause.when is not None:
+                    c.expect(clause.when, T.BOOL, scope, "a `when` condition")
+                c.expect(clause.at, T.DURATION, scope, "the time of a scheduled event")
+                if isinstance(clause, A.SayClause):
+                    c.expect(clause.message, T.TEXT, scope, "a scripted message")
+                w = c.world
+                target = clause.recipient
+                if not isinstance(target, A.NameExpr) or target.id in (
+                        *w.parties, *w.levers, *w.states):  # an unknown bare name: E301 already
+                    c.expect(target, T.PARTY, scope, "the recipient of a scheduled event")
+            case (A.ModelClause() | A.CardClause() | A.KpiClause() | A.MemoryClause()
+                  | A.ObjectiveClause() | A.TraitClause() | A.DescriptionClause()):
+                pass
+            case _:
+                assert_never(clause)
 
 
 def _check_measures(c: ExprChecker, world: CheckedWorld) -> None:

@@ -7,6 +7,8 @@ closed vocabulary, and each unknown one gets a "did you mean".
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
@@ -31,22 +33,33 @@ INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledg
 TOOL_KINDS = ("read", "act", "communicate", "verify")
 MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
 CLOCK_UNITS = ("min", "h", "days")
-_INDUCER_CLAUSES = {
-    "prompt_clause": {"roles", "when", "text", "shift"},
-    "dashboard": {"roles", "when", "text", "shift"},
-    "warning": {"roles", "when", "text", "at", "every", "from", "shift", "on", "to"},
-    "deadline": {"roles", "when", "text", "at", "shift"},
-    "cost_ledger": {"roles", "when", "text", "cost", "points", "shift"},
-    "power": {"roles", "when", "text", "points", "from", "shift"},
-    "incentive": {"roles", "when", "text", "shift"},
+_Clauses = tuple[type[A.ClauseNode], ...]
+_EVERY_INDUCER: _Clauses = (A.RolesClause, A.WhenClause, A.TextClause, A.ShiftClause)
+_INDUCER_CLAUSES: dict[str, _Clauses] = {
+    "prompt_clause": _EVERY_INDUCER,
+    "dashboard": _EVERY_INDUCER,
+    "warning": (*_EVERY_INDUCER, A.AtClause, A.EveryClause, A.FromClause, A.OnClause,
+                A.ToClause),
+    "deadline": (*_EVERY_INDUCER, A.AtClause),
+    "cost_ledger": (*_EVERY_INDUCER, A.CostClause, A.PointsClause),
+    "power": (*_EVERY_INDUCER, A.PointsClause, A.FromClause),
+    "incentive": _EVERY_INDUCER,
 }
-_PARTY_CLAUSES = {
-    "role": {"model", "card", "kpi", "memory", "authority", "tools", "trait", "description",
-             "objective", "display"},
-    "actor": {"principal", "authority", "say", "contact", "description", "display"},
-    "simulator": {"model", "card", "objective", "authority", "tools", "memory", "contact", "say",
-                  "trait", "description", "principal", "display"},
+_PARTY_CLAUSES: dict[str, _Clauses] = {
+    "role": (A.ModelClause, A.CardClause, A.KpiClause, A.MemoryClause, A.AuthorityClause,
+             A.ToolsClause, A.TraitClause, A.DescriptionClause, A.ObjectiveClause,
+             A.DisplayClause),
+    "actor": (A.PrincipalClause, A.AuthorityClause, A.SayClause, A.ContactClause,
+              A.DescriptionClause, A.DisplayClause),
+    "simulator": (A.ModelClause, A.CardClause, A.ObjectiveClause, A.AuthorityClause,
+                  A.ToolsClause, A.MemoryClause, A.ContactClause, A.SayClause, A.TraitClause,
+                  A.DescriptionClause, A.PrincipalClause, A.DisplayClause),
 }
+
+
+def _keywords(allowed: _Clauses) -> str:
+    """The keywords of some clause classes, sorted, for a hint."""
+    return ", ".join(sorted({cls.key for cls in allowed}))
 
 
 def check_references(world: CheckedWorld, diagnostics: Diagnostics) -> None:
@@ -84,23 +97,23 @@ def _check_world_block(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     decl = world.world
     if decl is None:
         return
-    keys = {c.key: c for c in decl.clauses}
-    for needed in ("risk", "operation", "preserves"):
-        if needed not in keys:
-            diagnostics.error("E507", f"world '{decl.name}' does not say `{needed}`", decl.span,
+    needed: _Clauses = (A.RiskClause, A.OperationClause, A.PreservesClause)
+    for cls in needed:
+        if A.first_clause(decl.clauses, cls) is None:
+            diagnostics.error("E507", f"world '{decl.name}' does not say `{cls.key}`", decl.span,
                               "every world states its risk id, operation o_r and preserved "
                               "property phi_r")
-    risk = keys.get("risk")
+    risk = A.last_clause(decl.clauses, A.RiskClause)
     if risk is not None and risk.name not in RISKS:
         diagnostics.error("E505", f"unknown risk id '{risk.name}'", risk.span,
-                          did_you_mean(risk.name or "", RISKS) or
+                          did_you_mean(risk.name, RISKS) or
                           f"risk ids are {', '.join(RISKS)}")
-    clock = keys.get("clock")
+    clock = A.last_clause(decl.clauses, A.ClockClause)
     if clock is not None and clock.name not in CLOCK_UNITS:
         diagnostics.error("E505", f"unknown clock unit '{clock.name}'", clock.span,
-                          did_you_mean(clock.name or "", CLOCK_UNITS) or "use min, h or days")
-    seeds = keys.get("seeds")
-    if seeds is not None and int(seeds.number or "0") < 1:
+                          did_you_mean(clock.name, CLOCK_UNITS) or "use min, h or days")
+    seeds = A.last_clause(decl.clauses, A.SeedsClause)
+    if seeds is not None and int(seeds.number) < 1:
         diagnostics.error("E402", "a world needs at least one seed", seeds.span)
 
 
@@ -113,43 +126,54 @@ def _check_inducers(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                               f"kinds are {', '.join(INDUCER_KINDS)}")
             continue
         for clause in inducer.clauses:
-            if clause.key not in allowed:
+            if not isinstance(clause, allowed):
                 diagnostics.error("E506", f"a {inducer.kind} inducer takes no `{clause.key}`",
-                                  clause.span, f"it takes {', '.join(sorted(allowed))}")
-            if clause.key == "roles":
-                for name in clause.names:
-                    _party_ref(world, name, clause.span, diagnostics)
-            elif clause.key == "from" and clause.name:
-                _party_ref(world, clause.name, clause.span, diagnostics)
-            elif clause.key == "text" and clause.expr is not None \
-                    and inducer.kind not in ("warning", "dashboard"):
-                diagnostics.error("E404", f"the text of a {inducer.kind} must be a constant",
-                                  clause.expr.span, "cards are rendered before any episode; "
-                                  "only a warning's or a live dashboard's text is computed")
-            elif clause.key == "on" and clause.name:
-                _declared(world, clause.name, list(world.tools), "tool", clause.span,
-                          diagnostics)
-            elif clause.key == "shift" and clause.name not in TRAITS:
-                diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
-                                  did_you_mean(clause.name or "", TRAITS) or
-                                  f"traits are {', '.join(TRAITS)}")
+                                  clause.span, f"it takes {_keywords(allowed)}")
+            match clause:
+                case A.RolesClause():
+                    for name in clause.names:
+                        _party_ref(world, name, clause.span, diagnostics)
+                case A.FromClause():
+                    _party_ref(world, clause.name, clause.span, diagnostics)
+                case A.TextClause():
+                    if clause.constant is None \
+                            and inducer.kind not in ("warning", "dashboard"):
+                        diagnostics.error("E404", f"the text of a {inducer.kind} must be a "
+                                          "constant", clause.expr.span, "cards are rendered "
+                                          "before any episode; only a warning's or a live "
+                                          "dashboard's text is computed")
+                case A.OnClause():
+                    _declared(world, clause.name, list(world.tools), "tool", clause.span,
+                              diagnostics)
+                case A.ShiftClause():
+                    if clause.name not in TRAITS:
+                        diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
+                                          did_you_mean(clause.name, TRAITS) or
+                                          f"traits are {', '.join(TRAITS)}")
+                case (A.WhenClause() | A.AtClause() | A.EveryClause() | A.CostClause()
+                      | A.PointsClause() | A.ToClause()):
+                    pass  # expressions: checked by check_expressions
+                case _:
+                    assert_never(clause)
         _check_trigger(inducer, diagnostics)
-        if inducer.kind == "prompt_clause" and not any(c.key == "text" for c in inducer.clauses):
+        if inducer.kind == "prompt_clause" \
+                and A.first_clause(inducer.clauses, A.TextClause) is None:
             diagnostics.error("E507", f"prompt clause '{inducer.name}' has no `text`",
                               inducer.span, "a prompt clause adds its text to role cards")
 
 
 def _check_trigger(inducer: A.InducerDecl, diagnostics: Diagnostics) -> None:
     """A warning fires on a tool call or at times, and goes to `to` or to `roles`."""
-    keys = {c.key: c for c in inducer.clauses}
-    if "on" in keys:
-        for timed in ("at", "every"):
-            if timed in keys:
-                diagnostics.error("E506", f"a warning `on` a tool call takes no `{timed}`",
-                                  keys[timed].span, "it fires after each successful call of "
-                                  "that tool; drop `" + timed + "` or `on`")
-    if "to" in keys and "roles" in keys:
-        diagnostics.error("E506", "a warning takes `to` or `roles`, not both", keys["to"].span,
+    clauses = inducer.clauses
+    if A.first_clause(clauses, A.OnClause) is not None:
+        for timed in (A.last_clause(clauses, A.AtClause), A.last_clause(clauses, A.EveryClause)):
+            if timed is not None:
+                diagnostics.error("E506", f"a warning `on` a tool call takes no `{timed.key}`",
+                                  timed.span, "it fires after each successful call of "
+                                  "that tool; drop `" + timed.key + "` or `on`")
+    to = A.last_clause(clauses, A.ToClause)
+    if to is not None and A.first_clause(clauses, A.RolesClause) is not None:
+        diagnostics.error("E506", "a warning takes `to` or `roles`, not both", to.span,
                           "`to EXPR` names the recipients when it fires; `roles` lists them "
                           "in advance")
 
@@ -157,66 +181,84 @@ def _check_trigger(inducer: A.InducerDecl, diagnostics: Diagnostics) -> None:
 def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     delegation_tools = {c.via for c in world.channels if c.kind == "delegation"}
     for tool in world.tools.values():
-        kinds = [c for c in tool.clauses if c.key == "kind"]
-        if not kinds:
+        if A.first_clause(tool.clauses, A.KindClause) is None:
             diagnostics.error("E507", f"tool '{tool.name}' has no `kind`", tool.span,
                               f"add `kind read` (or {', '.join(TOOL_KINDS[1:])})")
         for clause in tool.clauses:
-            if clause.key == "kind" and clause.name not in TOOL_KINDS:
-                diagnostics.error("E505", f"unknown tool kind '{clause.name}'", clause.span,
-                                  did_you_mean(clause.name or "", TOOL_KINDS) or
-                                  f"kinds are {', '.join(TOOL_KINDS)}")
-            elif clause.key == "require" and clause.action == "route":
-                _declared(world, clause.target or "", [*world.tools, *world.parties],
-                          "route target", clause.span, diagnostics)
-            elif clause.key == "append":
-                _declared(world, clause.name or "", list(world.records), "ledger",
-                          clause.span, diagnostics)
-            elif clause.key == "set":
-                _declared(world, clause.name or "", list(world.states), "state variable",
-                          clause.span, diagnostics)
-            elif clause.key == "delegates":
-                if clause.name is not None:
-                    _party_ref(world, clause.name, clause.span, diagnostics)
-                elif tool.name not in delegation_tools and not world.module(tool).is_stdlib:
-                    diagnostics.error("E508", f"tool '{tool.name}' delegates, but no channel "
-                                      "says to whom", clause.span,
-                                      f"add `delegation CALLER -> CALLEE via {tool.name}` or "
-                                      "write `delegates CALLEE`")
+            match clause:
+                case A.KindClause():
+                    if clause.name not in TOOL_KINDS:
+                        diagnostics.error("E505", f"unknown tool kind '{clause.name}'",
+                                          clause.span, did_you_mean(clause.name, TOOL_KINDS) or
+                                          f"kinds are {', '.join(TOOL_KINDS)}")
+                case A.RequireClause():
+                    if isinstance(clause.guard, A.RouteGuard):
+                        _declared(world, clause.guard.target, [*world.tools, *world.parties],
+                                  "route target", clause.span, diagnostics)
+                case A.AppendClause():
+                    _declared(world, clause.name, list(world.records), "ledger",
+                              clause.span, diagnostics)
+                case A.SetClause():
+                    _declared(world, clause.name, list(world.states), "state variable",
+                              clause.span, diagnostics)
+                case A.DelegatesClause():
+                    if clause.name is not None:
+                        _party_ref(world, clause.name, clause.span, diagnostics)
+                    elif tool.name not in delegation_tools and not world.module(tool).is_stdlib:
+                        diagnostics.error("E508", f"tool '{tool.name}' delegates, but no "
+                                          "channel says to whom", clause.span,
+                                          f"add `delegation CALLER -> CALLEE via {tool.name}` "
+                                          "or write `delegates CALLEE`")
+                case (A.CostClause() | A.DescriptionClause() | A.ReturnsClause()
+                      | A.PropagatesClause() | A.SendsClause() | A.AclClause()):
+                    pass  # expressions and prose: nothing to resolve here
+                case _:
+                    assert_never(clause)
 
 
 def _check_parties(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for party in world.parties.values():
         allowed = _PARTY_CLAUSES[party.kind]
         for clause in party.clauses:
-            if clause.key not in allowed:
+            if not isinstance(clause, allowed):
                 diagnostics.error("E506",
                                   f"{_article(party.kind)} {party.kind} takes no `{clause.key}`",
-                                  clause.span, f"it takes {', '.join(sorted(allowed))}")
-            if clause.key == "model" and clause.name not in MODEL_BINDINGS:
-                diagnostics.error("E505", f"unknown model binding '{clause.name}'", clause.span,
-                                  did_you_mean(clause.name or "", MODEL_BINDINGS) or
-                                  f"bindings are {', '.join(MODEL_BINDINGS)}")
-            elif clause.key == "memory" and clause.name not in ("private", "shared"):
-                diagnostics.error("E505", f"unknown memory mode '{clause.name}'", clause.span,
-                                  "memory is `private` or `shared`")
-            elif clause.key == "tools":
-                for ref in clause.refs:
-                    if ref.name in world.tools:
-                        world.used.add(ref.name)
-                    else:
-                        diagnostics.error("E301", f"unknown tool '{ref.name}'", ref.span,
-                                          did_you_mean(ref.name, world.tools))
-            elif clause.key in ("say", "contact") and clause.target \
-                    and clause.target not in world.levers and clause.target not in world.states:
-                # A bare name is a participant (else a lever or state of party type).
-                _party_ref(world, clause.target, clause.span, diagnostics)
-            elif clause.key == "trait" and clause.name not in TRAITS:
-                diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
-                                  did_you_mean(clause.name or "", TRAITS) or
-                                  f"traits are {', '.join(TRAITS)}")
-        if party.kind in ("role", "simulator") and not any(c.key == "card"
-                                                           for c in party.clauses):
+                                  clause.span, f"it takes {_keywords(allowed)}")
+            match clause:
+                case A.ModelClause():
+                    if clause.name not in MODEL_BINDINGS:
+                        diagnostics.error("E505", f"unknown model binding '{clause.name}'",
+                                          clause.span, did_you_mean(clause.name, MODEL_BINDINGS)
+                                          or f"bindings are {', '.join(MODEL_BINDINGS)}")
+                case A.MemoryClause():
+                    if clause.name not in ("private", "shared"):
+                        diagnostics.error("E505", f"unknown memory mode '{clause.name}'",
+                                          clause.span, "memory is `private` or `shared`")
+                case A.ToolsClause():
+                    for ref in clause.refs:
+                        if ref.name in world.tools:
+                            world.used.add(ref.name)
+                        else:
+                            diagnostics.error("E301", f"unknown tool '{ref.name}'", ref.span,
+                                              did_you_mean(ref.name, world.tools))
+                case A.SayClause() | A.ContactClause():
+                    target = clause.recipient
+                    if isinstance(target, A.NameExpr) and target.id not in world.levers \
+                            and target.id not in world.states:
+                        # A bare name is a participant (else a lever or state of party type).
+                        _party_ref(world, target.id, clause.span, diagnostics)
+                case A.TraitClause():
+                    if clause.name not in TRAITS:
+                        diagnostics.error("E301", f"unknown trait '{clause.name}'", clause.span,
+                                          did_you_mean(clause.name, TRAITS) or
+                                          f"traits are {', '.join(TRAITS)}")
+                case (A.CardClause() | A.KpiClause() | A.AuthorityClause() | A.DisplayClause()
+                      | A.PrincipalClause() | A.ObjectiveClause() | A.DescriptionClause()):
+                    pass  # expressions and prose: nothing to resolve here
+                case _:
+                    assert_never(clause)
+        if party.kind in ("role", "simulator") \
+                and A.first_clause(party.clauses, A.CardClause) is None:
             diagnostics.error("E507", f"{party.kind} '{party.name}' has no `card`", party.span,
                               "every agent gets a role card template (a .md.j2 file)")
 
@@ -236,8 +278,8 @@ def _check_channels(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                   did_you_mean(channel.via, world.tools))
                 continue
             world.used.add(tool.name)
-            if channel.kind == "delegation" and not any(c.key == "delegates"
-                                                        for c in tool.clauses):
+            if channel.kind == "delegation" \
+                    and A.first_clause(tool.clauses, A.DelegatesClause) is None:
                 diagnostics.error("E508", f"tool '{tool.name}' does not delegate", channel.span,
                                   "a delegation channel needs a tool with a `delegates` clause")
 
@@ -261,13 +303,18 @@ def _check_authorization(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 def _check_policies(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for policy in world.policies.values():
         for clause in policy.clauses:
-            if clause.key == "source":
-                if clause.name in world.documents:
-                    world.used.add(clause.name)
-                else:
-                    diagnostics.error("E301", f"unknown document '{clause.name}'", clause.span,
-                                      did_you_mean(clause.name or "", world.documents))
-        if not any(c.key == "text" for c in policy.clauses):
+            match clause:
+                case A.SourceClause():
+                    if clause.name in world.documents:
+                        world.used.add(clause.name)
+                    else:
+                        diagnostics.error("E301", f"unknown document '{clause.name}'",
+                                          clause.span, did_you_mean(clause.name, world.documents))
+                case A.PolicyTextClause() | A.RuleClause():
+                    pass
+                case _:
+                    assert_never(clause)
+        if A.first_clause(policy.clauses, A.PolicyTextClause) is None:
             diagnostics.error("E507", f"policy '{policy.name}' has no `text`", policy.span,
                               "state the rule as the organization writes it")
 

@@ -8,8 +8,8 @@ layout-free shape the formatter round-trip tests compare.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,13 +18,23 @@ from eairdsl.source import Span
 __all__ = [
     "Node", "Expr", "LiteralExpr", "NameExpr", "AttrExpr", "IndexExpr", "CallArg", "CallExpr",
     "UnaryExpr", "BinaryExpr", "ListExpr", "FieldInit", "RecordExpr", "CompTail",
-    "ComprehensionExpr", "AggregateExpr", "QuantifierExpr", "TypeRef", "FieldDecl", "GroupDecl",
-    "Clause", "ToolRef", "Param", "Assignment", "FieldSel", "AuthRule", "MeasureItem", "LetParam",
-    "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl", "StateDecl",
-    "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl", "ConditionDecl",
-    "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl", "InstanceDecl",
-    "MeasureDecl", "LetDecl", "ProtectedDecl", "Decl", "Comment", "Module", "strip_spans",
-    "walk_exprs",
+    "ComprehensionExpr", "AggregateExpr", "QuantifierExpr", "TypeRef", "FieldDecl",
+    "GroupDecl", "Clause", "WorldClause", "PolicyClause", "InducerClause", "ToolClause",
+    "PartyClause", "ClauseNode", "CLAUSE_CLASSES", "Guard", "RejectGuard", "RouteGuard",
+    "TitleClause", "RiskClause", "OperationClause", "PreservesClause", "ClockClause",
+    "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause", "SourceClause",
+    "RuleClause", "RolesClause", "WhenClause", "TextClause", "AtClause", "EveryClause",
+    "FromClause", "ShiftClause", "CostClause", "PointsClause", "OnClause", "ToClause",
+    "KindClause", "RequireClause", "ReturnsClause", "AppendClause", "SetClause",
+    "DelegatesClause", "PropagatesClause", "SendsClause", "AclClause", "ModelClause",
+    "CardClause", "KpiClause", "MemoryClause", "AuthorityClause", "DisplayClause",
+    "PrincipalClause", "ObjectiveClause", "ToolsClause", "TraitClause", "SayClause",
+    "ContactClause", "ToolRef", "Param", "Assignment", "FieldSel", "AuthRule", "MeasureItem",
+    "LetParam", "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl",
+    "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
+    "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
+    "InstanceDecl", "MeasureDecl", "LetDecl", "ProtectedDecl", "Decl", "Comment", "Module",
+    "strip_spans", "walk_exprs", "first_clause", "last_clause",
 ]
 
 
@@ -207,7 +217,27 @@ class GroupDecl(Node):
 
 # ------------------------------------------------------------------ clauses
 
-ClauseKey = str
+class ClauseNode(Node):
+    """Base of the clause classes: `key` is the keyword a clause is written with."""
+
+    key: ClassVar[str]
+
+
+class RejectGuard(Node):
+    """`else reject "message"`: a failed guard refuses the call with this message."""
+
+    guard: Literal["reject"] = "reject"
+    message: str
+
+
+class RouteGuard(Node):
+    """`else route NAME`: a failed guard sends the call to a tool or participant instead."""
+
+    guard: Literal["route"] = "route"
+    target: str
+
+
+Guard = Annotated[RejectGuard | RouteGuard, Field(discriminator="guard")]
 
 
 class ToolRef(Node):
@@ -217,27 +247,433 @@ class ToolRef(Node):
     when: Expr | None = None
 
 
-class Clause(Node):
-    """One keyword-led line inside a world, policy, inducer, tool or participant block.
+class TitleClause(ClauseNode):
+    """`title "..."`: the world's human title."""
 
-    The slots a clause fills depend on its key; eairdsl.syntax.clauses documents
-    them, the formatter prints them, the checker validates them.
-    """
+    key: ClassVar[str] = "title"
+    clause: Literal["title"] = "title"
+    text: str
 
-    key: ClauseKey
-    name: str | None = None
-    text: str | None = None
-    expr: Expr | None = None
-    message: Expr | None = None
-    target: str | None = None
-    names: list[str] = Field(default_factory=list)
-    strings: list[str] = Field(default_factory=list)
-    number: str | None = None
-    refs: list[ToolRef] = Field(default_factory=list)
-    action: Literal["reject", "route"] | None = None
+
+class RiskClause(ClauseNode):
+    """`risk A1`: the EAIR risk id the world studies."""
+
+    key: ClassVar[str] = "risk"
+    clause: Literal["risk"] = "risk"
+    name: str
+
+
+class OperationClause(ClauseNode):
+    """`operation "..."`: the operation o_r under test."""
+
+    key: ClassVar[str] = "operation"
+    clause: Literal["operation"] = "operation"
+    text: str
+
+
+class PreservesClause(ClauseNode):
+    """`preserves "..."`: the property phi_r the operation must keep."""
+
+    key: ClassVar[str] = "preserves"
+    clause: Literal["preserves"] = "preserves"
+    text: str
+
+
+class ClockClause(ClauseNode):
+    """`clock min|h|days`: the unit of the world's clock."""
+
+    key: ClassVar[str] = "clock"
+    clause: Literal["clock"] = "clock"
+    name: str
+
+
+class SeedsClause(ClauseNode):
+    """`seeds N`: how many seeds an experiment runs (`number` as written)."""
+
+    key: ClassVar[str] = "seeds"
+    clause: Literal["seeds"] = "seeds"
+    number: str
+
+
+class ForbidClause(ClauseNode):
+    """`forbid ["...", ...]`: words no rendered prompt may contain."""
+
+    key: ClassVar[str] = "forbid"
+    clause: Literal["forbid"] = "forbid"
+    strings: list[str]
+
+
+class DescriptionClause(ClauseNode):
+    """`description "..."` of a world, a tool or a participant."""
+
+    key: ClassVar[str] = "description"
+    clause: Literal["description"] = "description"
+    text: str
+
+
+class PolicyTextClause(ClauseNode):
+    """`text "..."` of a policy: the rule as the organization writes it."""
+
+    key: ClassVar[str] = "text"
+    clause: Literal["policy_text"] = "policy_text"
+    text: str
+
+
+class SourceClause(ClauseNode):
+    """`source DOC`: the document a policy is written in."""
+
+    key: ClassVar[str] = "source"
+    clause: Literal["source"] = "source"
+    name: str
+
+
+class RuleClause(ClauseNode):
+    """`rule EXPR`: the predicate a policy means."""
+
+    key: ClassVar[str] = "rule"
+    clause: Literal["rule"] = "rule"
+    expr: Expr
+
+
+class RolesClause(ClauseNode):
+    """`roles a, b`: the participants an inducer addresses."""
+
+    key: ClassVar[str] = "roles"
+    clause: Literal["roles"] = "roles"
+    names: list[str]
+
+
+class WhenClause(ClauseNode):
+    """`when EXPR`: an inducer applies only while this holds."""
+
+    key: ClassVar[str] = "when"
+    clause: Literal["when"] = "when"
+    expr: Expr
+
+
+class TextClause(ClauseNode):
+    """`text EXPR` of an inducer: a text literal, or an expression computed when shown."""
+
+    key: ClassVar[str] = "text"
+    clause: Literal["text"] = "text"
+    expr: Expr
+
+    @property
+    def constant(self) -> str | None:
+        """The text when it is a literal (cards can show it); None when it is computed."""
+        e = self.expr
+        return e.value if isinstance(e, LiteralExpr) and isinstance(e.value, str) \
+            and e.kind == "text" else None
+
+
+class AtClause(ClauseNode):
+    """`at EXPR`: when an inducer fires."""
+
+    key: ClassVar[str] = "at"
+    clause: Literal["at"] = "at"
+    expr: Expr
+
+
+class EveryClause(ClauseNode):
+    """`every EXPR`: how often an inducer fires."""
+
+    key: ClassVar[str] = "every"
+    clause: Literal["every"] = "every"
+    expr: Expr
+
+
+class FromClause(ClauseNode):
+    """`from PARTY`: who an inducer's message comes from."""
+
+    key: ClassVar[str] = "from"
+    clause: Literal["from"] = "from"
+    name: str
+
+
+class ShiftClause(ClauseNode):
+    """`shift TRAIT +0.2`: an inducer's push on a sim trait (`number` as written)."""
+
+    key: ClassVar[str] = "shift"
+    clause: Literal["shift"] = "shift"
+    name: str
+    number: str
+
+
+class CostClause(ClauseNode):
+    """`cost EXPR` of an inducer or a tool."""
+
+    key: ClassVar[str] = "cost"
+    clause: Literal["cost"] = "cost"
+    expr: Expr
+
+
+class PointsClause(ClauseNode):
+    """`points EXPR`: what an inducer's ledger or power counts."""
+
+    key: ClassVar[str] = "points"
+    clause: Literal["points"] = "points"
+    expr: Expr
+
+
+class OnClause(ClauseNode):
+    """`on TOOL`: a warning fires after each successful call of that tool."""
+
+    key: ClassVar[str] = "on"
+    clause: Literal["on"] = "on"
+    name: str
+
+
+class ToClause(ClauseNode):
+    """`to EXPR`: the recipients of a warning when it fires."""
+
+    key: ClassVar[str] = "to"
+    clause: Literal["to"] = "to"
+    expr: Expr
+
+
+class KindClause(ClauseNode):
+    """`kind read|act|communicate|verify` of a tool."""
+
+    key: ClassVar[str] = "kind"
+    clause: Literal["kind"] = "kind"
+    name: str
+
+
+class RequireClause(ClauseNode):
+    """`require EXPR else GUARD [when EXPR]`: a tool's guard."""
+
+    key: ClassVar[str] = "require"
+    clause: Literal["require"] = "require"
+    expr: Expr
+    guard: Guard
     when: Expr | None = None
-    #: who a scheduled message goes to (`say … to EXPR`); `target` holds it when a name
-    recipient: Expr | None = None
+
+
+class ReturnsClause(ClauseNode):
+    """`returns EXPR`: a tool's result."""
+
+    key: ClassVar[str] = "returns"
+    clause: Literal["returns"] = "returns"
+    expr: Expr
+
+
+class AppendClause(ClauseNode):
+    """`append LEDGER EXPR [when EXPR]`: a tool's effect on a ledger."""
+
+    key: ClassVar[str] = "append"
+    clause: Literal["append"] = "append"
+    name: str
+    expr: Expr
+    when: Expr | None = None
+
+
+class SetClause(ClauseNode):
+    """`set STATE = EXPR [when EXPR]`: a tool's effect on a state variable."""
+
+    key: ClassVar[str] = "set"
+    clause: Literal["set"] = "set"
+    name: str
+    expr: Expr
+    when: Expr | None = None
+
+
+class DelegatesClause(ClauseNode):
+    """`delegates [PARTY]`: the tool hands on (to whom a channel says, when unnamed)."""
+
+    key: ClassVar[str] = "delegates"
+    clause: Literal["delegates"] = "delegates"
+    name: str | None = None
+
+
+class PropagatesClause(ClauseNode):
+    """`propagates EXPR [when EXPR]`: the principal a delegating tool passes on."""
+
+    key: ClassVar[str] = "propagates"
+    clause: Literal["propagates"] = "propagates"
+    expr: Expr
+    when: Expr | None = None
+
+
+class SendsClause(ClauseNode):
+    """`sends to EXPR`: who a communicating tool's message goes to."""
+
+    key: ClassVar[str] = "sends"
+    clause: Literal["sends"] = "sends"
+    expr: Expr
+
+
+class AclClause(ClauseNode):
+    """`acl EXPR [when EXPR]`: the principal a tool's reads are checked as."""
+
+    key: ClassVar[str] = "acl"
+    clause: Literal["acl"] = "acl"
+    expr: Expr
+    when: Expr | None = None
+
+
+class ModelClause(ClauseNode):
+    """`model under_test|counterpart|judge|fixed`: what drives a participant."""
+
+    key: ClassVar[str] = "model"
+    clause: Literal["model"] = "model"
+    name: str
+
+
+class CardClause(ClauseNode):
+    """`card "path.md.j2"`: a participant's role card template."""
+
+    key: ClassVar[str] = "card"
+    clause: Literal["card"] = "card"
+    text: str
+
+
+class KpiClause(ClauseNode):
+    """`kpi "..."`: the figure a role is judged by, shown on its card."""
+
+    key: ClassVar[str] = "kpi"
+    clause: Literal["kpi"] = "kpi"
+    text: str
+
+
+class MemoryClause(ClauseNode):
+    """`memory private|shared` of a participant."""
+
+    key: ClassVar[str] = "memory"
+    clause: Literal["memory"] = "memory"
+    name: str
+
+
+class AuthorityClause(ClauseNode):
+    """`authority EXPR`: a participant's authority level (a literal int, or computed)."""
+
+    key: ClassVar[str] = "authority"
+    clause: Literal["authority"] = "authority"
+    expr: Expr
+
+    @property
+    def constant(self) -> int | None:
+        """The level when it is a literal int; None when it is computed."""
+        e = self.expr
+        return e.value if isinstance(e, LiteralExpr) and e.kind == "int" \
+            and isinstance(e.value, int) and not isinstance(e.value, bool) else None
+
+
+class DisplayClause(ClauseNode):
+    """`display EXPR`: the name a participant is shown as."""
+
+    key: ClassVar[str] = "display"
+    clause: Literal["display"] = "display"
+    expr: Expr
+
+
+class PrincipalClause(ClauseNode):
+    """`principal EXPR`: who an actor acts as."""
+
+    key: ClassVar[str] = "principal"
+    clause: Literal["principal"] = "principal"
+    expr: Expr
+
+
+class ObjectiveClause(ClauseNode):
+    """`objective "..."` of a participant."""
+
+    key: ClassVar[str] = "objective"
+    clause: Literal["objective"] = "objective"
+    text: str
+
+
+class ToolsClause(ClauseNode):
+    """`tools a, b when EXPR`: the tools a participant may call."""
+
+    key: ClassVar[str] = "tools"
+    clause: Literal["tools"] = "tools"
+    refs: list[ToolRef]
+
+
+class TraitClause(ClauseNode):
+    """`trait NAME +0.2`: a sim agent's trait (`number` as written)."""
+
+    key: ClassVar[str] = "trait"
+    clause: Literal["trait"] = "trait"
+    name: str
+    number: str
+
+
+class SayClause(ClauseNode):
+    """`at EXPR say EXPR to EXPR [when EXPR]`: a scripted message (a name is a NameExpr)."""
+
+    key: ClassVar[str] = "say"
+    clause: Literal["say"] = "say"
+    at: Expr
+    message: Expr
+    recipient: Expr
+    when: Expr | None = None
+
+
+class ContactClause(ClauseNode):
+    """`at EXPR contact EXPR [when EXPR]`: a scripted contact."""
+
+    key: ClassVar[str] = "contact"
+    clause: Literal["contact"] = "contact"
+    at: Expr
+    recipient: Expr
+    when: Expr | None = None
+
+
+#: One keyword-led line inside a world, policy, inducer, tool or participant block.
+Clause = Annotated[
+    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | SeedsClause
+    | ForbidClause | DescriptionClause | PolicyTextClause | SourceClause | RuleClause
+    | RolesClause | WhenClause | TextClause | AtClause | EveryClause | FromClause
+    | ShiftClause | CostClause | PointsClause | OnClause | ToClause | KindClause
+    | RequireClause | ReturnsClause | AppendClause | SetClause | DelegatesClause
+    | PropagatesClause | SendsClause | AclClause | ModelClause | CardClause | KpiClause
+    | MemoryClause | AuthorityClause | DisplayClause | PrincipalClause | ObjectiveClause
+    | ToolsClause | TraitClause | SayClause | ContactClause,
+    Field(discriminator="clause"),
+]
+
+#: The clauses of a `world` block.
+WorldClause = Annotated[
+    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | SeedsClause
+    | ForbidClause | DescriptionClause,
+    Field(discriminator="clause"),
+]
+#: The clauses of a `policy` block.
+PolicyClause = Annotated[
+    PolicyTextClause | SourceClause | RuleClause,
+    Field(discriminator="clause"),
+]
+#: The clauses of an `inducer` block.
+InducerClause = Annotated[
+    RolesClause | WhenClause | TextClause | AtClause | EveryClause | FromClause | ShiftClause
+    | CostClause | PointsClause | OnClause | ToClause,
+    Field(discriminator="clause"),
+]
+#: The clauses of a `tool` block.
+ToolClause = Annotated[
+    KindClause | CostClause | DescriptionClause | RequireClause | ReturnsClause | AppendClause
+    | SetClause | DelegatesClause | PropagatesClause | SendsClause | AclClause,
+    Field(discriminator="clause"),
+]
+#: The clauses of a `role`, `actor` or `simulator` block.
+PartyClause = Annotated[
+    ModelClause | CardClause | KpiClause | MemoryClause | AuthorityClause | DisplayClause
+    | PrincipalClause | ObjectiveClause | ToolsClause | TraitClause | SayClause
+    | ContactClause | DescriptionClause,
+    Field(discriminator="clause"),
+]
+
+#: Every clause class, for code that needs them as values.
+CLAUSE_CLASSES: tuple[type[ClauseNode], ...] = (
+    TitleClause, RiskClause, OperationClause, PreservesClause, ClockClause, SeedsClause,
+    ForbidClause, DescriptionClause, PolicyTextClause, SourceClause, RuleClause, RolesClause,
+    WhenClause, TextClause, AtClause, EveryClause, FromClause, ShiftClause, CostClause,
+    PointsClause, OnClause, ToClause, KindClause, RequireClause, ReturnsClause, AppendClause,
+    SetClause, DelegatesClause, PropagatesClause, SendsClause, AclClause, ModelClause,
+    CardClause, KpiClause, MemoryClause, AuthorityClause, DisplayClause, PrincipalClause,
+    ObjectiveClause, ToolsClause, TraitClause, SayClause, ContactClause,
+)
 
 
 class Param(Node):
@@ -294,7 +730,7 @@ class WorldDecl(Node):
 
     decl: Literal["world"] = "world"
     name: str
-    clauses: list[Clause]
+    clauses: list[WorldClause]
 
 
 class ImportDecl(Node):
@@ -364,7 +800,7 @@ class PolicyDecl(Node):
     decl: Literal["policy"] = "policy"
     name: str
     enforcement: Literal["enforced", "unenforced"] | None = None
-    clauses: list[Clause]
+    clauses: list[PolicyClause]
 
 
 class LeverDecl(Node):
@@ -393,7 +829,7 @@ class InducerDecl(Node):
     decl: Literal["inducer"] = "inducer"
     name: str
     kind: str
-    clauses: list[Clause]
+    clauses: list[InducerClause]
 
 
 class ToolDecl(Node):
@@ -403,7 +839,7 @@ class ToolDecl(Node):
     name: str
     params: list[Param]
     returns: TypeRef | None = None
-    clauses: list[Clause]
+    clauses: list[ToolClause]
 
 
 class PartyDecl(Node):
@@ -412,7 +848,7 @@ class PartyDecl(Node):
     decl: Literal["party"] = "party"
     kind: Literal["role", "actor", "simulator"]
     name: str
-    clauses: list[Clause]
+    clauses: list[PartyClause]
 
 
 class ChannelDecl(Node):
@@ -490,11 +926,30 @@ class Module(BaseModel):
     comments: list[Comment] = Field(default_factory=list)
 
 
-for _cls in (AttrExpr, IndexExpr, CallArg, CallExpr, UnaryExpr, BinaryExpr, ListExpr,
-             FieldInit, RecordExpr, CompTail, ComprehensionExpr, AggregateExpr, QuantifierExpr,
-             TypeRef, FieldDecl, ToolRef, Clause, Param, Assignment, MeasureItem, LetDecl,
-             StateDecl, LeverDecl, Module):
+_REBUILT: tuple[type[BaseModel], ...] = (
+    AttrExpr, IndexExpr, CallArg, CallExpr, UnaryExpr, BinaryExpr, ListExpr, FieldInit,
+    RecordExpr, CompTail, ComprehensionExpr, AggregateExpr, QuantifierExpr, TypeRef, FieldDecl,
+    ToolRef, *CLAUSE_CLASSES, Param, Assignment, MeasureItem, LetDecl, StateDecl, LeverDecl,
+    Module)
+for _cls in _REBUILT:
     _cls.model_rebuild()
+
+
+_C = TypeVar("_C", bound=ClauseNode)
+
+
+def first_clause(clauses: Iterable[ClauseNode], cls: type[_C]) -> _C | None:
+    """The first clause of class `cls` in a block, if any."""
+    return next((c for c in clauses if isinstance(c, cls)), None)
+
+
+def last_clause(clauses: Iterable[ClauseNode], cls: type[_C]) -> _C | None:
+    """The last clause of class `cls` in a block (the one that wins when repeated), if any."""
+    found: _C | None = None
+    for c in clauses:
+        if isinstance(c, cls):
+            found = c
+    return found
 
 
 def strip_spans(value: Any) -> Any:

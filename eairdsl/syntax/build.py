@@ -81,10 +81,6 @@ class AstBuilder(Transformer[Token, Any]):
         return Span(file=self.file, line=meta.line, col=meta.column, end_line=meta.end_line,
                     end_col=meta.end_column)
 
-    def _clause(self, meta: Meta, key: str, **slots: Any) -> A.Clause:
-        return A.Clause(span=self._span(meta), key=key, **{k: v for k, v in slots.items()
-                                                           if v is not None})
-
     # ------------------------------------------------------------ leaves
     def string(self, children: list[Token]) -> str:
         return decode_string(str(children[0]))
@@ -319,36 +315,36 @@ class AstBuilder(Transformer[Token, Any]):
         return A.WorldDecl(span=self._span(meta), name=str(c[0]), clauses=c[1:])
 
     @v_args(meta=True)
-    def world_title(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "title", text=c[0])
+    def world_title(self, meta: Meta, c: list[Any]) -> A.TitleClause:
+        return A.TitleClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def world_risk(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "risk", name=str(c[0]))
+    def world_risk(self, meta: Meta, c: list[Any]) -> A.RiskClause:
+        return A.RiskClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def world_operation(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "operation", text=c[0])
+    def world_operation(self, meta: Meta, c: list[Any]) -> A.OperationClause:
+        return A.OperationClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def world_preserves(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "preserves", text=c[0])
+    def world_preserves(self, meta: Meta, c: list[Any]) -> A.PreservesClause:
+        return A.PreservesClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def world_clock(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "clock", name=str(c[0]))
+    def world_clock(self, meta: Meta, c: list[Any]) -> A.ClockClause:
+        return A.ClockClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def world_seeds(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "seeds", number=str(c[0]))
+    def world_seeds(self, meta: Meta, c: list[Any]) -> A.SeedsClause:
+        return A.SeedsClause(span=self._span(meta), number=str(c[0]))
 
     @v_args(meta=True)
-    def world_forbid(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "forbid", strings=c[0])
+    def world_forbid(self, meta: Meta, c: list[Any]) -> A.ForbidClause:
+        return A.ForbidClause(span=self._span(meta), strings=c[0])
 
     @v_args(meta=True)
-    def world_description(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "description", text=c[0])
+    def world_description(self, meta: Meta, c: list[Any]) -> A.DescriptionClause:
+        return A.DescriptionClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
     def import_decl(self, meta: Meta, c: list[Any]) -> A.ImportDecl:
@@ -401,16 +397,16 @@ class AstBuilder(Transformer[Token, Any]):
                             clauses=c[2:])
 
     @v_args(meta=True)
-    def policy_text(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "text", text=c[0])
+    def policy_text(self, meta: Meta, c: list[Any]) -> A.PolicyTextClause:
+        return A.PolicyTextClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def policy_source(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "source", name=str(c[0]))
+    def policy_source(self, meta: Meta, c: list[Any]) -> A.SourceClause:
+        return A.SourceClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def policy_rule(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "rule", expr=c[0])
+    def policy_rule(self, meta: Meta, c: list[Any]) -> A.RuleClause:
+        return A.RuleClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
     def lever_decl(self, meta: Meta, c: list[Any]) -> A.LeverDecl:
@@ -434,51 +430,48 @@ class AstBuilder(Transformer[Token, Any]):
                              clauses=c[2:])
 
     @v_args(meta=True)
-    def inducer_roles(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "roles", names=c[0])
+    def inducer_roles(self, meta: Meta, c: list[Any]) -> A.RolesClause:
+        return A.RolesClause(span=self._span(meta), names=c[0])
 
     @v_args(meta=True)
-    def inducer_when(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "when", expr=c[0])
+    def inducer_when(self, meta: Meta, c: list[Any]) -> A.WhenClause:
+        return A.WhenClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_text(self, meta: Meta, c: list[Any]) -> A.Clause:
-        value = c[0]
-        if isinstance(value, A.LiteralExpr) and value.kind == "text":
-            return self._clause(meta, "text", text=value.value)
-        return self._clause(meta, "text", expr=value)  # a warning's or live dashboard's
+    def inducer_text(self, meta: Meta, c: list[Any]) -> A.TextClause:
+        return A.TextClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_at(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "at", expr=c[0])
+    def inducer_at(self, meta: Meta, c: list[Any]) -> A.AtClause:
+        return A.AtClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_every(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "every", expr=c[0])
+    def inducer_every(self, meta: Meta, c: list[Any]) -> A.EveryClause:
+        return A.EveryClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_from(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "from", name=str(c[0]))
+    def inducer_from(self, meta: Meta, c: list[Any]) -> A.FromClause:
+        return A.FromClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def inducer_shift(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "shift", name=str(c[0]), number=c[1])
+    def inducer_shift(self, meta: Meta, c: list[Any]) -> A.ShiftClause:
+        return A.ShiftClause(span=self._span(meta), name=str(c[0]), number=c[1])
 
     @v_args(meta=True)
-    def inducer_cost(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "cost", expr=c[0])
+    def inducer_cost(self, meta: Meta, c: list[Any]) -> A.CostClause:
+        return A.CostClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_points(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "points", expr=c[0])
+    def inducer_points(self, meta: Meta, c: list[Any]) -> A.PointsClause:
+        return A.PointsClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def inducer_on(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "on", name=str(c[0]))
+    def inducer_on(self, meta: Meta, c: list[Any]) -> A.OnClause:
+        return A.OnClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def inducer_to(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "to", expr=c[0])
+    def inducer_to(self, meta: Meta, c: list[Any]) -> A.ToClause:
+        return A.ToClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
     def tool_decl(self, meta: Meta, c: list[Any]) -> A.ToolDecl:
@@ -500,59 +493,57 @@ class AstBuilder(Transformer[Token, Any]):
         return A.Param(span=self._span(meta), name=str(c[0]), type=c[1], default=c[2], hint=c[3])
 
     @v_args(meta=True)
-    def tool_kind(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "kind", name=str(c[0]))
+    def tool_kind(self, meta: Meta, c: list[Any]) -> A.KindClause:
+        return A.KindClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def tool_cost(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "cost", expr=c[0])
+    def tool_cost(self, meta: Meta, c: list[Any]) -> A.CostClause:
+        return A.CostClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def tool_description(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "description", text=c[0])
+    def tool_description(self, meta: Meta, c: list[Any]) -> A.DescriptionClause:
+        return A.DescriptionClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def tool_require(self, meta: Meta, c: list[Any]) -> A.Clause:
-        action, payload = c[1]
-        if action == "reject":
-            return self._clause(meta, "require", expr=c[0], action="reject", text=payload,
-                                when=c[2])
-        return self._clause(meta, "require", expr=c[0], action="route", target=payload,
-                            when=c[2])
-
-    def guard_reject(self, c: list[Any]) -> tuple[str, str]:
-        return ("reject", c[0])
-
-    def guard_route(self, c: list[Any]) -> tuple[str, str]:
-        return ("route", str(c[0]))
+    def tool_require(self, meta: Meta, c: list[Any]) -> A.RequireClause:
+        return A.RequireClause(span=self._span(meta), expr=c[0], guard=c[1], when=c[2])
 
     @v_args(meta=True)
-    def tool_returns(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "returns", expr=c[0])
+    def guard_reject(self, meta: Meta, c: list[Any]) -> A.RejectGuard:
+        return A.RejectGuard(span=self._span(meta), message=c[0])
 
     @v_args(meta=True)
-    def tool_append(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "append", name=str(c[0]), expr=c[1], when=c[2])
+    def guard_route(self, meta: Meta, c: list[Any]) -> A.RouteGuard:
+        return A.RouteGuard(span=self._span(meta), target=str(c[0]))
 
     @v_args(meta=True)
-    def tool_set(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "set", name=str(c[0]), expr=c[1], when=c[2])
+    def tool_returns(self, meta: Meta, c: list[Any]) -> A.ReturnsClause:
+        return A.ReturnsClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def tool_delegates(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "delegates", name=str(c[0]) if c[0] is not None else None)
+    def tool_append(self, meta: Meta, c: list[Any]) -> A.AppendClause:
+        return A.AppendClause(span=self._span(meta), name=str(c[0]), expr=c[1], when=c[2])
 
     @v_args(meta=True)
-    def tool_propagates(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "propagates", expr=c[0], when=c[1])
+    def tool_set(self, meta: Meta, c: list[Any]) -> A.SetClause:
+        return A.SetClause(span=self._span(meta), name=str(c[0]), expr=c[1], when=c[2])
 
     @v_args(meta=True)
-    def tool_sends(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "sends", expr=c[0])
+    def tool_delegates(self, meta: Meta, c: list[Any]) -> A.DelegatesClause:
+        return A.DelegatesClause(span=self._span(meta),
+                                 name=str(c[0]) if c[0] is not None else None)
 
     @v_args(meta=True)
-    def tool_acl(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "acl", expr=c[0], when=c[1])
+    def tool_propagates(self, meta: Meta, c: list[Any]) -> A.PropagatesClause:
+        return A.PropagatesClause(span=self._span(meta), expr=c[0], when=c[1])
+
+    @v_args(meta=True)
+    def tool_sends(self, meta: Meta, c: list[Any]) -> A.SendsClause:
+        return A.SendsClause(span=self._span(meta), expr=c[0])
+
+    @v_args(meta=True)
+    def tool_acl(self, meta: Meta, c: list[Any]) -> A.AclClause:
+        return A.AclClause(span=self._span(meta), expr=c[0], when=c[1])
 
     def _party(self, kind: str, meta: Meta, c: list[Any]) -> A.PartyDecl:
         return A.PartyDecl(span=self._span(meta), kind=kind, name=str(c[0]),
@@ -571,65 +562,60 @@ class AstBuilder(Transformer[Token, Any]):
         return self._party("simulator", meta, c)
 
     @v_args(meta=True)
-    def party_model(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "model", name=str(c[0]))
+    def party_model(self, meta: Meta, c: list[Any]) -> A.ModelClause:
+        return A.ModelClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def party_card(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "card", text=c[0])
+    def party_card(self, meta: Meta, c: list[Any]) -> A.CardClause:
+        return A.CardClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def party_kpi(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "kpi", text=c[0])
+    def party_kpi(self, meta: Meta, c: list[Any]) -> A.KpiClause:
+        return A.KpiClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def party_memory(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "memory", name=str(c[0]))
+    def party_memory(self, meta: Meta, c: list[Any]) -> A.MemoryClause:
+        return A.MemoryClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
-    def party_authority(self, meta: Meta, c: list[Any]) -> A.Clause:
-        value = c[0]
-        if isinstance(value, A.LiteralExpr) and value.kind == "int":
-            return self._clause(meta, "authority", number=value.raw)
-        return self._clause(meta, "authority", expr=value)
+    def party_authority(self, meta: Meta, c: list[Any]) -> A.AuthorityClause:
+        return A.AuthorityClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def party_display(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "display", expr=c[0])
+    def party_display(self, meta: Meta, c: list[Any]) -> A.DisplayClause:
+        return A.DisplayClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def party_principal(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "principal", expr=c[0])
+    def party_principal(self, meta: Meta, c: list[Any]) -> A.PrincipalClause:
+        return A.PrincipalClause(span=self._span(meta), expr=c[0])
 
     @v_args(meta=True)
-    def party_objective(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "objective", text=c[0])
+    def party_objective(self, meta: Meta, c: list[Any]) -> A.ObjectiveClause:
+        return A.ObjectiveClause(span=self._span(meta), text=c[0])
 
     @v_args(meta=True)
-    def party_tools(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "tools", refs=c)
+    def party_tools(self, meta: Meta, c: list[Any]) -> A.ToolsClause:
+        return A.ToolsClause(span=self._span(meta), refs=c)
 
     @v_args(meta=True)
     def tool_ref(self, meta: Meta, c: list[Any]) -> A.ToolRef:
         return A.ToolRef(span=self._span(meta), name=str(c[0]), when=c[1])
 
     @v_args(meta=True)
-    def party_trait(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "trait", name=str(c[0]), number=c[1])
+    def party_trait(self, meta: Meta, c: list[Any]) -> A.TraitClause:
+        return A.TraitClause(span=self._span(meta), name=str(c[0]), number=c[1])
 
     @v_args(meta=True)
-    def party_say(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "say", expr=c[0], message=c[1], target=_name_of(c[2]),
-                            recipient=c[2], when=c[3])
+    def party_say(self, meta: Meta, c: list[Any]) -> A.SayClause:
+        return A.SayClause(span=self._span(meta), at=c[0], message=c[1], recipient=c[2], when=c[3])
 
     @v_args(meta=True)
-    def party_contact(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "contact", expr=c[0], target=_name_of(c[1]), recipient=c[1],
-                            when=c[2])
+    def party_contact(self, meta: Meta, c: list[Any]) -> A.ContactClause:
+        return A.ContactClause(span=self._span(meta), at=c[0], recipient=c[1], when=c[2])
 
     @v_args(meta=True)
-    def party_description(self, meta: Meta, c: list[Any]) -> A.Clause:
-        return self._clause(meta, "description", text=c[0])
+    def party_description(self, meta: Meta, c: list[Any]) -> A.DescriptionClause:
+        return A.DescriptionClause(span=self._span(meta), text=c[0])
 
     # ------------------------------------------------------------ topology
     @v_args(meta=True)
@@ -796,7 +782,3 @@ def iter_exprs(value: Any) -> Iterator[Any]:
         elif isinstance(item, list):
             stack.extend(reversed(item))
 
-
-def _name_of(expr: A.Expr) -> str | None:
-    """The name a recipient expression is, if it is a bare name (the common `to desk_a`)."""
-    return expr.id if isinstance(expr, A.NameExpr) else None

@@ -70,7 +70,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, assert_never
 
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import Span
@@ -321,63 +321,66 @@ def _then(following: A.Expr | None) -> int:
 
 
 def _clause(c: A.Clause, indent: str) -> str:
-    """One keyword-led clause; the slots per key are the ones eairdsl.syntax.build fills."""
+    """One keyword-led clause, printed from the slots of its class."""
     key = c.key
 
-    def text() -> str:
-        if c.text is None:
-            raise FormatterError(f"clause {key!r} without its string")
-        return format_string(c.text, indent)
+    def text(value: str) -> str:
+        return format_string(value, indent)
 
-    def expr(slot: A.Expr | None, need: int = _TOP) -> str:
-        if slot is None:
-            raise FormatterError(f"clause {key!r} without its expression")
+    def expr(slot: A.Expr, need: int = _TOP) -> str:
         return format_expr(slot, indent, need)
 
-    def recipient() -> str:
-        return c.target if c.recipient is None and c.target else expr(c.recipient, _DELIMITED)
-
-    if key == "text" and c.text is None and c.expr is not None:
-        return f"text {expr(c.expr)}"  # an inducer text computed when it is shown
-    if key in ("title", "operation", "preserves", "description", "text", "card", "kpi",
-               "objective"):
-        return f"{key} {text()}"
-    if key in ("risk", "clock", "kind", "source", "from", "model", "memory", "on"):
-        return f"{key} {c.name}"
-    if key == "seeds" or (key == "authority" and c.number is not None):
-        return f"{key} {c.number}"
-    if key in ("shift", "trait"):
-        return f"{key} {c.name} {c.number}"
-    if key == "forbid":
-        return "forbid [" + ", ".join(format_string(s, indent) for s in c.strings) + "]"
-    if key == "roles":
-        return "roles " + ", ".join(c.names)
-    if key in ("rule", "when", "at", "every", "cost", "points", "returns", "principal", "to",
-               "authority", "display"):
-        return f"{key} {expr(c.expr)}"
-    if key == "require":
-        guard = f"reject {text()}" if c.action == "reject" else f"route {c.target}"
-        return f"require {expr(c.expr, _DELIMITED)} else {guard}{_when(c.when, indent)}"
-    if key == "append":
-        return f"append {c.name} {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
-    if key == "set":
-        return f"set {c.name} = {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
-    if key in ("propagates", "acl"):
-        return f"{key} {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
-    if key == "delegates":
-        return "delegates" if c.name is None else f"delegates {c.name}"
-    if key == "sends":
-        return f"sends to {expr(c.expr)}"
-    if key == "tools":
-        return "tools " + ", ".join(
-            r.name + ("" if r.when is None else f" when {format_expr(r.when, indent, _DELIMITED)}")
-            for r in c.refs)
-    if key == "say":
-        return (f"at {expr(c.expr, _DELIMITED)} say {expr(c.message, _DELIMITED)} "
-                f"to {recipient()}{_when(c.when, indent)}")
-    if key == "contact":
-        return f"at {expr(c.expr, _DELIMITED)} contact {recipient()}{_when(c.when, indent)}"
-    raise FormatterError(f"no printer for clause {key!r}")
+    match c:
+        case (A.TitleClause() | A.OperationClause() | A.PreservesClause() | A.DescriptionClause()
+              | A.PolicyTextClause() | A.CardClause() | A.KpiClause() | A.ObjectiveClause()):
+            return f"{key} {text(c.text)}"
+        case (A.RiskClause() | A.ClockClause() | A.KindClause() | A.SourceClause()
+              | A.FromClause() | A.ModelClause() | A.MemoryClause() | A.OnClause()):
+            return f"{key} {c.name}"
+        case A.SeedsClause():
+            return f"seeds {c.number}"
+        case A.ShiftClause() | A.TraitClause():
+            return f"{key} {c.name} {c.number}"
+        case A.ForbidClause():
+            return "forbid [" + ", ".join(text(s) for s in c.strings) + "]"
+        case A.RolesClause():
+            return "roles " + ", ".join(c.names)
+        case (A.RuleClause() | A.WhenClause() | A.TextClause() | A.AtClause() | A.EveryClause()
+              | A.CostClause() | A.PointsClause() | A.ReturnsClause() | A.PrincipalClause()
+              | A.ToClause() | A.AuthorityClause() | A.DisplayClause()):
+            return f"{key} {expr(c.expr)}"
+        case A.RequireClause():
+            match c.guard:
+                case A.RejectGuard():
+                    guard = f"reject {text(c.guard.message)}"
+                case A.RouteGuard():
+                    guard = f"route {c.guard.target}"
+                case _:
+                    assert_never(c.guard)
+            return f"require {expr(c.expr, _DELIMITED)} else {guard}{_when(c.when, indent)}"
+        case A.AppendClause():
+            return f"append {c.name} {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
+        case A.SetClause():
+            return f"set {c.name} = {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
+        case A.PropagatesClause() | A.AclClause():
+            return f"{key} {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
+        case A.DelegatesClause():
+            return "delegates" if c.name is None else f"delegates {c.name}"
+        case A.SendsClause():
+            return f"sends to {expr(c.expr)}"
+        case A.ToolsClause():
+            return "tools " + ", ".join(
+                r.name + ("" if r.when is None
+                          else f" when {format_expr(r.when, indent, _DELIMITED)}")
+                for r in c.refs)
+        case A.SayClause():
+            return (f"at {expr(c.at, _DELIMITED)} say {expr(c.message, _DELIMITED)} "
+                    f"to {expr(c.recipient, _DELIMITED)}{_when(c.when, indent)}")
+        case A.ContactClause():
+            return (f"at {expr(c.at, _DELIMITED)} contact {expr(c.recipient, _DELIMITED)}"
+                    f"{_when(c.when, indent)}")
+        case _:
+            assert_never(c)
 
 
 def _field(f: A.FieldDecl, indent: str) -> str:
