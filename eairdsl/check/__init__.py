@@ -8,6 +8,7 @@ but passes that need complete types stop the pipeline when types are broken.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from eairdsl.check.cards import render_cards
@@ -23,8 +24,9 @@ from eairdsl.check.world import CheckedWorld, Pass
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import SourceFile
 
-__all__ = ["PASSES", "check_world", "CheckedWorld"]
+__all__ = ["PASSES", "Pass", "check_world", "CheckedWorld"]
 
+#: The default pipeline, in order; `check_world(..., passes=...)` runs another.
 PASSES: tuple[Pass, ...] = (
     collect_declarations,
     resolve_signatures,
@@ -38,16 +40,20 @@ PASSES: tuple[Pass, ...] = (
 
 
 def check_world(entry: Path, diagnostics: Diagnostics,
-                sources: dict[str, SourceFile] | None = None) -> CheckedWorld | None:
+                sources: dict[str, SourceFile] | None = None,
+                passes: Sequence[Pass] = PASSES) -> CheckedWorld | None:
     """Load, parse and check a world. None when it cannot even be parsed.
 
     `sources` (if given) receives every file read, even when parsing failed, so
-    diagnostics can always be shown with their source line.
+    diagnostics can always be shown with their source line. `passes` are run in
+    order on the loaded world (default `PASSES`); a pass reads what the ones
+    before it established, so a subset must keep the ones it depends on (most
+    need `collect_declarations` first).
     """
     program = load_program(entry, diagnostics, sources)
     if program is None:
         return None
     world = CheckedWorld(program=program)
-    for run in PASSES:
+    for run in passes:
         run(world, diagnostics)
     return world
