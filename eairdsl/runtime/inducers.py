@@ -5,21 +5,29 @@ episode starts; warnings fire at times, when a condition turns true, or after a
 tool call, and reach their recipients' memory; live dashboards are re-read into
 every observation. The episode owns one `Inducers` and calls it at those
 moments; this module decides what happens then.
+
+Inducers see the episode only through `InducerHost` — the clock, the sim
+traits, and three verbs (record a failure, ask whether work is left, leave a
+note) — and the live state (`EpisodeState`); they never reach into the
+episode's other attributes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eairdsl.agents.protocol import MemoryItem
+import simpy
+
 from eairdsl.ir import Ref, World, walk_expr
 from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
 from eairdsl.vocabulary import TRAITS
 
 if TYPE_CHECKING:
-    from eairdsl.runtime.engine import Episode, Proc
+    from eairdsl.runtime.engine import CompiledWorld
+    from eairdsl.runtime.state import EpisodeState
+    from eairdsl.runtime.tools import Proc
 
-__all__ = ["InducerPlan", "Inducers"]
+__all__ = ["InducerHost", "InducerPlan", "Inducers"]
 
 
 class InducerPlan:
@@ -45,13 +53,37 @@ class InducerPlan:
         self.dashboard_states = sorted({x.name for x in read if x.kind == "state"})
 
 
+class InducerHost(Protocol):
+    """What inducers may see of their episode and do to it — nothing else."""
+
+    env: simpy.Environment
+    #: per participant, the sim traits inducers shift (mutated in place)
+    traits: dict[str, dict[str, float]]
+    #: whether they shift them at all (the `sim` profile, not the self-test ones)
+    shift_traits: bool
+
+    def fail(self, reason: str) -> None:
+        """Record why the episode is execution-invalid."""
+        ...
+
+    def busy(self) -> bool:
+        """Whether a task is running or a scripted event is still to come."""
+        ...
+
+    def note(self, sender: str, recipient: str, text: str) -> None:
+        """Leave a note from `sender` in the trace and in `recipient`'s memory."""
+        ...
+
+
 class Inducers:
     """The inducers of one episode: trait shifts, warnings and live dashboards."""
 
-    def __init__(self, episode: Episode) -> None:
-        self.episode = episode
-        self.compiled = episode.compiled
-        self.plan = episode.compiled.inducers
+    def __init__(self, compiled: CompiledWorld, state: EpisodeState,
+                 host: InducerHost) -> None:
+        self.compiled = compiled
+        self.state = state
+        self.host = host
+        self.plan = compiled.inducers
         #: warnings that fire when their `when` turns true, and its last value for each
         self.triggered: list[Any] = []
         self.trigger_state: dict[str, bool] = {}
@@ -70,16 +102,16 @@ class Inducers:
         initial state (a deadline's distance from `today()`, say) — so it can
         key on the world's state, not only on the lever that set it.
         """
-        ep, c = self.episode, self.compiled
+        ep, c = self.host, self.compiled
         if ep.shift_traits:
-            scope = ep.scope()
+            scope = self.state.scope()
             for inducer in c.world.inducers:
                 if inducer.kind == "warning" or not inducer.shifts:
                     continue
                 try:
                     on = inducer.when is None or truthy(c.eval(inducer.when, scope))
                 except EvalError as exc:
-                    ep.invalid.append(f"inducer {inducer.name}: {exc}")
+                    ep.fail(f"inducer {inducer.name}: {exc}")
                     continue
                 if not on:
                     continue
@@ -100,7 +132,7 @@ class Inducers:
             if inducer.at is None and inducer.every is None and inducer.when is not None:
                 self.triggered.append(inducer)
             else:
-                self.episode.env.process(self._timed(inducer))
+                self.host.env.process(self._timed(inducer))
 
     def _timed(self, inducer: Any) -> Proc:
         """A timed warning: from `at`, then every `every`, whenever its `when` holds.
@@ -108,22 +140,22 @@ class Inducers:
         A periodic warning stops once no participant has work left, so it never
         keeps an otherwise finished episode alive.
         """
-        ep, c = self.episode, self.compiled
-        scope = ep.scope()
+        ep, c = self.host, self.compiled
+        scope = self.state.scope()
         at = float(c.eval(inducer.at, scope, 0) or 0)
         every = c.eval(inducer.every, scope)
         yield ep.env.timeout(max(0.0, at))
         while True:
-            if inducer.when is None or truthy(c.eval(inducer.when, ep.scope())):
+            if inducer.when is None or truthy(c.eval(inducer.when, self.state.scope())):
                 self.warn(inducer)
-            if not every or (ep.active == 0 and ep.scheduled == 0):
+            if not every or not ep.busy():
                 return
             yield ep.env.timeout(float(every))
 
     def after_state_change(self) -> None:
         """Warnings without a time fire each time their `when` turns from false to true."""
         for inducer in self.triggered:
-            now = truthy(self.compiled.eval(inducer.when, self.episode.scope()))
+            now = truthy(self.compiled.eval(inducer.when, self.state.scope()))
             if now and not self.trigger_state.get(inducer.name, False):
                 self.warn(inducer)
             self.trigger_state[inducer.name] = now
@@ -135,7 +167,7 @@ class Inducers:
                 if inducer.when is None or truthy(self.compiled.eval(inducer.when, scope)):
                     self.warn(inducer, scope)
             except EvalError as exc:
-                self.episode.invalid.append(f"warning {inducer.name} failed: {exc}")
+                self.host.fail(f"warning {inducer.name} failed: {exc}")
 
     def warn(self, inducer: Any, scope: Scope | None = None) -> None:
         """Deliver a warning to its recipients' memory and shift their traits.
@@ -143,13 +175,13 @@ class Inducers:
         `to EXPR` names the recipients when the warning fires (in `scope`, the
         tool call's for an `on TOOL` warning); otherwise `roles`, else every role.
         """
-        ep, c = self.episode, self.compiled
+        ep, c = self.host, self.compiled
         sender = inducer.sender or "manager"
-        here = scope if scope is not None else ep.scope()
+        here = scope if scope is not None else self.state.scope()
         if inducer.to is not None:
             named = c.eval(inducer.to, here)
             named = named if isinstance(named, list) else [named]
-            roles = [r for r in named if isinstance(r, str) and r in ep.memory]
+            roles = [r for r in named if isinstance(r, str) and r in c.parties]
         else:
             roles = inducer.roles or [p.name for p in c.world.parties if p.kind == "role"]
         text = inducer.text or ""
@@ -157,9 +189,7 @@ class Inducers:
             value = c.eval(inducer.text_expr, here)
             text = "" if value is None else str(value)
         for role in roles:
-            ep.trace.add(t=float(ep.env.now), kind="message", actor=sender, recipient=role,
-                         edge=f"{sender}->{role}", content=text)
-            ep.memory[role].append(MemoryItem(kind="note", task=0, sender=sender, text=text))
+            ep.note(sender, role, text)
             traits = ep.traits.get(role)
             if traits is not None and ep.shift_traits:
                 for trait, delta in inducer.shifts.items():
@@ -174,17 +204,17 @@ class Inducers:
         read has changed (at every step if one reads the trace or the clock), and
         the lines each role sees are kept until then: this runs at every step.
         """
-        ep, c, plan = self.episode, self.compiled, self.plan
+        st, c, plan = self.state, self.compiled, self.plan
         if not plan.live_dashboards:
             return []
-        if plan.volatile_dashboards or self._dash_version != ep.version:
-            self._dash_version = ep.version
+        if plan.volatile_dashboards or self._dash_version != st.version:
+            self._dash_version = st.version
             key: tuple[Any, ...] | None = None if plan.volatile_dashboards else (
-                *(len(ep.records.get(r, ())) for r in plan.dashboard_records),  # only grow
-                *(ep.state_changes.get(v, 0) for v in plan.dashboard_states))
+                *(len(st.records.get(r, ())) for r in plan.dashboard_records),  # only grow
+                *(st.state_changes.get(v, 0) for v in plan.dashboard_states))
             if key is None or key != self._dash_key:
                 self._dash_key = key
-                scope = ep.scope()
+                scope = st.scope()
                 if self._active_dashboards is None:
                     self._active_dashboards = [
                         i for i in plan.live_dashboards

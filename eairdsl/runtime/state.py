@@ -1,0 +1,117 @@
+"""The world's live state during one episode, and the evaluation scopes over it.
+
+Why a part of its own: the state is what every other part of an episode reads
+— guards, results and effects (`runtime/tools.py`), channel `when`s
+(`runtime/messages.py`), warnings and dashboards (`runtime/inducers.py`), the
+measurements after the episode (`measure.py`) — and only a tool's effects
+write it, through `append` and `assign`. Keeping the ledgers, state variables,
+calendar and principals in one object lets those parts read the state without
+holding the episode, and keeps the version counter that caches key on next to
+the only two writes that bump it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eairdsl.runtime.evaluate import Authorizer, Scope
+from eairdsl.runtime.trace import Trace
+from eairdsl.runtime.values import Row
+
+if TYPE_CHECKING:
+    import simpy
+
+    from eairdsl.runtime.engine import CompiledWorld
+
+__all__ = ["EpisodeState"]
+
+
+class EpisodeState:
+    """Levers, records, documents, state variables, calendar and principals of one episode.
+
+    Built as the episode starts: state variables are evaluated in order, the
+    calendar starts at the instance's `start_date` (else the state variable
+    `start_date`), then each participant's `principal` is read.
+    """
+
+    def __init__(self, compiled: CompiledWorld, condition: str, instance: dict[str, Any],
+                 trace: Trace, env: simpy.Environment) -> None:
+        w = compiled.world
+        self.compiled = compiled
+        self.instance = instance
+        self.trace = trace
+        self.env = env
+        self.levers = dict(compiled.conditions[condition].levers)
+        # Effects only append rows or set state variables: ledgers are copied shallowly,
+        # static tables shared.
+        static = compiled.static_rows
+        self.records: dict[str, list[Row]] = {
+            r.name: static[r.name] if r.name in static else [Row(r.name, row) for row in r.rows]
+            for r in w.records}
+        self.documents = {d.name: d.text for d in w.documents}
+        self.states: dict[str, Any] = {}
+        self.episode_memo: dict[tuple[Any, ...], Any] = {}
+        #: bumped by every state change; keys cached tool specs and dashboards
+        self.version = 0
+        #: `set` effects per state variable
+        self.state_changes: dict[str, int] = {}
+        self._scope_base: dict[str, Any] | None = None
+        # The calendar starts at the instance's `start_date`, else the state `start_date`.
+        self.start_date = "2026-01-01"
+        principals: dict[str, str] = {}
+        self.authorizer = Authorizer(w, principals)
+        base = self.scope()
+        for state in w.states:
+            self.states[state.name] = compiled.eval(state.value, base)
+        start = instance.get("start_date") or self.states.get("start_date")
+        if isinstance(start, str) and len(start) == 10:
+            self.start_date = start
+        for party in w.parties:
+            value = compiled.eval(party.principal, self.scope())
+            if isinstance(value, str):
+                principals[value] = party.name
+
+    def scope(self, context: dict[str, Any] | None = None,
+              args: dict[str, Any] | None = None) -> Scope:
+        """A fresh evaluation context (its own `let` memo) on the episode's live state.
+
+        Built from a template of the fields that never change within the
+        episode: scopes are made for every guard, result and effect.
+        """
+        base = self._scope_base
+        if base is None or base["start_date"] != self.start_date:
+            base = self._scope_base = Scope(
+                world=self.compiled.world, levers=self.levers, states=self.states,
+                records=self.records, documents=self.documents, authorizer=self.authorizer,
+                instance=self.instance, trace=self.trace, start_date=self.start_date,
+                episode_memo=self.episode_memo).__dict__
+        scope = Scope.__new__(Scope)
+        fields = scope.__dict__
+        fields.update(base)
+        fields["context"] = context
+        fields["now"] = float(self.env.now)
+        fields["locals"] = dict(args) if args else {}
+        fields["measures"] = {}
+        fields["memo"] = {}
+        return scope
+
+    def principal_of(self, party: str) -> str:
+        """The principal a participant acts for (its `principal`, else its own name)."""
+        p = self.compiled.parties.get(party)
+        if p is not None and p.principal is not None:
+            value = self.compiled.eval(p.principal, self.scope())
+            if isinstance(value, str):
+                return value
+        return party
+
+    # ------------------------------------------------------------ the two writes
+    def append(self, record: str, row: Row) -> None:
+        """An `append` effect: one row more in a ledger."""
+        self.records.setdefault(record, []).append(row)
+        self.version += 1
+
+    def assign(self, state: str, value: Any) -> None:
+        """A `set` effect: a state variable takes a new value."""
+        self.states[state] = value
+        self.state_changes[state] = self.state_changes.get(state, 0) + 1
+        self.version += 1

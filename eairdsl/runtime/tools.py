@@ -1,0 +1,407 @@
+"""Tool execution: one call is validated, charged, guarded, executed, filtered and recorded.
+
+Why a part of its own: a tool call is the one place where the episode's clock,
+its state and its trace meet, and the order of its steps is a contract
+(docs/runtime.md, Tools): the tool being held and the arguments are checked
+as the call is made (a malformed call costs nothing); then the cost elapses;
+then, at one simulated instant and with no simpy yield in between, the tool
+is re-checked as held, the guards are read and the result, ACL and effects
+follow — so a call's guards, result and effects commit atomically after its
+cost, and overlapping tasks cannot both pass a single-shot guard. Keeping that
+sequence in one class, apart from task and message wiring, makes the
+atomicity reviewable in one place. The runner also answers which tools a
+participant holds now and how agents see them (specs cached per state
+version).
+
+The runner needs only two things of the episode it runs in (`ToolHost`): to
+run a nested task (a delegation, a `route ROLE`) and to start one (`sends
+to`); everything else it reads from the compiled world and the live state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import simpy
+
+from eairdsl.agents.protocol import ParamSpec, Request, ToolCall, ToolSpec
+from eairdsl.ir import GuardIR, PartyIR, ToolIR, TypeIR, World
+from eairdsl.runtime.evaluate import EvalError, Scope, truthy
+from eairdsl.runtime.trace import Trace, to_json
+from eairdsl.runtime.values import Row
+
+if TYPE_CHECKING:
+    from eairdsl.runtime.engine import CompiledWorld
+    from eairdsl.runtime.inducers import Inducers
+    from eairdsl.runtime.state import EpisodeState
+
+__all__ = ["Proc", "Task", "ToolHost", "ToolRunner"]
+
+Proc = Generator[Any, Any, Any]
+
+
+@dataclass
+class Task:
+    """One request a participant is handling: the context its tool calls are made in."""
+
+    id: int
+    party: str
+    request: Request
+    principal: str | None
+    root: str | None
+    delegator: str | None
+    depth: int
+
+
+class ToolHost(Protocol):
+    """What the tool runner needs of its episode: participants' ranks, nested and new tasks."""
+
+    authority: dict[str, int]
+
+    def handle(self, party_name: str, request: Request, principal: str | None,
+               root: str | None, delegator: str | None, depth: int) -> Proc:
+        """Run a task for `party_name` to its reply (a delegation waits for it)."""
+        ...
+
+    def deliver(self, sender: PartyIR, target: str, text: str, root: str | None) -> None:
+        """Start a top-level task for `target` and return at once."""
+        ...
+
+
+class ToolRunner:
+    """The tool calls of one episode, and the tool lists its participants see."""
+
+    def __init__(self, compiled: CompiledWorld, state: EpisodeState, env: simpy.Environment,
+                 trace: Trace, inducers: Inducers, host: ToolHost) -> None:
+        self.compiled = compiled
+        self.state = state
+        self.env = env
+        self.trace = trace
+        self.inducers = inducers
+        self.host = host
+        self._specs: dict[tuple[str, int], ToolSpec] = {}
+        self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
+
+    # ------------------------------------------------------------ what a participant holds
+    def available(self, party: PartyIR) -> list[ToolIR]:
+        """The tools a participant holds now (each `tools … when` read now)."""
+        out = []
+        for ref in party.tools:
+            tool = self.compiled.tools.get(ref.name)
+            if tool is not None and (ref.when is None or truthy(
+                    self.compiled.eval(ref.when, self.state.scope()))):
+                out.append(tool)
+        return out
+
+    def specs_for(self, party: PartyIR) -> list[ToolSpec]:
+        """The tools a participant holds now, as it sees them.
+
+        Cached until the next state change — unless a `tools … when` reads
+        something else that moves (the trace, the clock), then never cached.
+        """
+        if party.name in self.compiled.volatile_tool_lists:
+            return [self._spec(t) for t in self.available(party)]
+        key = (f"party:{party.name}", self.state.version)
+        cached = self._party_specs.get(key)
+        if cached is None:
+            cached = self._party_specs[key] = [self._spec(t) for t in self.available(party)]
+        return list(cached)
+
+    def _spec(self, tool: ToolIR) -> ToolSpec:
+        """The tool as agents see it. Hints are re-evaluated only after the state changes."""
+        key = (tool.name, -1 if tool.name in self.compiled.stable_hints else self.state.version)
+        cached = self._specs.get(key)
+        if cached is None:
+            cached = self._specs[key] = self._build_spec(tool)
+        return cached
+
+    def _build_spec(self, tool: ToolIR) -> ToolSpec:
+        params = []
+        for p in tool.params:
+            hint = self.compiled.eval(p.hint, self.state.scope()) if p.hint is not None else None
+            if hint is not None and not isinstance(hint, list):
+                hint = [hint]
+            members = list(p.type.members)
+            if p.type.kind == "document":
+                members = [d.name for d in self.compiled.world.documents]
+            elif p.type.kind == "party":
+                members = [q.name for q in self.compiled.world.parties if q.kind != "actor"]
+            params.append(ParamSpec(name=p.name, type=_type_name(p.type),
+                                    required=p.default is None, members=members,
+                                    hint=to_json(hint)))
+        reads, writes = self.compiled.access(tool)
+        return ToolSpec(name=tool.name, kind=tool.kind, description=tool.description,
+                        params=params, delegates=bool(tool.delegates_to), reads=reads,
+                        writes=writes)
+
+    # ------------------------------------------------------------ one call
+    def call(self, task: Task, call: ToolCall) -> Proc:
+        """Validate, charge, then guard, execute and record one tool call atomically.
+
+        Returns (result, rejected). The tool being held and the arguments are
+        checked as the call is made (a malformed call is rejected at once and
+        costs nothing); then the cost elapses; then, at one simulated instant and
+        with no simpy yield in between, the tool is re-checked as held, the
+        guards are read, and the result, ACL and effects follow — so overlapping
+        tasks cannot both pass a single-shot guard. A delegating tool is the one
+        exception: its callee's task runs between the guards and the effects, so
+        the guards are read again, atomically with the effects, when the callee
+        answers.
+        """
+        event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
+                               tool=call.tool, args=to_json(call.args), task=task.id)
+        party = self.compiled.parties[task.party]
+        available = {t.name: t for t in self.available(party)}
+        tool = available.get(call.tool)
+        if tool is None:
+            known = ", ".join(sorted(available)) or "none"
+            return self._reject(task, event.step, call.tool,
+                                f"unknown or unavailable tool '{call.tool}' (available: {known})")
+        args, problem = self._bind_args(tool, call.args)
+        if problem is not None:
+            return self._reject(task, event.step, tool.name, problem)
+        context = {"caller": task.party, "requester": task.root, "principal": task.principal,
+                   "delegator": task.delegator, "time": float(self.env.now)}
+        try:
+            cost = float(self.compiled.eval(tool.cost, self.state.scope(context, args), 0) or 0)
+        except EvalError as exc:
+            return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        if cost > 0:
+            yield self.env.timeout(cost)
+        # The commit: nothing below yields to simpy before the effects are applied,
+        # except a routed call or a delegation (whose guards are then read again).
+        try:
+            scope = self.state.scope(context, args)
+            if not self.holds(party, tool):
+                return self._reject(task, event.step, tool.name,
+                                    f"tool '{tool.name}' is no longer available")
+            guard = self._failing_guard(tool, scope)
+            if guard is not None:
+                if guard.action == "route" and guard.target:
+                    routed = yield from self._route(task, event.step, party, tool, call,
+                                                    guard.target, guard.at)
+                    return routed
+                return self._reject(task, event.step, tool.name,
+                                    guard.message or "rejected by a guard", guard.at)
+            if tool.delegates_to:
+                propagate = tool.propagates is not None and (
+                    tool.propagates_when is None
+                    or truthy(self.compiled.eval(tool.propagates_when, scope)))
+                principal = self.compiled.eval(tool.propagates, scope) if propagate else None
+                question = _handoff_text(args)
+                callee = tool.delegates_to[0]
+                result: Any = yield from self.host.handle(
+                    callee, Request(sender=task.party, text=question,
+                                    sender_authority=self.host.authority[party.name],
+                                    via="delegation", sender_kind=party.kind),
+                    principal=principal, root=task.root, delegator=task.party,
+                    depth=task.depth + 1)
+                # The callee's task took time and changed state: the outer call
+                # commits only if it still may, at the instant of its effects.
+                scope = self.state.scope(context, args)
+                if not self.holds(party, tool):
+                    return self._reject(task, event.step, tool.name,
+                                        f"tool '{tool.name}' is no longer available "
+                                        f"when {callee} answered")
+                guard = self._failing_guard(tool, scope)
+                if guard is not None:
+                    return self._reject(task, event.step, tool.name, guard.message
+                                        or f"rejected by a guard when {callee} answered",
+                                        guard.at)
+            elif tool.sends_to is not None:
+                target = self.compiled.eval(tool.sends_to, scope)
+                if target not in self.compiled.parties:
+                    return self._reject(task, event.step, tool.name,
+                                        f"no participant named {target!r} to send to")
+                text = _handoff_text({k: v for k, v in args.items() if v != target})
+                self.host.deliver(party, str(target), text, task.root)
+                result = self.compiled.eval(tool.result, scope, f"sent to {target}")
+            else:
+                result = self.compiled.eval(tool.result, scope, "done")
+            if tool.acl is not None and (tool.acl_when is None or truthy(
+                    self.compiled.eval(tool.acl_when, scope))):
+                principal = self.compiled.eval(tool.acl, scope)
+                if principal is None:
+                    return self._reject(task, event.step, tool.name,
+                                        "no trusted principal accompanies this request")
+                result = self._filter(result, principal)
+            for effect in tool.effects:
+                if effect.when is not None and not truthy(self.compiled.eval(effect.when, scope)):
+                    continue
+                self._apply(task, tool, effect, scope)
+                scope = self.state.scope(context, args)
+        except EvalError as exc:
+            return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        recorded = self._result(task, event.step, tool.name, result)
+        self.inducers.after_call(tool.name, scope)
+        return recorded
+
+    def holds(self, party: PartyIR, tool: ToolIR) -> bool:
+        """Whether the participant holds the tool now (its `tools … when` read again)."""
+        return any(t is tool for t in self.available(party))
+
+    def _failing_guard(self, tool: ToolIR, scope: Scope) -> GuardIR | None:
+        """The first `require` guard that applies and does not hold (None: all hold)."""
+        for guard in tool.guards:
+            if guard.when is not None and not truthy(self.compiled.eval(guard.when, scope)):
+                continue
+            if not truthy(self.compiled.eval(guard.condition, scope)):
+                return guard
+        return None
+
+    def _route(self, task: Task, call_step: str, party: PartyIR, tool: ToolIR,
+               call: ToolCall, target: str, at: str | None) -> Proc:
+        """`else route TARGET`: call that tool with the matching arguments, or delegate
+        the request to that role; the routed call is checked (and charged) on its own."""
+        self.trace.add(t=float(self.env.now), kind="decision", actor=task.party,
+                       tool=tool.name, content=f"routed to {target}", task=task.id,
+                       reason=at)
+        if target in self.compiled.tools:
+            params = {p.name for p in self.compiled.tools[target].params}
+            routed = ToolCall(tool=target,
+                              args={k: v for k, v in call.args.items() if k in params})
+            routed_result = yield from self.call(task, routed)
+            return routed_result
+        reply = yield from self.host.handle(
+            target, Request(sender=task.party, text=_render_args(call),
+                            sender_authority=self.host.authority[party.name],
+                            via="delegation", sender_kind=party.kind),
+            principal=task.principal, root=task.root, delegator=task.party,
+            depth=task.depth + 1)
+        return self._result(task, call_step, tool.name, reply)
+
+    def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                        str | None]:
+        names = {p.name for p in tool.params}
+        extra = sorted(set(given) - names)
+        if extra:
+            return {}, f"unknown argument{'s' if len(extra) > 1 else ''}: {', '.join(extra)}"
+        args: dict[str, Any] = {}
+        for p in tool.params:
+            if p.name in given:
+                value = given[p.name]
+                problem = _check_value(value, p.type, self.compiled.world, p.name)
+                if problem:
+                    return {}, problem
+                args[p.name] = value
+            elif p.default is not None:
+                args[p.name] = self.compiled.eval(p.default, self.state.scope())
+            else:
+                return {}, f"missing argument '{p.name}'"
+        return args, None
+
+    def _filter(self, result: Any, principal: str) -> Any:
+        if isinstance(result, Row):
+            allowed = set(self.state.authorizer.allowed(principal, result.record))
+            return Row(result.record, {k: v for k, v in result.items() if k in allowed})
+        if isinstance(result, list):
+            return [self._filter(r, principal) for r in result]
+        return result
+
+    def _apply(self, task: Task, tool: ToolIR, effect: Any, scope: Scope) -> None:
+        value = self.compiled.eval(effect.value, scope)
+        if effect.op == "append":
+            record = self.compiled.records.get(effect.target)
+            row = Row(effect.target, dict(value or {}))
+            if record is not None:
+                for f in record.fields:
+                    if f.name not in row and f.default is not None:
+                        row[f.name] = self.compiled.eval(f.default, scope)
+            self.state.append(effect.target, row)
+            diff = {"append": {effect.target: to_json(dict(row))}}
+        else:
+            diff = {"set": {effect.target: {"from": to_json(self.state.states.get(effect.target)),
+                                            "to": to_json(value)}}}
+            self.state.assign(effect.target, value)
+        self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
+                       tool=tool.name, diff=diff, task=task.id)
+        self.inducers.after_state_change()
+
+    def _reject(self, task: Task, call_step: str, tool: str, reason: str,
+                at: str | None = None) -> tuple[Any, bool]:
+        self.trace.add(t=float(self.env.now), kind="tool_result", actor=task.party, tool=tool,
+                       rejected=True, reason=reason, call=call_step, task=task.id,
+                       result={"error": reason})
+        return {"error": reason}, True
+
+    def _result(self, task: Task, call_step: str, tool: str, result: Any) -> tuple[Any, bool]:
+        """Record a result; the caller gets the same plain-JSON value the trace holds."""
+        plain = to_json(result)
+        self.trace.add(t=float(self.env.now), kind="tool_result", actor=task.party, tool=tool,
+                       result=plain, rejected=False, call=call_step, task=task.id)
+        return plain, False
+
+
+
+def _type_name(t: TypeIR) -> str:
+    if t.kind == "list" and t.arg is not None:
+        return f"list[{_type_name(t.arg)}]"
+    if t.kind in ("enum", "record", "schema") and t.name:
+        return t.name
+    return t.kind
+
+
+def _handoff_text(args: dict[str, Any]) -> str:
+    """What a delegated or sent request says: one text argument as is, else every argument."""
+    present = {k: v for k, v in args.items() if v is not None}
+    texts = [v for v in present.values() if isinstance(v, str)]
+    if len(present) == 1 and texts:
+        return texts[0]
+    return "; ".join(f"{k}: {to_json(v)}" for k, v in present.items())
+
+
+def _render_args(call: ToolCall) -> str:
+    return f"{call.tool}: " + "; ".join(f"{k}: {v}" for k, v in sorted(call.args.items()))
+
+
+def _check_value(value: Any, t: TypeIR, world: World, name: str) -> str | None:
+    """Why `value` does not fit type `t` (None when it does)."""
+    kind = t.kind
+    bad = f"argument '{name}' must be {_type_name(t)}, got {str(value)[:40]!r}"
+    if value is None or kind in ("any", "row", "record"):
+        return None
+    if kind == "bool":
+        return None if isinstance(value, bool) else bad
+    if kind == "int":
+        return None if isinstance(value, int) and not isinstance(value, bool) else bad
+    if kind in ("number", "money", "duration", "percent"):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else bad
+    if kind in ("text", "date", "party", "tool", "document"):
+        if not isinstance(value, str):
+            return bad
+        if kind == "text" and t.max is not None and len(value) > t.max:
+            return f"argument '{name}' is {len(value)} characters; at most {t.max} are allowed"
+        return None
+    if kind == "enum":
+        members = t.members or world.enums.get(t.name, [])
+        if value not in members:
+            return f"argument '{name}' must be one of {', '.join(members)}, got {value!r}"
+        return None
+    if kind == "list":
+        if not isinstance(value, list):
+            return bad
+        for item in value:
+            problem = _check_value(item, t.arg or TypeIR(kind="any"), world, name)
+            if problem:
+                return problem
+        return None
+    if kind == "schema":
+        if not isinstance(value, dict):
+            return bad
+        fields = {f.name: f for f in world.schemas.get(t.name, [])}
+        if t.name in world.closed_schemas:
+            extra = sorted(set(value) - set(fields))
+            missing = sorted(n for n in fields if n not in value and fields[n].default is None)
+            if extra or missing:
+                parts = ([f"unexpected {', '.join(extra)}"] if extra else []) + (
+                    [f"missing {', '.join(missing)}"] if missing else [])
+                return f"argument '{name}' does not match {t.name}: " + "; ".join(parts)
+        for fname, f in fields.items():
+            if fname in value:
+                problem = _check_value(value[fname], f.type, world, f"{name}.{fname}")
+                if problem:
+                    return problem
+        return None
+    return None
