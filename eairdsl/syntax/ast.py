@@ -929,8 +929,7 @@ class Module(BaseModel):
 _REBUILT: tuple[type[BaseModel], ...] = (
     AttrExpr, IndexExpr, CallArg, CallExpr, UnaryExpr, BinaryExpr, ListExpr, FieldInit,
     RecordExpr, CompTail, ComprehensionExpr, AggregateExpr, QuantifierExpr, TypeRef, FieldDecl,
-    ToolRef, *CLAUSE_CLASSES, Param, Assignment, MeasureItem, LetDecl, StateDecl, LeverDecl,
-    Module)
+    ToolRef, Param, Assignment, MeasureItem, LetDecl, StateDecl, LeverDecl, Module)
 for _cls in _REBUILT:
     _cls.model_rebuild()
 
