@@ -85,6 +85,109 @@ def test_table_with_unhashable_values_falls_back_to_a_scan(world: World) -> None
     assert fn(_scope(world, rows, v=["a"])) == [1]
 
 
+KEYED = [{"id": "a", "n": 1}, {"id": 1, "n": 2}, {"n": 3}, {"id": None, "n": 4},
+         {"id": "a", "n": 5}, {"id": 1.0, "n": 6}, {"id": True, "n": 7},
+         {"id": math.nan, "n": 8}, {"id": "b", "n": 9}]
+
+
+def _lookup_of(rows: list[Row], world: World, key: Any) -> Any:
+    """lookup(t, v): the record `t` is unknown to the world, so its key is `id`."""
+    fn = compile_expr(Call(func="lookup", args=[_ref("record", "t"), _ref("local", "v")]))
+    return fn(_scope(world, rows, v=key))
+
+
+@pytest.mark.parametrize("key", ["a", "b", "c", 1, 1.0, True, False, 0, None, math.nan,
+                                 ["a"], {"id": 1}, "nan-of-the-table"])
+def test_indexed_lookup_equals_a_scan(world: World, key: Any) -> None:
+    """lookup() on a static table answers from the index exactly what the scan finds:
+    the first row in table order whose key equals (1 == 1.0 == True), none for none,
+    and no row for NaN — not even the table's own NaN object, which a dict would find."""
+    rows = [Row("t", r) for r in KEYED]
+    if key == "nan-of-the-table":
+        key = rows[7]["id"]  # the very object stored in the row
+    scanned = _lookup_of(Rows("t", rows), world, key)  # not static: always scanned
+    indexed = _lookup_of(StaticRows("t", rows), world, key)
+    assert indexed is scanned
+    expected = next((r for r in rows if key is not None and r.get("id") == key), None)
+    assert scanned is expected
+
+
+def test_indexed_lookup_on_unhashable_keys_scans(world: World) -> None:
+    rows = StaticRows("t", [Row("t", {"id": ["x"], "n": 1}), Row("t", {"id": "x", "n": 2})])
+    assert _lookup_of(rows, world, "x") is rows[1]
+    assert _lookup_of(rows, world, ["x"]) is rows[0]
+    assert rows.by_field("id") is None
+
+
+def test_authorizer_memo_answers_what_the_matrix_says() -> None:
+    """allowed/denied are memoised per principal and record; a principal bound later
+    (the principals map grows while an episode starts) is seen, not a stale answer."""
+    d1 = resolve_world(ROOT / "worlds" / "d1.eair")
+    principals: dict[str, str] = {}
+    auth = Authorizer(d1, principals)
+    assert auth.allowed("Sam Ortiz", "employee") == []  # unknown principal: default deny
+    principals["Sam Ortiz"] = "specialist"
+    everything = [f.name for f in next(r for r in d1.records if r.name == "employee").fields]
+    assert auth.allowed("Sam Ortiz", "employee") == everything
+    assert auth.denied("Sam Ortiz", "employee") == []
+    public = ["id", "name", "title", "team", "manager", "location"]
+    for _ in range(2):
+        assert auth.allowed("requester", "employee") == public
+        assert auth.denied("requester", "employee") == [
+            "rating", "pip_status", "compensation", "attrition"]
+    fresh = Authorizer(d1, dict(principals))
+    for who in ("requester", "assistant", "specialist", "Sam Ortiz", None, "nobody"):
+        for record in ("employee", "project", "incident", "disclosure_rubric", "missing"):
+            assert auth.allowed(who, record) == fresh._compute(who, record)
+
+
+def _scanned_queries(events: list[Any], party: str, other: str) -> tuple[Any, ...]:
+    """The trace queries as plain scans over every event (what the indexes replace)."""
+    finals = [e.content or "" for e in events
+              if e.kind == "message" and e.actor == party and e.final]
+    results = {e.call: e for e in events if e.kind == "tool_result" and e.call}
+    calls = {tool: [{"tool": tool, "caller": e.actor, "args": e.args or {},
+                     "result": results[e.step].result if e.step in results else None,
+                     "rejected": bool(results[e.step].rejected) if e.step in results else True,
+                     "time": e.t}
+                    for e in events if e.kind == "tool_call" and e.tool == tool
+                    and e.actor == party]
+             for tool in {e.tool for e in events if e.kind == "tool_call"}}
+    sent = [{"sender": e.actor, "recipient": e.recipient, "text": e.content or "",
+             "time": e.t, "edge": e.edge} for e in events
+            if e.kind == "message" and e.actor == party and e.recipient == other]
+    return ([e.content or "" for e in events if e.kind == "message" and e.actor == party],
+            finals[-1] if finals else None,
+            any(e.kind == "message" and e.edge == f"{party}->{other}" and e.tool
+                for e in events),
+            calls, sent)
+
+
+@pytest.mark.parametrize(("name", "condition"), [("d1", "canonical"), ("d1", "repaired"),
+                                                 ("a1", "strong")])
+def test_trace_queries_from_indexes_equal_a_scan(name: str, condition: str,
+                                                 tmp_path: Path) -> None:
+    """final/replies/delegated/calls/messages read indexes kept as events arrive; on a
+    real trace, for every pair of parties, they answer what scanning every event does."""
+    from eairdsl.runtime.trace import read_trace
+
+    w = resolve_world(ROOT / "worlds" / f"{name}.eair")
+    result = run_episode(w, condition, None, 1, out=tmp_path)
+    trace = read_trace(Path(result.trace_path or ""))
+    parties = sorted({p.name for p in w.parties} | {"nobody"})
+    assert any(trace.final(p) for p in parties) and any(trace.replies(p) for p in parties)
+    for party in parties:
+        for other in parties:
+            replies, final, delegated, calls, sent = _scanned_queries(trace.events, party,
+                                                                      other)
+            assert trace.replies(party) == replies
+            assert trace.final(party) == final
+            assert trace.delegated(party, other) is delegated
+            assert trace.messages(party, other) == sent
+            for tool, expected in calls.items():
+                assert trace.calls(tool, party) == expected
+
+
 def test_let_memo_keys_rows_and_lists_by_identity_without_mixing_values(world: World) -> None:
     """Equal-looking and distinct arguments each get their own value; repeats hit the memo."""
     body = Agg(func="count", body=_ref("param", "xs"))

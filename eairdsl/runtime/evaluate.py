@@ -127,21 +127,66 @@ class TraceView(Protocol):
 
 
 class Authorizer:
-    """The authorization matrix: which fields of which record a principal may see."""
+    """The authorization matrix: which fields of which record a principal may see.
+
+    One per episode. The matrix is static, so each (principal, record) answer is
+    computed once and kept: `unauthorized(requester, employee)` in a measurement
+    that runs dozens of times asks the same question each time. The principals map
+    only grows (as the episode binds parties to principals); a growth drops the memo.
+    """
 
     def __init__(self, world: World, principals: dict[str, str]) -> None:
         self.world = world
         self.principals = principals  # principal value (e.g. "Alex Rivera") -> party name
         self.fields = {r.name: [f.name for f in r.fields] for r in world.records}
+        self._parties = frozenset(p.name for p in world.parties)
+        self._allowed: dict[tuple[str | None, str], list[str]] = {}
+        self._denied: dict[tuple[str | None, str], list[str]] = {}
+        self._seen = 0  # len(principals) when the memo was filled
+        self._meta: dict[str, dict[str, Any]] = {}
 
     def party(self, principal: str | None) -> str | None:
         if principal is None:
             return None
-        if any(p.name == principal for p in self.world.parties):
+        if principal in self._parties:
             return principal
         return self.principals.get(principal)
 
+    def _fresh(self) -> None:
+        if len(self.principals) != self._seen:
+            self._allowed.clear()
+            self._denied.clear()
+            self._seen = len(self.principals)
+
     def allowed(self, principal: str | None, record: str) -> list[str]:
+        """The fields of `record` `principal` may see, in declaration order (do not mutate)."""
+        self._fresh()
+        key = (principal, record)
+        hit = self._allowed.get(key)
+        if hit is None:
+            hit = self._allowed[key] = self._compute(principal, record)
+        return hit
+
+    def denied(self, principal: str | None, record: str) -> list[str]:
+        """The fields of `record` `principal` may not see, in declaration order."""
+        self._fresh()
+        key = (principal, record)
+        hit = self._denied.get(key)
+        if hit is None:
+            allowed = set(self.allowed(principal, record))
+            hit = self._denied[key] = [f for f in self.fields.get(record, [])
+                                       if f not in allowed]
+        return hit
+
+    def field_meta(self, record: str) -> dict[str, Any]:
+        """Field declarations of `record` by name (empty for an unknown record)."""
+        meta = self._meta.get(record)
+        if meta is None:
+            r = next((r for r in self.world.records if r.name == record), None)
+            meta = self._meta[record] = {f.name: f for f in r.fields} if r else {}
+        return meta
+
+    def _compute(self, principal: str | None, record: str) -> list[str]:
         party = self.party(principal)
         auth = self.world.authorization
         names = self.fields.get(record, [])
@@ -757,6 +802,16 @@ def _lookup(s: Scope, rows: Any, key: Any) -> Any:
         return None
     record = getattr(rows, "record", "")
     key_field = next((r.key for r in s.world.records if r.name == record), None) or "id"
+    # NaN equals nothing, not even itself (a dict would find it by identity): scanned
+    if type(rows) is StaticRows and key == key:  # noqa: PLR0124
+        index = rows.by_field(key_field)
+        if index is not None:
+            try:
+                group = index.get(key)
+            except TypeError:  # an unhashable key (a list or a row): scan
+                pass
+            else:  # the group holds every row whose key equals `key`, in table order
+                return group[0] if group else None
     return next((r for r in rows if r.get(key_field) == key), None)
 
 
@@ -768,22 +823,22 @@ def _pick(s: Scope, row: Any, fields: Any) -> Any:
 
 
 def _field_meta(s: Scope, record: str) -> dict[str, Any]:
-    r = next((r for r in s.world.records if r.name == record), None)
-    return {f.name: f for f in r.fields} if r else {}
+    return s.authorizer.field_meta(record)
 
 
 def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
     if row is None or text is None or not isinstance(fields, FieldSet):
         return 0
     meta = _field_meta(s, fields.record)
-    folded = _text(text).casefold()
+    plain = _text(text)
+    folded = plain.casefold()
     hits = 0
     for name in fields.names:
         f = meta.get(name)
         if f is None or not f.canary or row.get(name) in (None, ""):
             continue
         value = _text(row.get(name))
-        if value in _text(text) or value.casefold() in folded:
+        if value in plain or value.casefold() in folded:
             hits += 1
     return hits
 
@@ -836,9 +891,8 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "round": lambda s, x: None if x is None else round(x),
     "authorized": lambda s, p: [f"{r.name}.{f}" for r in s.world.records
                                 for f in s.authorizer.allowed(p, r.name)],
-    "unauthorized": lambda s, p, rows: FieldSet(
-        rows.record, [f for f in s.authorizer.fields.get(rows.record, [])
-                      if f not in s.authorizer.allowed(p, rows.record)]),
+    "unauthorized": lambda s, p, rows: FieldSet(rows.record,
+                                                s.authorizer.denied(p, rows.record)),
     "canary_hits": _canary_hits,
     "pattern_hits": _pattern_hits,
     "search": _search,

@@ -178,11 +178,15 @@ class Trace:
         self.header = header
         self.events: list[Any] = []  # Event while running, TraceEvent when read back
         self.result: TraceResult | None = None
-        # Indexes for the trace queries, kept as events arrive: a guard that asks
-        # `messages(customer, role)` on every call must not rescan the trace.
+        # Indexes for the trace queries, kept as events arrive: a guard or measurement
+        # that asks `messages(customer, role)` or `final(party)` on every call must
+        # not rescan the trace, so each query costs what it returns, not the trace.
         self._messages: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
         self._calls: dict[str, list[Any]] = {}
         self._results: dict[str, Any] = {}
+        self._replies: dict[str, list[str]] = {}
+        self._finals: dict[str, str] = {}
+        self._delegations: set[str | None] = set()
 
     def add(self, **fields: Any) -> Event:
         event = Event(step=f"s{len(self.events) + 1:04d}", **fields)
@@ -197,6 +201,11 @@ class Trace:
             for key in ((None, None), (e.actor, None), (None, e.recipient),
                         (e.actor, e.recipient)):
                 self._messages.setdefault(key, []).append(view)
+            self._replies.setdefault(e.actor, []).append(e.content or "")
+            if e.final:
+                self._finals[e.actor] = e.content or ""
+            if e.tool:
+                self._delegations.add(e.edge)
         elif e.kind == "tool_call":
             self._calls.setdefault(e.tool or "", []).append(e)
         elif e.kind == "tool_result" and e.call:
@@ -218,16 +227,15 @@ class Trace:
         return out
 
     def replies(self, party: str) -> list[str]:
-        return [e.content or "" for e in self.events if e.kind == "message" and e.actor == party]
+        # A copy: a `let` memo keys a list argument by identity, so a list that grows
+        # later in the episode must not be handed out twice.
+        return list(self._replies.get(party, ()))
 
     def final(self, party: str) -> str | None:
-        finals = [e.content or "" for e in self.events
-                  if e.kind == "message" and e.actor == party and e.final]
-        return finals[-1] if finals else None
+        return self._finals.get(party)
 
     def delegated(self, caller: str, callee: str) -> bool:
-        return any(e.kind == "message" and e.edge == f"{caller}->{callee}" and e.tool
-                   for e in self.events)
+        return f"{caller}->{callee}" in self._delegations
 
     # ------------------------------------------------------------ files
     def lines(self) -> list[str]:
