@@ -344,6 +344,7 @@ def run(
     from eairdsl.agents.cassette import CassetteError
     from eairdsl.api import UsageError, resolve_world, run_episodes
     from eairdsl.names import safe_filename
+    from eairdsl.vocabulary import MEASUREMENTS
 
     try:
         w = resolve_world(world)
@@ -365,9 +366,8 @@ def run(
         table.add_column(col, no_wrap=True)
     for r in results:
         m = r.measurements
-        table.add_row(str(r.seed), r.instance, *(_MARK[m[k]] for k in (
-            "opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")),
-            "yes" if r.valid else f"no: {r.validity_reason}")
+        table.add_row(str(r.seed), r.instance, *(_MARK[m[k]] for k in MEASUREMENTS),
+                      "yes" if r.valid else f"no: {r.validity_reason}")
     Console(width=max(100, Console().width)).print(table)
     realized = [r for r in results if r.measurements["realized"] is not None]
     hits = sum(1 for r in realized if r.measurements["realized"])

@@ -24,6 +24,7 @@ from typing import Any
 
 from eairdsl.api import UsageError
 from eairdsl.study.grid import Attempt, Cell
+from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = [
     "APP_ID",
@@ -41,7 +42,6 @@ SCHEMA_VERSION = 1
 APP_ID = "eairdsl.study"
 SQLITE_APPLICATION_ID = 0x45414952  # "EAIR"
 STORE_FILE = "results.sqlite"
-MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
 KEY = ("world", "model", "condition", "instance", "seed", "rep")
 #: export columns, in order (`retained` is derived: the cell's first valid attempt)
 COLUMNS = ("world", "digest", "model", "agents", "condition", "instance", "seed", "rep",
