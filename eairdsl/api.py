@@ -124,7 +124,10 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
         # Inducers shift these, and they are clamped to [0, 1], as the episode starts
         # (runtime/engine.py), when the initial state is there to read.
         traits[party.name] = values
-        agents[party.name] = SimAgent(party.name, seed, sim_profile)
+        # One random stream per (world, condition, instance, seed, party, profile).
+        agents[party.name] = SimAgent(party.name, seed, sim_profile,
+                                      world=compiled.world.meta.name, condition=condition,
+                                      instance=str(instance.get("id")))
     if use_llm:  # parties with a model get LLM agents; the rest stay sim
         from eairdsl.agents.llm import LLMSettings, llm_agents
 

@@ -20,10 +20,25 @@ Traits, all in [0, 1]:
   evidence it read in this task names one of the values.
 - completeness: shares every fact it holds (1) versus only what the request
   needs (0).
+
+Refusals (see docs/sim.md): a rejected call's reason is read like a reasonable
+agent would read it — it may name another tool the agent holds, a participant
+it can ask (an approver), an argument or a numeric bound, or an approval tool.
+The agent takes that route, at most `MAX_RETRIES` times per tool and task,
+never repeats a rejected call unchanged (except once after an approval step
+succeeded), and a refusal it could not get past is stated in its answer. The
+compliant profile prefers the approval route and changes an argument only to a
+value it can tell satisfies the reason; the reckless one rephrases freely.
+
+Randomness: one stream per participant, keyed by sha256 of world, condition,
+instance, seed, party and profile (`stream_key`), so draws differ across
+instances and are identical for identical inputs in every process.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 from collections.abc import Callable
@@ -33,7 +48,13 @@ from typing import Any
 from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Reply, ToolCall, ToolSpec
 from eairdsl.vocabulary import TRAITS
 
-__all__ = ["SimAgent", "PROFILES", "TRAITS"]
+__all__ = ["SimAgent", "PROFILES", "TRAITS", "MAX_RETRIES", "stream_key"]
+
+#: Recovery actions after refusals of one tool, per task.
+MAX_RETRIES = 2
+#: Recovery actions per task, all tools together (a task has 16 steps).
+_MAX_TASK_RETRIES = 4
+_LAST_RECOVERY_STEP = 12
 
 PROFILES: dict[str, dict[str, float]] = {
     "sim": {"diligence": 0.5, "deference": 0.5, "overclaim": 0.3, "committal": 0.5,
@@ -48,15 +69,53 @@ _DOTTED = re.compile(r"\.[a-z_]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SUBJECT = re.compile(r"^.*? — ")
 _TEXT_PARAMS = ("question", "query", "message", "text", "request", "note", "summary", "reason")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\$?(\d[\d,]*(?:\.\d+)?)(%?)")
+_NUMERIC = ("int", "number", "money", "duration", "percent")
+_TOO_HIGH = re.compile(r"\b(over|above|exceed\w*|more than|at most|limit\w*|maximum|max|cap|"
+                       r"budget|too (?:high|large|much|many)|up to|within)\b")
+_TOO_LOW = re.compile(r"\b(below|at least|minimum|min|too (?:low|small|few|little))\b")
+_APPROVAL = re.compile(r"\b(approv\w*|authori[sz]\w*|permission|sign[- ]off|limit\w*|"
+                       r"exceed\w*|above|over)\b")
+
+
+def stream_key(world: str, condition: str, instance: str, seed: int, party: str,
+               profile: str = "sim") -> int:
+    """The seed of one participant's random stream: sha256 of its inputs (never `hash()`,
+    which is randomised per process)."""
+    text = f"{world}|{condition}|{instance}|{seed}|{party}|{profile}"
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+class _Recovery:
+    """What one task has been refused and what the agent did about it."""
+
+    def __init__(self) -> None:
+        self.retries: dict[str, int] = {}
+        self.total = 0
+        #: rejected (tool, args) pairs, never repeated unchanged
+        self.tried: set[tuple[str, str]] = set()
+        #: tool -> the reason of its last refusal, while nothing got past it
+        self.unresolved: dict[str, str] = {}
+        #: the refused call to try once more after an approval step succeeds
+        self.after: tuple[str, ToolCall] | None = None
+        #: the last call this agent made in the task
+        self.last: ToolCall | None = None
+        self.seen = 0
+
+
+def _key(call: ToolCall) -> tuple[str, str]:
+    return call.tool, json.dumps(call.args, sort_keys=True, default=str)
 
 
 class SimAgent:
     """One participant's offline decision-maker; its randomness is seeded per participant."""
 
-    def __init__(self, party: str, seed: int, profile: str = "sim") -> None:
+    def __init__(self, party: str, seed: int, profile: str = "sim", world: str = "",
+                 condition: str = "", instance: str = "") -> None:
         self.party = party
         self.profile = profile
-        self.rng = random.Random(f"{seed}:{party}:{profile}")
+        self.rng = random.Random(stream_key(world, condition, instance, seed, party, profile))
+        self._recovery: dict[int, _Recovery] = {}
         # A plan step is (what, tool, args): "call" a read now, "send" or "act" when reached.
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
         # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
@@ -67,6 +126,18 @@ class SimAgent:
         obs = observation
         if obs.task not in self.plans:
             self.plans[obs.task] = self._plan(obs)
+            self._recovery[obs.task] = _Recovery()
+        action = self._next(obs)
+        if isinstance(action, ToolCall):
+            self._recovery[obs.task].last = action
+        else:
+            self._recovery.pop(obs.task, None)
+        return action
+
+    def _next(self, obs: Observation) -> ToolCall | Reply:
+        recovered = self._after_result(obs)
+        if recovered is not None:
+            return recovered
         plan = self.plans[obs.task]
         while plan:
             what, tool, args = plan.pop(0)
@@ -86,6 +157,206 @@ class SimAgent:
             return ToolCall(tool=tool, args=args)
         del self.plans[obs.task]
         return Reply(text=self._answer(obs))
+
+    # ------------------------------------------------------------ refusals
+    def _after_result(self, obs: Observation) -> ToolCall | None:
+        """Read the result of this agent's last call; after a refusal, maybe recover."""
+        rec = self._recovery[obs.task]
+        items = self._this_task(obs)
+        if rec.last is None or len(items) == rec.seen:
+            return None
+        rec.seen = len(items)
+        item = items[-1]
+        if item.kind != "tool_result" or item.tool != rec.last.tool:
+            return None
+        call = rec.last
+        if not item.rejected:
+            rec.unresolved.pop(call.tool, None)
+            if rec.after is not None and rec.after[0] == call.tool:
+                # The approval step went through: the refused call once more.
+                origin = rec.after[1]
+                rec.after = None
+                return self._retry(obs, rec, origin.tool, origin)
+            return None
+        reason = _reason(item.result)
+        rec.tried.add(_key(call))
+        rec.unresolved[call.tool] = reason
+        if rec.after is not None and rec.after[0] == call.tool:
+            rec.after = None  # the approval step itself was refused
+        if rec.retries.get(call.tool, 0) >= MAX_RETRIES or rec.total >= _MAX_TASK_RETRIES \
+                or obs.step >= _LAST_RECOVERY_STEP:
+            return None
+        return self._recover(obs, rec, call, reason)
+
+    def _retry(self, obs: Observation, rec: _Recovery, origin: str,
+               call: ToolCall) -> ToolCall | None:
+        """Count a recovery action against the refused tool `origin` (None: over the bound)."""
+        if rec.retries.get(origin, 0) >= MAX_RETRIES or rec.total >= _MAX_TASK_RETRIES:
+            return None
+        if call.tool not in {s.name for s in obs.tools}:
+            return None
+        rec.retries[origin] = rec.retries.get(origin, 0) + 1
+        rec.total += 1
+        return call
+
+    def _recover(self, obs: Observation, rec: _Recovery, call: ToolCall,
+                 reason: str) -> ToolCall | None:
+        """The route a refusal's reason offers, in the order the profile prefers.
+
+        - a tool the agent holds that the reason names (the world's alternative);
+        - a participant the reason names that a held tool reaches (an approver);
+        - an argument the reason names or bounds, corrected;
+        - an approval tool, when the reason speaks of approval or a limit.
+        The compliant profile tries approvers and approval tools first and corrects an
+        argument only to a value it can tell satisfies the reason; the reckless one
+        corrects arguments first and rephrases any argument when nothing is named.
+        """
+        spec = next((s for s in obs.tools if s.name == call.tool), None)
+        lowered = reason.lower().replace("_", " ")  # `large_refund` is named either way
+        others = [s for s in obs.tools if s.name != call.tool]
+        named = [s for s in others if _mentions(lowered, s.name)]
+        approvers = self._approver_calls(obs, others, lowered, call)
+        approval = [s for s in others if s not in named and _APPROVAL.search(lowered)
+                    and re.search(r"approv", f"{s.name} {s.description}".lower())]
+
+        def by_tool() -> ToolCall | None:
+            for s in named:
+                alt = ToolCall(tool=s.name, args=self._carry(obs, s, call))
+                if _key(alt) not in rec.tried:
+                    return alt
+            return None
+
+        def by_approver() -> ToolCall | None:
+            for alt in approvers:
+                if _key(alt) not in rec.tried:
+                    rec.after = (alt.tool, call)
+                    return alt
+            return None
+
+        def by_approval_tool() -> ToolCall | None:
+            for s in approval:
+                alt = ToolCall(tool=s.name, args=self._carry(obs, s, call))
+                if _key(alt) not in rec.tried:
+                    rec.after = (alt.tool, call)
+                    return alt
+            return None
+
+        def by_argument() -> ToolCall | None:
+            return self._corrected(obs, rec, spec, call, lowered) if spec else None
+
+        compliant = self.profile == "sim:compliant"
+        reckless = self.profile == "sim:reckless"
+        if compliant:
+            order = (by_approver, by_approval_tool, by_tool, by_argument)
+        elif reckless:
+            order = (by_argument, by_tool, by_approver, by_approval_tool)
+        else:
+            order = (by_tool, by_approver, by_argument, by_approval_tool)
+        for strategy in order:
+            alt = strategy()
+            if alt is not None:
+                retried = self._retry(obs, rec, call.tool, alt)
+                if retried is None:
+                    rec.after = None
+                return retried
+        return None
+
+    def _carry(self, obs: Observation, spec: ToolSpec, call: ToolCall) -> dict[str, Any]:
+        """Arguments for another tool: the refused call's where the names match."""
+        args = self._args(obs, spec)
+        for p in spec.params:
+            if p.name in call.args:
+                args[p.name] = call.args[p.name]
+        return args
+
+    def _approver_calls(self, obs: Observation, others: list[ToolSpec], lowered: str,
+                        call: ToolCall) -> list[ToolCall]:
+        """Calls that reach a participant the reason names (by name or display name)."""
+        known: dict[str, str] = {}
+        for name, shown in obs.names.items():
+            known[name] = name
+            known[shown.lower()] = name
+        for s in others:
+            for p in s.params:
+                if p.type == "party":
+                    known.update({m: m for m in p.members})
+        named = sorted({party for word, party in known.items() if party != self.party
+                        and _mentions(lowered, word)})
+        out: list[ToolCall] = []
+        for party in named:
+            words = [w for w, q in known.items() if q == party]
+            for s in others:
+                if s.kind not in ("communicate", "act") and not s.delegates:
+                    continue
+                slot = next((p for p in s.params if p.type == "party" and party in p.members),
+                            None)
+                about = f"{s.name} {s.description}".lower()
+                if slot is None and not any(_mentions(about, w) for w in words):
+                    continue
+                args = self._carry(obs, s, call)
+                if slot is not None:
+                    args[slot.name] = party
+                out.append(ToolCall(tool=s.name, args=args))
+        return out
+
+    def _corrected(self, obs: Observation, rec: _Recovery, spec: ToolSpec, call: ToolCall,
+                   lowered: str) -> ToolCall | None:
+        """The refused call with one argument changed to a value the reason admits."""
+        numbers = [(float(n.replace(",", "")), pct == "%") for n, pct in _NUMBER.findall(lowered)]
+        high, low = bool(_TOO_HIGH.search(lowered)), bool(_TOO_LOW.search(lowered))
+        params = [p for p in spec.params if p.name in call.args]
+        named = [p for p in params if _mentions(lowered, p.name)
+                 or f"'{p.name}'" in lowered]
+        if not named and (numbers or high or low):
+            named = [p for p in params if p.type in _NUMERIC]
+        compliant = self.profile == "sim:compliant"
+        if not named and self.profile == "sim:reckless":
+            named = params  # nothing named: rephrase whatever can be rephrased
+        for p in named:
+            current = call.args[p.name]
+            choices = list(p.hint or []) or list(p.members)
+            untried = [c for c in choices if c != current and _key(ToolCall(
+                tool=call.tool, args={**call.args, p.name: c})) not in rec.tried]
+            value = self._admissible(p, current, untried, numbers, high, low, lowered)
+            if value is None and not compliant and untried:
+                value = self._rotate(untried, obs)
+            if value is not None:
+                return ToolCall(tool=call.tool, args={**call.args, p.name: value})
+        return None
+
+    def _admissible(self, p: ParamSpec, current: Any, untried: list[Any],
+                    numbers: list[tuple[float, bool]], high: bool, low: bool,
+                    lowered: str) -> Any:
+        """A value the agent can tell satisfies the reason, else None."""
+        listed = [c for c in untried if isinstance(c, str) and _mentions(lowered, c)]
+        if listed:
+            return listed[0]  # the reason names an admissible value
+        nums = [c for c in untried if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        if p.type not in _NUMERIC or not isinstance(current, (int, float)) \
+                or isinstance(current, bool) or not nums:
+            return None
+        for bound, pct in numbers:
+            scale = 100.0 if pct and p.type == "percent" and abs(current) <= 1 else 1.0
+            bound /= scale
+            if current > bound:
+                fit = [c for c in nums if c <= bound]
+                return max(fit) if fit else None
+            if current < bound:
+                fit = [c for c in nums if c >= bound]
+                return min(fit) if fit else None
+        if high and not low:
+            fit = [c for c in nums if c < current]
+            return max(fit) if fit else None
+        if low and not high:
+            fit = [c for c in nums if c > current]
+            return min(fit) if fit else None
+        return None
+
+    def _rotate(self, untried: list[Any], obs: Observation) -> Any:
+        """Another candidate: the most committal for the reckless, else drawn like any."""
+        if self.profile == "sim:reckless":
+            return untried[-1]
+        return self._choose(untried, obs.traits.get("committal", 0.5))
 
     # ------------------------------------------------------------ planning
     def _plan(self, obs: Observation) -> list[tuple[str, str, dict[str, Any]]]:
@@ -197,6 +468,15 @@ class SimAgent:
         return None
 
     # ------------------------------------------------------------ answering
+    def _refusals(self, obs: Observation) -> list[str]:
+        """Sentences for the act tools refused in this task that nothing got past."""
+        rec = self._recovery.get(obs.task)
+        if rec is None:
+            return []
+        acts = {s.name for s in obs.tools if s.kind == "act"}
+        return [f"I could not complete {_label(tool)}: {reason.rstrip('.')}."
+                for tool, reason in rec.unresolved.items() if tool in acts]
+
     def _facts(self, obs: Observation) -> list[Fact]:
         """The facts this task's tool results state (see `_facts_of`), each once."""
         facts: list[Fact] = []
@@ -252,6 +532,9 @@ class SimAgent:
             if include:
                 chosen.append(sentence)
         rejected = [m for m in self._this_task(obs) if m.rejected]
+        refused = self._refusals(obs)
+        if refused:
+            return " ".join(refused + (["What I found: " + " ".join(chosen)] if chosen else []))
         if not chosen:
             if rejected:
                 return "I could not get that information: the request was declined."
@@ -295,6 +578,13 @@ def _mentions(lowered: str, choice: str) -> int:
 def _choice_pattern(choice: str) -> tuple[str, re.Pattern[str]]:
     words = choice.replace("_", " ").strip().lower()
     return words, re.compile(rf"\b{re.escape(words)}\b")
+
+
+def _reason(result: Any) -> str:
+    """The reason of a rejected result (`{"error": reason}`)."""
+    if isinstance(result, dict) and "error" in result:
+        return str(result["error"])
+    return str(result)
 
 
 def _lower(result: Any) -> str:
