@@ -34,10 +34,28 @@ __all__ = ["UsageError", "WorldHasErrors", "EpisodeResult", "ValidationReport", 
            "resolve_world",
            "run_episode", "run_episode_async", "run_episodes", "run_episodes_concurrently",
            "validate_world",
-           "trace_file", "AGENT_PROFILES", "LAST_FILE"]
+           "trace_file", "split_profile", "AGENT_PROFILES", "MECHANICS", "LAST_FILE"]
 
-AGENT_PROFILES = tuple(PROFILES)
+#: The suffix of a profile's mechanics twin: `sim:mechanics`, `sim:reckless:mechanics`.
+MECHANICS = ":mechanics"
+AGENT_PROFILES = (*PROFILES, *(p + MECHANICS for p in PROFILES))
 LAST_FILE = ".last"
+
+
+def split_profile(agents: str) -> tuple[str, bool]:
+    """An offline `--agents` value as (base profile, mechanics only).
+
+    `sim:mechanics`, `sim:compliant:mechanics` and `sim:reckless:mechanics` are the
+    mechanics twins of the three profiles: the same base traits, the same random
+    stream (keyed by the base profile), every tool, guard, datum, dashboard and
+    warning message of the world unchanged — but no inducer `shift` and no role
+    `trait` offset moves their traits. Raises `UsageError` for anything else.
+    """
+    base = agents.removesuffix(MECHANICS)
+    if base not in PROFILES:
+        raise UsageError(f"unknown agents '{agents}'; choose one of "
+                         f"{', '.join(AGENT_PROFILES)}, llm")
+    return base, base != agents
 
 
 class UsageError(Exception):
@@ -109,22 +127,25 @@ def _agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any], s
             profile: str, llm: LLMSettings | None = None,
             ) -> tuple[dict[str, Agent], dict[str, dict[str, float]]]:
     use_llm = profile == "llm" or (llm is not None and llm.active)
-    if profile not in PROFILES and not use_llm:
-        raise UsageError(f"unknown agents '{profile}'; choose one of {', '.join(PROFILES)}, llm")
-    sim_profile = profile if profile in PROFILES else "sim"
+    if profile in AGENT_PROFILES or not use_llm:
+        sim_profile, mechanics = split_profile(profile)
+    else:  # llm: the parties without a model run as plain sim
+        sim_profile, mechanics = "sim", False
     agents: dict[str, Agent] = {}
     traits: dict[str, dict[str, float]] = {}
     for party in compiled.world.parties:
         if party.kind == "actor":
             continue
         values = dict(PROFILES[sim_profile])
-        if sim_profile == "sim":
+        if sim_profile == "sim" and not mechanics:
             for trait, delta in party.traits.items():  # `trait NAME ±x` shifts the baseline
                 values[trait] = values.get(trait, 0.5) + delta
         # Inducers shift these, and they are clamped to [0, 1], as the episode starts
         # (runtime/engine.py), when the initial state is there to read.
         traits[party.name] = values
-        # One random stream per (world, condition, instance, seed, party, profile).
+        # One random stream per (world, condition, instance, seed, party, profile); a
+        # mechanics twin draws its base profile's stream, so that twin and base differ
+        # by the shifts alone.
         agents[party.name] = SimAgent(party.name, seed, sim_profile,
                                       world=compiled.world.meta.name, condition=condition,
                                       instance=str(instance.get("id")))
@@ -223,8 +244,9 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
     episode: Episode | None = None
     try:
         episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
-                          # inducers move the default sim profile's traits, never a self-test's
-                          shift_traits=(agents if agents in PROFILES else "sim") == "sim")
+                          # inducers move the default sim profile's traits, never a
+                          # self-test's nor a mechanics twin's
+                          shift_traits=_shifts_traits(agents))
         await episode.run()
     except BudgetExceeded as exc:
         if episode is not None:
@@ -263,6 +285,15 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         if llm.active:
             agents = f"llm:{llm.model or 'per-role'}"
     return _finish(w, trace, seed, agents, out, usage)
+
+
+def _shifts_traits(agents: str) -> bool:
+    """Whether inducer `shift`s move this profile's traits: plain `sim` (and the sim
+    agents beside LLM ones) only."""
+    if agents not in AGENT_PROFILES:
+        return True  # llm: the parties without a model run as plain sim
+    base, mechanics = split_profile(agents)
+    return base == "sim" and not mechanics
 
 
 def _why(exc: BaseException) -> str:

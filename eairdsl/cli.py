@@ -458,6 +458,9 @@ _MODELS_HELP = ("Comma-separated models: an agent profile or NAME=PROFILE "
 _INSTANCES_HELP = "'all', 'seed' (one instance drawn per seed) or comma-separated ids."
 _SEEDS_HELP = "Seeds 0..N-1 per cell (default: the world's declared seeds)."
 _SCHEDULER_HELP = "Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)."
+_SHIFTS_HELP = ("on: the world's declared trait shifts apply; off: only its mechanics "
+                "(each sim model's :mechanics twin); both: each model and its twin, and the "
+                "report marks each contrast mechanical or declared.")
 
 
 @app.command()
@@ -475,6 +478,7 @@ def study(
         min=1, help="Episodes (replicates) per grid cell.")] = 1,
     agents: Annotated[str, typer.Option(
         help="sim, sim:compliant or sim:reckless (the default model).")] = "sim",
+    shifts: Annotated[str, typer.Option(help=_SHIFTS_HELP)] = "on",
     workers: Annotated[int | None, typer.Option(
         min=1, help="Parallel workers (default: the number of CPUs).")] = None,
     executor: Annotated[str, typer.Option(help="local (processes here) or dask.")] = "local",
@@ -505,7 +509,7 @@ def study(
 
     try:
         loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
-        chosen = parse_models(models, agents)
+        chosen = parse_models(models, agents, shifts)
         wanted = parse_names(conditions)
         picks = "seed" if instances.strip() == "seed" else parse_names(instances)
         plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]

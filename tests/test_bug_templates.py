@@ -341,6 +341,10 @@ CASES: list[Case] = [
     # ------------------------------------------------------------ W7xx lints
     C("W701-unused-lever", "W701", ("top", 1), slots={"top": "lever spare : bool = false"}),
     C("W701-unused-tool", "W701", ("top", 1), slots={"top": "tool spare() { kind read }"}),
+    C("W703-shift-without-text", "W703", ("top", 28),
+      slots={"top": "inducer rush : incentive { shift diligence -0.2 }"}),
+    C("W703-shift-text-no-card-renders", "W703", ("top", 45),
+      slots={"top": 'inducer rush : incentive { text "Hurry up." shift diligence -0.2 }'}),
     C("W702-utility-true", "W702", ("measure", 13), slots={"measure": "utility = true"},
       blank=(template_line("utility = final"),)),
     C("W702-x-equals-x", "W702", ("measure", 14),

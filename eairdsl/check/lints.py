@@ -3,7 +3,9 @@
 Missing measurements are errors (a study would silently report them as never
 assessed). A measurement that can never be false, or never be true, is the bug
 other benchmarks shipped ("empty criteria pass automatically"); unused
-declarations usually mean a lever or tool was forgotten in a role.
+declarations usually mean a lever or tool was forgotten in a role. An inducer
+that shifts sim traits but whose text no LLM prompt receives makes an offline
+effect that LLM agents are never exposed to (W703).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from eairdsl.check.exprs import MEASUREMENTS
 from eairdsl.check.static import fold
 from eairdsl.check.world import DECL_KINDS, CheckedWorld
 from eairdsl.diagnostics import Diagnostics
+from eairdsl.syntax import ast as A
 
 __all__ = ["lint_world"]
 
@@ -54,3 +57,45 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         diagnostics.warning("W701", f"{DECL_KINDS[kind]} '{name}' is never used", decl.span,
                             "remove it, or reference it where it belongs")
+    _lint_silent_shifts(world, diagnostics)
+
+
+def _lint_silent_shifts(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    """W703: an inducer with a `shift` but no text an LLM prompt receives.
+
+    A warning's text (literal or computed) arrives as a message, and a live
+    dashboard's (a computed text) in every observation; any other inducer's literal
+    text reaches an LLM only if a card of one of its roles renders it. Without that,
+    the shift moves the sim agents on a channel an LLM never sees.
+    """
+    if any(d.span is not None and d.code.startswith("E6") for d in diagnostics.errors):
+        return  # cards did not render: which texts they show is unknown
+    for name, inducer in world.inducers.items():
+        entry = world.decls.get(name)
+        if entry is not None and entry[2].is_stdlib:
+            continue
+        shifts = [c for c in inducer.clauses if isinstance(c, A.ShiftClause)]
+        if not shifts:
+            continue
+        text = A.first_clause(inducer.clauses, A.TextClause)
+        if text is None:
+            diagnostics.warning(
+                "W703", f"{inducer.kind} '{name}' shifts sim traits but has no `text`: "
+                "no LLM prompt receives it", shifts[0].span,
+                "give it the `text` an LLM agent would see (rendered by the card, or sent as "
+                "a warning), or remove the shift — a channel only the sim feels is a "
+                "hypothesis, not a mechanic")
+            continue
+        if inducer.kind == "warning" or text.constant is None:
+            continue  # a message when it fires; a live dashboard in every observation
+        roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
+        needle = " ".join(text.constant.split())
+        cards = [t for party, by_cond in world.prompts.items()
+                 if not roles or party in roles for t in by_cond.values()]
+        if needle and not any(needle in " ".join(t.split()) for t in cards):
+            diagnostics.warning(
+                "W703", f"{inducer.kind} '{name}' shifts sim traits but no card renders its "
+                "text: no LLM prompt receives it", shifts[0].span,
+                f"render it in its roles' cards (`inducers.{inducer.kind}`"
+                f"{' or `prompt_clauses`' if inducer.kind == 'prompt_clause' else ''}), "
+                "or remove the shift")

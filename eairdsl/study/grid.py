@@ -15,8 +15,15 @@ and retries get fresh seeds that no other cell uses, and a resumed study
 reruns an interrupted episode with the seed it would have had.
 
 Models. Offline, a model is an agent profile (`sim`, `sim:compliant`,
-`sim:reckless`) or a named alias of one (`alice=sim`). The `model` column is
-kept so that the LLM backend can bind real model names later.
+`sim:reckless`, or the mechanics twin of one, `sim:mechanics` …) or a named
+alias of one (`alice=sim`). The `model` column is kept so that the LLM backend
+can bind real model names later.
+
+Shifts. `--shifts on` runs the models as given; `off` replaces each offline
+model by its mechanics twin (declared `shift`s and role `trait` offsets
+ignored); `both` runs each model and, right after it, its twin, named
+`<model>:mechanics` — so the report can tell a contrast the world's mechanics
+produce from one that exists only through the shifts (`eairdsl.study.report`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_REPS",
     "MAX_SEEDS",
+    "MECHANICS",
     "OFFLINE_PROFILES",
+    "SHIFTS",
     "Attempt",
     "Cell",
     "GridError",
@@ -45,11 +54,18 @@ __all__ = [
     "plan_world",
     "run_seed",
     "slug",
+    "with_shifts",
 ]
 
 MAX_SEEDS = 1000
 MAX_REPS = 1000
-OFFLINE_PROFILES = ("sim", "sim:compliant", "sim:reckless")
+#: the suffix of a profile's mechanics twin (as `eairdsl.api.MECHANICS`; the grid does
+#: not import the runtime)
+MECHANICS = ":mechanics"
+BASE_PROFILES = ("sim", "sim:compliant", "sim:reckless")
+OFFLINE_PROFILES = (*BASE_PROFILES, *(p + MECHANICS for p in BASE_PROFILES))
+#: `--shifts`: run with the declared shifts (on), without them (off), or both
+SHIFTS = ("on", "off", "both")
 
 
 class GridError(ValueError):
@@ -74,6 +90,22 @@ class Model:
 
     name: str
     agents: str
+
+    @property
+    def mechanics(self) -> bool:
+        """Whether this model runs a mechanics twin (no shifts, no trait offsets)."""
+        return self.agents.endswith(MECHANICS)
+
+    @property
+    def base(self) -> str:
+        """The profile without its mechanics suffix (`sim:reckless:mechanics` → `sim:reckless`)."""
+        return self.agents.removesuffix(MECHANICS)
+
+    def twin(self) -> Model:
+        """The same model without the shifts: `sim` → `sim:mechanics`, `a=sim` → `a:mechanics`."""
+        if self.mechanics:
+            return self
+        return Model(self.name + MECHANICS, self.agents + MECHANICS)
 
 
 @dataclass(frozen=True)
@@ -129,8 +161,12 @@ def parse_names(text: str | None) -> list[str] | None:
     return out or None
 
 
-def parse_models(text: str | None, default_agents: str = "sim") -> list[Model]:
-    """`--models`: comma-separated `PROFILE` or `NAME=PROFILE`; default: the `--agents` value."""
+def parse_models(text: str | None, default_agents: str = "sim",
+                 shifts: str = "on") -> list[Model]:
+    """`--models`: comma-separated `PROFILE` or `NAME=PROFILE`; default: the `--agents` value.
+
+    `shifts` is `--shifts` (`with_shifts`): `on` keeps the models, `off` runs each
+    model's mechanics twin instead, `both` adds the twin after each model."""
     items = parse_names(text) or [default_agents]
     models: list[Model] = []
     for item in items:
@@ -146,10 +182,29 @@ def parse_models(text: str | None, default_agents: str = "sim") -> list[Model]:
         if any(m.name == name for m in models):
             raise GridError(f"model '{name}' given twice")
         models.append(Model(name, agents))
+    models = with_shifts(models, shifts)
     slugs = [slug(m.name) for m in models]
     if len(set(slugs)) != len(slugs):
         raise GridError("two model names map to the same folder name; rename one")
     return models
+
+
+def with_shifts(models: Sequence[Model], shifts: str) -> list[Model]:
+    """The model axis under `--shifts on|off|both` (see the module docstring)."""
+    if shifts not in SHIFTS:
+        raise GridError(f"--shifts must be one of {', '.join(SHIFTS)}, got '{shifts}'")
+    out: list[Model] = []
+    for model in models:
+        chosen = {"on": [model], "off": [model.twin()],
+                  "both": [model, model.twin()]}[shifts]
+        for m in chosen:
+            same = [o for o in out if o.name == m.name]
+            if same and same[0] == m and shifts != "on":
+                continue  # `sim,sim:mechanics` under `both`: the twin is already there
+            if same:
+                raise GridError(f"model '{m.name}' given twice")
+            out.append(m)
+    return out
 
 
 def plan_world(world: World, conditions: Sequence[str] | None = None,

@@ -7,6 +7,18 @@ writes) into every table of the report; `write_report(study_dir)` renders
 trace under `report/traces/`. The pages use no server, no external script or
 stylesheet: they open from disk.
 
+Where an offline contrast comes from. Sim agents move with the trait
+`shift`s a world declares, so a sim contrast can be the world's mechanics or
+only the hypothesis its author wrote in. With `eairc study --shifts both` each
+sim model runs beside its mechanics twin (`sim` and `sim:mechanics`), and each
+contrast (endpoint × condition against the reference, per model family) is
+marked by `provenance`: a contrast is *present* in a set of episodes when its
+exact McNemar p < 0.05 (`PRESENT_P`); it is **mechanical** when present with
+the mechanics twin (the shifts are not needed), **declared** when present only
+with the shifts, and **none** when present in neither. Offline results are a
+model of a world's mechanics plus its declared hypotheses, never evidence about
+LLMs; the report says so whenever sim agents produced them.
+
 Which episodes count: a cell's *retained* episode is its first
 execution-valid attempt (the first-success rule); invalid attempts are listed
 but never counted. A measurement that is unassessed (NULL) is left out of
@@ -45,16 +57,26 @@ TRACES_DIR = "traces"  # as in eairdsl.study.executor (not imported: it pulls in
 __all__ = [
     "CONTRAST_ENDPOINTS",
     "ENDPOINT_LABELS",
+    "OFFLINE_NOTE",
+    "PRESENT_P",
     "PRIMARY",
+    "Provenance",
     "REPORT_DIR",
     "RateCell",
     "analyse",
+    "provenance",
     "summary_rows",
     "svg_bubbles",
     "svg_rates",
     "write_report",
 ]
 
+#: a contrast is *present* in a set of episodes when its exact McNemar p is below this
+PRESENT_P = 0.05
+MECHANICS = ":mechanics"  # as eairdsl.study.grid.MECHANICS
+OFFLINE_NOTE = ("These results come from the offline sim agents: they are a model of the "
+                "world's mechanics plus the hypotheses declared in it as trait shifts, not "
+                "evidence about how LLMs behave.")
 PRIMARY = "realized"
 CONTRAST_ENDPOINTS = ("realized", "utility")
 REPORT_DIR = "report"
@@ -112,6 +134,39 @@ class Contrast:
 
 
 @dataclass
+class Provenance:
+    """Where one offline contrast comes from: the same contrast with and without shifts.
+
+    `family` is the model without its `:mechanics` suffix (`sim`, `sim:reckless`, an
+    alias); `shifted` and `mechanics` are the contrast among its runs with the world's
+    shifts and among its mechanics twin's runs (None when that side was not run).
+    """
+
+    endpoint: str
+    condition: str
+    family: str
+    shifted: Contrast | None
+    mechanics: Contrast | None
+
+    @property
+    def verdict(self) -> str:
+        """`mechanical`, `declared`, `none`, or `unclassified` (no mechanics runs, and present
+        with the shifts — or nothing run without them to compare)."""
+        with_m = _present(self.mechanics)
+        if with_m:
+            return "mechanical"
+        if self.mechanics is None:
+            return "unclassified"
+        if _present(self.shifted):
+            return "declared"
+        return "none"
+
+
+def _present(c: Contrast | None) -> bool:
+    return c is not None and c.b != c.c and c.p < PRESENT_P
+
+
+@dataclass
 class WorldResult:
     name: str
     title: str
@@ -126,6 +181,7 @@ class WorldResult:
     by_model: list[tuple[str, dict[str, RateCell], float | None]] = field(default_factory=list)
     by_condition: list[tuple[str, dict[str, RateCell]]] = field(default_factory=list)
     contrasts: list[Contrast] = field(default_factory=list)
+    provenance: list[Provenance] = field(default_factory=list)
 
 
 @dataclass
@@ -138,6 +194,10 @@ class Analysis:
     retained: int
     invalid_cells: int
     resamples: int
+    #: whether any retained episode ran sim agents (the report then says what they are)
+    offline: bool = False
+    #: whether any ran a mechanics twin (the provenance tables are then complete)
+    mechanics: bool = False
 
 
 def _retained(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -177,6 +237,7 @@ def analyse(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any]],
             res.by_condition.append((condition, _cells(
                 r for r in mine if r["condition"] == condition)))
         res.contrasts = _contrasts(mine, order, resamples, seed)
+        res.provenance = provenance(mine, order)
         results.append(res)
     correlations = []
     for i, a in enumerate(names):
@@ -191,7 +252,44 @@ def analyse(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any]],
     cells_total = len({_cell(r) for r in rows})
     return Analysis(worlds=results, models=models, bubbles=bubbles, correlations=correlations,
                     attempts=len(rows), retained=len(kept), invalid_cells=cells_total - len(kept),
-                    resamples=resamples)
+                    resamples=resamples,
+                    offline=any(_offline(r) for r in kept),
+                    mechanics=any(_offline(r) and _mechanics(r) for r in kept))
+
+
+def _offline(r: dict[str, Any]) -> bool:
+    return str(r.get("agents") or "").startswith("sim")
+
+
+def _mechanics(r: dict[str, Any]) -> bool:
+    return str(r.get("agents") or "").endswith(MECHANICS)
+
+
+def provenance(rows: Sequence[dict[str, Any]], order: list[str]) -> list[Provenance]:
+    """Each offline contrast per model family, with and without the world's shifts.
+
+    A family is a model name without its `:mechanics` suffix: `sim` and
+    `sim:mechanics` (what `--shifts both` runs) are one family. Only retained
+    sim-agent rows count; the contrasts are computed as in the paired-contrast table
+    (matched instance × seed × replicate), without the bootstrap.
+    """
+    families: dict[str, dict[bool, list[dict[str, Any]]]] = defaultdict(
+        lambda: {False: [], True: []})
+    for r in rows:
+        if _offline(r):
+            families[str(r["model"]).removesuffix(MECHANICS)][_mechanics(r)].append(r)
+    out: list[Provenance] = []
+    for family in sorted(families):
+        sides = {m: {(c.endpoint, c.condition): c for c in _contrasts(rs, order, 0, 0)}
+                 for m, rs in families[family].items()}
+        for endpoint in CONTRAST_ENDPOINTS:
+            for condition in order[1:]:
+                key = (endpoint, condition)
+                shifted, mech = sides[False].get(key), sides[True].get(key)
+                if shifted is None and mech is None:
+                    continue
+                out.append(Provenance(endpoint, condition, family, shifted, mech))
+    return out
 
 
 def _cell(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -400,6 +498,7 @@ def _env() -> Any:
         trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
+                       offline_note=OFFLINE_NOTE, present_p=PRESENT_P,
                        fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num)
     return env
 
