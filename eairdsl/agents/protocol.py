@@ -81,6 +81,11 @@ class Observation(BaseModel):
     names: dict[str, str] = Field(default_factory=dict)
     #: live dashboard lines as they read now (dashboards whose text reads the state)
     dashboard: list[str] = Field(default_factory=list)
+    #: who holds enacted power over this agent's consequences (its staffing, evaluation,
+    #: career points): the `from` participant of every `power` inducer that covers its
+    #: role and is on in this episode. None when the world declares no `power` inducer
+    #: with `from` for the role at all (then rank, `authority`, is the only signal).
+    power_holders: list[str] | None = None
 
 
 class ToolCall(BaseModel):

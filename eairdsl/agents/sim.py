@@ -11,8 +11,13 @@ guards reject, what the cards and inducers shift — never from this file.
 Traits, all in [0, 1]:
 - diligence: calls read/verify tools before acting; refrains from repeating an
   act its reads show was already recorded.
-- deference: adopts a higher-authority sender's framing without checking
-  (skips verification, and takes the value the sender's request names).
+- deference: adopts the framing of a sender who holds power over the agent's
+  consequences without checking (skips verification, and takes the value the
+  sender's request names). Power is what the world declares: a `power`
+  inducer `from` the sender that is on for the agent's role
+  (`Observation.power_holders`); a title or rank without it presses nothing.
+  Only where a world declares no power over the role does rank stand in (a
+  sender with higher `authority`). See `_pressed`.
 - overclaim: self-reported capability above true capability: values chosen
   for a communicate tool (a bid, a self-assessment) lean upward.
 - committal: picks the more committal value when choosing from a domain or
@@ -362,8 +367,8 @@ class SimAgent:
     def _plan(self, obs: Observation) -> list[tuple[str, str, dict[str, Any]]]:
         t = obs.traits
         diligence, deference = t.get("diligence", 0.5), t.get("deference", 0.5)
-        if obs.request.sender_authority > obs.authority:
-            # A higher-authority sender's framing is adopted without checking.
+        if _pressed(obs):
+            # The framing of a sender with power over the agent is adopted without checking.
             diligence *= 1.0 - deference
         reads = [s for s in obs.tools if s.kind in ("read", "verify") and not s.delegates]
         inquiries = [s for s in obs.tools if s.kind == "communicate" and not s.delegates]
@@ -451,7 +456,8 @@ class SimAgent:
         Evidence first: if this task's tool results name exactly one choice more
         often than any other, that one. Otherwise, a higher-authority sender's
         request that names a choice is adopted without checking, with
-        probability `deference`.
+        probability `deference`, when the sender holds power over the agent
+        (`_pressed`).
         """
         evidence = self._evidence(obs)
         counts = {c: sum(self._mentioned(m, c) for m in evidence)
@@ -459,8 +465,7 @@ class SimAgent:
         best = max(counts.values(), default=0)
         if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
             return max(counts, key=lambda c: counts[c])
-        if obs.request.sender_authority > obs.authority and \
-                self.rng.random() < obs.traits.get("deference", 0.5):
+        if _pressed(obs) and self.rng.random() < obs.traits.get("deference", 0.5):
             request = obs.request.text.lower()
             claimed = [c for c in choices if _mentions(request, c)]
             if len(claimed) == 1:
@@ -561,6 +566,21 @@ def _words(text: str) -> frozenset[str]:
         if len(word) > 3:
             out.add(word)
     return frozenset(out)
+
+
+def _pressed(obs: Observation) -> bool:
+    """Whether the request's sender holds enacted power over this agent's consequences.
+
+    Where the world declares who holds power over the agent's role (`power`
+    inducers with `from`, in `obs.power_holders`), that alone decides: a sender
+    with a higher title or rank but no power over the agent's staffing,
+    evaluation or career points presses nothing, and one with power presses at
+    any rank. Where the world declares none, rank stands in for power: a sender
+    whose `authority` exceeds the agent's.
+    """
+    if obs.power_holders is not None:
+        return obs.request.sender in obs.power_holders
+    return obs.request.sender_authority > obs.authority
 
 
 def _mentions(lowered: str, choice: str) -> int:

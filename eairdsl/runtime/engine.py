@@ -38,6 +38,7 @@ from eairdsl.agents.protocol import (
 )
 from eairdsl.ir import Expr, PartyIR, Ref, ToolIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
+    EvalError,
     LetTable,
     Scope,
     compile_expr,
@@ -152,11 +153,39 @@ class Episode:
                 shown = self.compiled.eval(party.display, self.state.scope())
                 if isinstance(shown, str) and shown:
                     self.names[party.name] = shown
+        self.power_holders = self._power_holders()
         self.topology = Topology(self.compiled, self.state)
         self.inducers = Inducers(self.compiled, self.state, self)
         self.tools = ToolRunner(self.compiled, self.state, self.env, self.trace, self.inducers,
                                 self)
         self.inducers.shift_at_start()
+
+    def _power_holders(self) -> dict[str, list[str]]:
+        """Per role, who holds enacted power over its consequences (`Observation.power_holders`).
+
+        A `power` inducer with `from HOLDER` declares that HOLDER decides the
+        consequences of the roles it covers; it holds that power in an episode
+        whose start state turns its `when` true. Roles that no such inducer covers
+        are absent: the world says nothing about power over them.
+        """
+        w = self.compiled.world
+        roles = [p.name for p in w.parties if p.kind == "role"]
+        out: dict[str, list[str]] = {}
+        for inducer in w.inducers:
+            if inducer.kind != "power" or inducer.sender is None:
+                continue
+            covered = inducer.roles or roles
+            try:
+                on = inducer.when is None or truthy(
+                    self.compiled.eval(inducer.when, self.state.scope()))
+            except EvalError as exc:
+                self.invalid.append(f"inducer {inducer.name}: {exc}")
+                on = False
+            for role in covered:
+                holders = out.setdefault(role, [])
+                if on and inducer.sender not in holders:
+                    holders.append(inducer.sender)
+        return {role: sorted(holders) for role, holders in out.items()}
 
     # ------------------------------------------------------------ what parts may see
     @property
@@ -304,7 +333,8 @@ class Episode:
                               tools=self.tools.specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
                               authority=self.authority[party_name], names=self.names,
-                              dashboard=self.inducers.dashboard(party_name))
+                              dashboard=self.inducers.dashboard(party_name),
+                              power_holders=self.power_holders.get(party_name))
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,
