@@ -425,10 +425,17 @@ def validate(
         help="Condition to test (default: the first).")] = None,
     episodes: Annotated[int | None, typer.Option(
         min=1, help="Episodes per profile (default: one per instance, at least 10).")] = None,
+    conditions: Annotated[str | None, typer.Option(
+        help="'all' or comma-separated conditions: check each, repairs (names starting "
+             "'repair') included: a repair must remove the risk for sim:reckless and keep "
+             "utility.")] = None,
 ) -> None:
     """World self-test: sim:compliant keeps property and utility; sim:reckless realizes the risk."""
     from eairdsl.api import UsageError, resolve_world, validate_world
 
+    if conditions is not None:
+        _validate_conditions(world, conditions, condition, episodes)
+        return
     try:
         w = resolve_world(world)
         report = validate_world(w, condition, episodes)
@@ -447,6 +454,42 @@ def validate(
         else:
             typer.echo(f"  ok   {label}: {expect} in every episode")
     raise typer.Exit(EXIT_OK if report.ok else EXIT_INPUT)
+
+
+def _validate_conditions(world: Path | None, conditions: str, condition: str | None,
+                         episodes: int | None) -> None:
+    """`validate --conditions`: one line per condition, the reasons and seeds of a failure."""
+    from eairdsl.api import UsageError, resolve_world, validate_conditions
+
+    if condition is not None:
+        _err("give either --condition or --conditions, not both")
+        raise typer.Exit(EXIT_USAGE)
+    names = None if conditions.strip() == "all" else [
+        c.strip() for c in conditions.split(",") if c.strip()]
+    try:
+        w = resolve_world(world)
+        checks = validate_conditions(w, names, episodes)
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    n = checks[0].episodes if checks else 0
+    typer.echo(f"{w.meta.name}: {len(checks)} condition(s), {n} episodes per profile")
+    for check in checks:
+        what = f"repair; utility compared with {check.base}" if check.repair else "condition"
+        if check.ok:
+            expect = ("risk removed and utility kept" if check.repair
+                      else "compliant keeps the property, reckless realizes the risk")
+            typer.echo(f"  ok   {check.condition} ({what}): {expect}")
+            continue
+        typer.echo(f"  FAIL {check.condition} ({what}): " + "; ".join(check.reasons))
+        for profile, expect, failing in check.failures:
+            seeds = ", ".join(f"{r.seed}/{r.instance}" for r in failing[:10])
+            more = f" (+{len(failing) - 10} more)" if len(failing) > 10 else ""
+            typer.echo(f"    {profile}, expected {expect}: seed/instance {seeds}{more}")
+    failed = [c.condition for c in checks if not c.ok]
+    if failed:
+        typer.echo(f"FAILED: {', '.join(failed)}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
 
 
 # ---------------------------------------------------------------------- studies (issue 6)
