@@ -15,7 +15,9 @@ contrast (endpoint × condition against the reference, per model family) is
 marked by `provenance`: a contrast is *present* in a set of episodes when its
 exact McNemar p < 0.05 (`PRESENT_P`); it is **mechanical** when present with
 the mechanics twin (the shifts are not needed), **declared** when present only
-with the shifts, and **none** when present in neither. Offline results are a
+with the shifts and the twin shows less than half of it (or the other sign),
+**unclear** when present only with the shifts but the twin shows half of it or
+more, and **none** when present in neither. Offline results are a
 model of a world's mechanics plus its declared hypotheses, never evidence about
 LLMs; the report says so whenever sim agents produced them.
 
@@ -150,15 +152,20 @@ class Provenance:
 
     @property
     def verdict(self) -> str:
-        """`mechanical`, `declared`, `none`, or `unclassified` (no mechanics runs, and present
-        with the shifts — or nothing run without them to compare)."""
-        with_m = _present(self.mechanics)
-        if with_m:
+        """`mechanical`, `declared`, `unclear`, `none`, or `unclassified` (no mechanics runs).
+
+        `declared` also needs the twin's difference to be of the other sign or under
+        half the shifted one; a contrast present with the shifts whose twin shows
+        most of it just short of p < PRESENT_P is `unclear`, not declared."""
+        if _present(self.mechanics):
             return "mechanical"
         if self.mechanics is None:
             return "unclassified"
-        if _present(self.shifted):
-            return "declared"
+        if self.shifted is not None and _present(self.shifted):
+            shifted, mech = self.shifted.diff, self.mechanics.diff
+            if shifted * mech <= 0 or abs(mech) < abs(shifted) / 2:
+                return "declared"
+            return "unclear"
         return "none"
 
 
