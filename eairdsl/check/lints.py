@@ -3,15 +3,20 @@
 Missing measurements are errors (a study would silently report them as never
 assessed). A measurement that can never be false, or never be true, is the bug
 other benchmarks shipped ("empty criteria pass automatically"); unused
-declarations usually mean a lever or tool was forgotten in a role.
+declarations usually mean a lever or tool was forgotten in a role. Whether a
+measurement is decided before the episode is the static folder's answer
+(`eairdsl.check.static`: the runtime evaluator over the condition's levers).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from eairdsl.check.exprs import MEASUREMENTS
-from eairdsl.check.static import fold
+from eairdsl.check.static import UNKNOWN, fold_ir, lower_for_fold
 from eairdsl.check.world import DECL_KINDS, CheckedWorld
 from eairdsl.diagnostics import Diagnostics
+from eairdsl.syntax import ast as A
 
 __all__ = ["lint_world"]
 
@@ -37,16 +42,14 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         span = item.span
         if any(b.file == span.file and span.line <= b.line <= span.end_line for b in broken):
             continue  # already wrong: folding it would only add noise
-        outcomes = set()
-        for levers in world.condition_values.values():
-            outcomes.add(repr(fold(item.expr, levers, members)))
+        outcomes = {repr(v) for v in _folded(world, item.expr, members)}
         if len(outcomes) == 1 and (value := outcomes.pop()) in ("True", "False"):
             never = "false" if value == "True" else "true"
             diagnostics.warning("W702", f"measurement '{item.name}' can never be {never}",
                                 item.expr.span, "a predicate that is decided before the episode "
                                 "runs measures nothing; test the trace or the final state")
         elif item.when is not None and all(
-                fold(item.when, lv, members) is False for lv in world.condition_values.values()):
+                v is False for v in _folded(world, item.when, members)):
             diagnostics.warning("W702", f"measurement '{item.name}' is never assessed",
                                 item.when.span, "its `when` is false under every condition")
     for name, (kind, decl, module) in world.decls.items():
@@ -54,3 +57,13 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         diagnostics.warning("W701", f"{DECL_KINDS[kind]} '{name}' is never used", decl.span,
                             "remove it, or reference it where it belongs")
+
+
+def _folded(world: CheckedWorld, expr: A.Expr, members: set[str]) -> list[Any]:
+    """The value of `expr` under each condition, as the runtime evaluator computes it from
+    the condition's levers alone (UNKNOWN where it needs the episode)."""
+    try:
+        ir, lets = lower_for_fold(expr, set(world.levers), members, world)
+    except Exception:  # not lowerable (the checker reported why): decided by nothing
+        return [UNKNOWN for _ in world.condition_values]
+    return [fold_ir(ir, levers, lets) for levers in world.condition_values.values()]
