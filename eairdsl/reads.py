@@ -37,6 +37,7 @@ from eairdsl.ir import (
     PolicyIR,
     TypeIR,
     World,
+    channel_via,
     children,
 )
 from eairdsl.ir import Ref as RefNode
@@ -58,8 +59,8 @@ AUTHORIZATION: Ref = ("authorization", "authorization")
 
 def channel_label(channel: ChannelIR) -> str:
     """How a channel is named: `channel a -> b via tool`."""
-    return f"{channel.kind} " + " -> ".join(channel.parties) + (
-        f" via {channel.via}" if channel.via else "")
+    via = channel_via(channel)
+    return f"{channel.kind} " + " -> ".join(channel.parties) + (f" via {via}" if via else "")
 
 
 def declarations(world: World) -> dict[Ref, Any]:
