@@ -303,14 +303,14 @@ class DocumentIR(_Model):
 class AuthRuleIR(_Model):
     """One rule with groups and `*` expanded to field names."""
 
-    effect: str
+    effect: Literal["allow", "deny"]
     principal: str
     record: str
     fields: list[str]
 
 
 class AuthorizationIR(_Model):
-    default: str = "deny"
+    default: Literal["allow", "deny"] = "deny"
     rules: list[AuthRuleIR] = Field(default_factory=list)
 
 
