@@ -196,7 +196,7 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def __init__(self, loader: CardLoader) -> None:
         super().__init__(loader=loader, undefined=jinja2.StrictUndefined,
-                         keep_trailing_newline=True, autoescape=False, cache_size=0,
+                         keep_trailing_newline=True, autoescape=False, cache_size=64,
                          auto_reload=False)
         self.steps = 0
         self.output = 0

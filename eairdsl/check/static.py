@@ -24,6 +24,7 @@ a fold that wants more is UNKNOWN, never a compile-time allocation or hang.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from eairdsl.check.world import CheckedWorld, Resolution
@@ -32,7 +33,7 @@ from eairdsl.syntax.build import iter_exprs
 
 if TYPE_CHECKING:
     from eairdsl.ir import Binary, Expr, LetIR
-    from eairdsl.runtime.evaluate import Scope
+    from eairdsl.runtime.evaluate import LetTable, Scope
 
 __all__ = ["UNKNOWN", "NotConstant", "FOLD_STEPS", "fold", "fold_ir", "lower_for_fold",
            "uses_only_levers"]
@@ -130,21 +131,38 @@ def fold_ir(expr: Expr, levers: dict[str, Any], lets: dict[str, LetIR] | None = 
 
 
 class _Folder:
+    """Folds one expression under one set of lever values.
+
+    The let table and the scope are built only when something is constant
+    enough to evaluate: most expressions a checker folds read the episode, and
+    building them for each (expression, condition) pair dominated compile time.
+    """
+
     def __init__(self, levers: dict[str, Any], lets: dict[str, LetIR], units: bool,
                  steps: int) -> None:
         from eairdsl.runtime.builtins import PURE
-        from eairdsl.runtime.evaluate import Budget, LetTable, Scope
 
         self.lets = lets
-        self.table = LetTable(lets)
+        self.levers = levers
+        self.steps = steps
         self.pure = PURE if units else PURE - {"text", "join"}
         self._constant: dict[int, bool] = {}
+
+    @cached_property
+    def table(self) -> LetTable:
+        from eairdsl.runtime.evaluate import LetTable
+
+        return LetTable(self.lets)
+
+    @cached_property
+    def scope(self) -> Scope:
+        from eairdsl.runtime.evaluate import Budget, Scope
+
         sealed: Any = _Sealed()
-        self.scope: Scope = Scope(world=sealed, levers=dict(levers), states=_SealedMap(),
-                                  records=_SealedMap(), documents=_SealedMap(),
-                                  authorizer=sealed, instance=sealed, context=sealed,
-                                  trace=sealed, start_date=sealed, measures=_SealedMap(),
-                                  budget=Budget(steps))
+        return Scope(world=sealed, levers=dict(self.levers), states=_SealedMap(),
+                     records=_SealedMap(), documents=_SealedMap(), authorizer=sealed,
+                     instance=sealed, context=sealed, trace=sealed, start_date=sealed,
+                     measures=_SealedMap(), budget=Budget(self.steps))
 
     def constant(self, e: Expr, open_lets: frozenset[str] = frozenset()) -> bool:
         """Does `e` read nothing but levers, literals and pure builtins?"""
