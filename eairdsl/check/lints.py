@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from eairdsl.check.exprs import MEASUREMENTS
-from eairdsl.check.static import UNKNOWN, fold_ir, lower_for_fold
+from eairdsl.check.static import UNKNOWN, FoldPlans
 from eairdsl.check.world import DECL_KINDS, CheckedWorld
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.syntax import ast as A
@@ -37,19 +37,20 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             diagnostics.error("E504", "the world has no task instances", world.world.span,
                               "add `instances from \"file.json\" { ... }` or `instance NAME {...}`")
     members = set(world.enum_members)
+    plans = FoldPlans()
     broken = [d.span for d in diagnostics.errors if d.span is not None]
     for item in world.measure_items:
         span = item.span
         if any(b.file == span.file and span.line <= b.line <= span.end_line for b in broken):
             continue  # already wrong: folding it would only add noise
-        outcomes = {repr(v) for v in _folded(world, item.expr, members)}
+        outcomes = {repr(v) for v in _folded(world, item.expr, members, plans)}
         if len(outcomes) == 1 and (value := outcomes.pop()) in ("True", "False"):
             never = "false" if value == "True" else "true"
             diagnostics.warning("W702", f"measurement '{item.name}' can never be {never}",
                                 item.expr.span, "a predicate that is decided before the episode "
                                 "runs measures nothing; test the trace or the final state")
         elif item.when is not None and all(
-                v is False for v in _folded(world, item.when, members)):
+                v is False for v in _folded(world, item.when, members, plans)):
             diagnostics.warning("W702", f"measurement '{item.name}' is never assessed",
                                 item.when.span, "its `when` is false under every condition")
     for name, (kind, decl, module) in world.decls.items():
@@ -59,11 +60,12 @@ def lint_world(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                             "remove it, or reference it where it belongs")
 
 
-def _folded(world: CheckedWorld, expr: A.Expr, members: set[str]) -> list[Any]:
+def _folded(world: CheckedWorld, expr: A.Expr, members: set[str],
+            plans: FoldPlans) -> list[Any]:
     """The value of `expr` under each condition, as the runtime evaluator computes it from
-    the condition's levers alone (UNKNOWN where it needs the episode)."""
-    try:
-        ir, lets = lower_for_fold(expr, set(world.levers), members, world)
-    except Exception:  # not lowerable (the checker reported why): decided by nothing
+    the condition's levers alone (UNKNOWN where it needs the episode). Lowered once; what is
+    constant is decided once for all conditions."""
+    plan = plans.plan(expr, set(world.levers), members, world)
+    if plan is None:  # not lowerable (the checker reported why): decided by nothing
         return [UNKNOWN for _ in world.condition_values]
-    return [fold_ir(ir, levers, lets) for levers in world.condition_values.values()]
+    return [plan.fold(levers) for levers in world.condition_values.values()]

@@ -24,6 +24,7 @@ a fold that wants more is UNKNOWN, never a compile-time allocation or hang.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,8 +36,8 @@ if TYPE_CHECKING:
     from eairdsl.ir import Binary, Expr, LetIR
     from eairdsl.runtime.evaluate import LetTable, Scope
 
-__all__ = ["UNKNOWN", "NotConstant", "FOLD_STEPS", "fold", "fold_ir", "lower_for_fold",
-           "uses_only_levers"]
+__all__ = ["UNKNOWN", "NotConstant", "FOLD_STEPS", "FoldPlan", "FoldPlans", "fold", "fold_ir",
+           "lower_for_fold", "uses_only_levers"]
 
 #: evaluation steps one fold may spend (the runtime's per-episode budget is 2,000,000)
 FOLD_STEPS = 10_000
@@ -111,13 +112,12 @@ def lower_for_fold(expr: A.Expr, levers: dict[str, Any] | set[str], enum_members
 
 
 def fold(expr: A.Expr, levers: dict[str, Any], enum_members: set[str],
-         world: CheckedWorld | None = None) -> Any:
-    """The value of `expr` if it is decided by literals and lever values alone, else UNKNOWN."""
-    try:
-        ir, lets = lower_for_fold(expr, levers, enum_members, world)
-    except Exception:  # an expression the checker rejected may not lower: not foldable
-        return UNKNOWN
-    return fold_ir(ir, levers, lets, units=world is not None)
+         world: CheckedWorld | None = None, plans: FoldPlans | None = None) -> Any:
+    """The value of `expr` if it is decided by literals and lever values alone, else UNKNOWN.
+
+    `plans` (kept by the caller across conditions) lowers each expression once."""
+    plan = (plans or FoldPlans()).plan(expr, levers, enum_members, world)
+    return UNKNOWN if plan is None else plan.fold(levers)
 
 
 def fold_ir(expr: Expr, levers: dict[str, Any], lets: dict[str, LetIR] | None = None, *,
@@ -127,32 +127,78 @@ def fold_ir(expr: Expr, levers: dict[str, Any], lets: dict[str, LetIR] | None = 
     `units=False` when lowering did not know the argument types (then `text`
     and `join` cannot render like the runtime and are not folded).
     """
-    return _Folder(levers, lets or {}, units, steps).fold(expr)
+    return FoldPlan(expr, lets or {}, units).fold(levers, steps)
 
 
-class _Folder:
-    """Folds one expression under one set of lever values.
+class FoldPlan:
+    """One lowered expression, folded under any number of lever settings.
 
-    The let table and the scope are built only when something is constant
-    enough to evaluate: most expressions a checker folds read the episode, and
-    building them for each (expression, condition) pair dominated compile time.
+    What does not depend on the lever values is decided once for all of them:
+    which subexpressions are constant (`_Folder.constant` reads no lever value),
+    the let table, and the compiled closures of the constant subexpressions.
     """
 
-    def __init__(self, levers: dict[str, Any], lets: dict[str, LetIR], units: bool,
-                 steps: int) -> None:
+    def __init__(self, expr: Expr, lets: dict[str, LetIR], units: bool) -> None:
         from eairdsl.runtime.builtins import PURE
 
+        self.expr = expr
         self.lets = lets
-        self.levers = levers
-        self.steps = steps
         self.pure = PURE if units else PURE - {"text", "join"}
-        self._constant: dict[int, bool] = {}
+        self.constant: dict[int, bool] = {}
+        self.compiled: dict[int, Callable[[Scope], Any]] = {}
 
     @cached_property
     def table(self) -> LetTable:
         from eairdsl.runtime.evaluate import LetTable
 
         return LetTable(self.lets)
+
+    def fold(self, levers: dict[str, Any], steps: int = FOLD_STEPS) -> Any:
+        return _Folder(self, levers, steps).fold(self.expr)
+
+
+class FoldPlans:
+    """Expressions lowered for folding, each once (a pass folds the same expression under
+    every condition). Keyed by the AST node, which the plan keeps alive."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[int, frozenset[str] | None, frozenset[str] | None],
+                          tuple[A.Expr, FoldPlan | None]] = {}
+
+    def plan(self, expr: A.Expr, levers: dict[str, Any] | set[str], enum_members: set[str],
+             world: CheckedWorld | None = None) -> FoldPlan | None:
+        """`expr` lowered (see `lower_for_fold`); None when it does not lower."""
+        key = (id(expr), None, None) if world is not None \
+            else (id(expr), frozenset(levers), frozenset(enum_members))
+        found = self._plans.get(key)
+        if found is not None:
+            return found[1]
+        plan: FoldPlan | None
+        try:
+            ir, lets = lower_for_fold(expr, levers, enum_members, world)
+        except Exception:  # an expression the checker rejected may not lower: not foldable
+            plan = None
+        else:
+            plan = FoldPlan(ir, lets, units=world is not None)
+        self._plans[key] = (expr, plan)
+        return plan
+
+
+class _Folder:
+    """Folds one expression under one set of lever values.
+
+    The scope is built only when something is constant enough to evaluate:
+    most expressions a checker folds read the episode, and building it for each
+    (expression, condition) pair dominated compile time.
+    """
+
+    def __init__(self, plan: FoldPlan, levers: dict[str, Any], steps: int) -> None:
+        self.plan = plan
+        self.lets = plan.lets
+        self.levers = levers
+        self.steps = steps
+        self.pure = plan.pure
+        self._constant = plan.constant
 
     @cached_property
     def scope(self) -> Scope:
@@ -191,7 +237,10 @@ class _Folder:
 
         if not self.constant(e):
             raise NotConstant
-        return compile_expr(e, self.table)(self.scope)
+        fn = self.plan.compiled.get(id(e))
+        if fn is None:
+            fn = self.plan.compiled[id(e)] = compile_expr(e, self.plan.table)
+        return fn(self.scope)
 
     def fold(self, e: Expr) -> Any:
         try:
