@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 import jinja2
-import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 from jinja2.exceptions import SecurityError
@@ -155,6 +154,7 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                   "cards are rendered once per condition, before any episode")
     words = forbidden_words(world)
     plans = FoldPlans()
+    envs: list[CardEnvironment] = []  # one environment for the world's cards, made on first use
     for party in world.parties.values():
         card = A.first_clause(party.clauses, A.CardClause)
         if card is None:
@@ -176,22 +176,26 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         world.data_files[data_ref(module, card.text)] = source.encode()
         world.program.sources[shown] = SourceFile(name=shown, path=str(path), text=source)
-        _render_party(world, party, path, shown, source, card, words, plans, diagnostics)
+        _render_party(world, party, path, shown, source, card, words, plans, envs, diagnostics)
 
 
 def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: str,
                   source: str, card: A.Clause, words: list[str], plans: FoldPlans,
-                  diagnostics: Diagnostics) -> None:
+                  envs: list[CardEnvironment], diagnostics: Diagnostics) -> None:
     module = world.module(party)
     loader = CardLoader(module.path.parent, path.parent)
-    env = CardEnvironment(loader)
+    if envs:  # each card has its own loader (its folder, the files it loaded)...
+        env = envs[0]
+        env.loader = loader  # ...the environment's template cache is keyed by the loader
+    else:
+        env = CardEnvironment(loader)
+        envs.append(env)
     file = str(path)
     names = _Names(path, shown)
     try:
         try:
-            parsed = env.parse(source, name=path.name, filename=file)
-            template = env.template_class.from_code(
-                env, env.compile(parsed, name=path.name, filename=file), env.make_globals(None))
+            code, undeclared = env.compile_card(source, path.name, file)
+            template = env.template_class.from_code(env, code, env.make_globals(None))
         except jinja2.TemplateSyntaxError as exc:
             line = exc.lineno or 1
             diagnostics.error("E601", f"card template syntax error: {exc.message}",
@@ -211,7 +215,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
             diagnostics.error("E606", f"the card of '{party.name}' exceeds a bound: {exc}",
                               _line_span(shown, 1), _LIMIT_HINT)
             return
-        unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
+        unknown = sorted(undeclared - set(CARD_VARIABLES))
         for name in unknown:
             span = _locate_variable(source, name, shown) or card.span
             diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
