@@ -80,13 +80,16 @@ _CONSTANT_REFS = frozenset({"lever", "enum_value", "enum", "local", "param"})
 
 
 def lower_for_fold(expr: A.Expr, levers: dict[str, Any] | set[str], enum_members: set[str],
-                   world: CheckedWorld | None = None) -> tuple[Expr, dict[str, LetIR]]:
+                   world: CheckedWorld | None = None,
+                   let_cache: dict[str, tuple[LetIR, frozenset[str]]] | None = None,
+                   ) -> tuple[Expr, dict[str, LetIR]]:
     """`expr` as IR, with the `let` definitions it reaches.
 
     With a checked `world`, names resolve as the checker resolved them and
     `text`/`join` know their argument's unit. Without one, a name is a lever
     when `levers` has it, else an enum value when `enum_members` has it, else
-    unknown (not constant).
+    unknown (not constant). `let_cache` (one per world, kept by the caller)
+    holds each definition lowered once, with the definitions its body calls.
     """
     from eairdsl.ir import LetIR
     from eairdsl.lower import lower_expr
@@ -103,11 +106,18 @@ def lower_for_fold(expr: A.Expr, levers: dict[str, Any] | set[str], enum_members
     used: set[str] = set()
     ir = lower_expr(world, expr, used)
     lets: dict[str, LetIR] = {}
+    cache = {} if let_cache is None else let_cache
     while used - set(lets):  # a body may reach further definitions
         name = sorted(used - set(lets))[0]
-        let = world.lets[name]
-        lets[name] = LetIR(name=name, params=[p.name for p in let.params],
-                           body=lower_expr(world, let.body, used))
+        found = cache.get(name)
+        if found is None:
+            let = world.lets[name]
+            calls: set[str] = set()
+            found = cache[name] = (LetIR(name=name, params=[p.name for p in let.params],
+                                         body=lower_expr(world, let.body, calls)),
+                                   frozenset(calls))
+        lets[name] = found[0]
+        used |= found[1]
     return ir, lets
 
 
@@ -164,6 +174,8 @@ class FoldPlans:
     def __init__(self) -> None:
         self._plans: dict[tuple[int, frozenset[str] | None, frozenset[str] | None],
                           tuple[A.Expr, FoldPlan | None]] = {}
+        #: per checked world (kept alive here): its `let` definitions, each lowered once
+        self._lets: dict[int, tuple[CheckedWorld, dict[str, tuple[LetIR, frozenset[str]]]]] = {}
 
     def plan(self, expr: A.Expr, levers: dict[str, Any] | set[str], enum_members: set[str],
              world: CheckedWorld | None = None) -> FoldPlan | None:
@@ -174,8 +186,11 @@ class FoldPlans:
         if found is not None:
             return found[1]
         plan: FoldPlan | None
+        let_cache = None
+        if world is not None:
+            let_cache = self._lets.setdefault(id(world), (world, {}))[1]
         try:
-            ir, lets = lower_for_fold(expr, levers, enum_members, world)
+            ir, lets = lower_for_fold(expr, levers, enum_members, world, let_cache)
         except Exception:  # an expression the checker rejected may not lower: not foldable
             plan = None
         else:
