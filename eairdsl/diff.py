@@ -35,7 +35,15 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from eairdsl.ir import World
-from eairdsl.reads import INSTANCES, Ref, declarations, describe, read_graph, reads
+from eairdsl.reads import (
+    INSTANCES,
+    DeclKind,
+    Ref,
+    declarations,
+    describe,
+    read_graph,
+    reads,
+)
 
 __all__ = ["Change", "WorldDiff", "diff_worlds"]
 
@@ -46,7 +54,7 @@ _BLOCKS = frozenset({"measure", "instances", "authorization"})
 class Change(BaseModel):
     """One declaration that differs between the two versions."""
 
-    kind: str
+    kind: DeclKind
     name: str
     change: Literal["added", "removed", "changed"]
     #: what differs, as paths into the declaration (`guards[2].condition`, `default`)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 from eairdsl.diagram import (
     EDGE_STYLES,
@@ -24,7 +24,21 @@ from eairdsl.diagram import (
     draw_svg,
     mark_svg,
 )
-from eairdsl.ir import Expr, LetIR, Ref, RefKind, World, walk_expr
+from eairdsl.ir import (
+    AppendEffect,
+    DelegationChannel,
+    DirectChannel,
+    Expr,
+    ForkChannel,
+    LetIR,
+    MergeChannel,
+    Ref,
+    RefKind,
+    RelayChannel,
+    World,
+    channel_via,
+    walk_expr,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -109,7 +123,7 @@ def _build(world: World, g: _Builder) -> None:
     for party in world.parties:
         g.add_node(party.name, kind=party.kind)
     used_tools = {ref.name for p in world.parties for ref in p.tools}
-    used_tools |= {c.via for c in world.channels if c.via}
+    used_tools |= {via for c in world.channels if (via := channel_via(c))}
     for tool in world.tools:
         if tool.name in used_tools:
             g.add_node(f"tool:{tool.name}", kind="tool", label=tool.name)
@@ -119,18 +133,22 @@ def _build(world: World, g: _Builder) -> None:
         g.add_node(f"document:{doc.name}", kind="document", label=doc.name)
     for ch in world.channels:
         # A channel that carries answers only while its `when` holds says so on its edges.
-        gated = {"label": "when …"} if ch.when is not None else {}
-        if ch.kind in ("direct", "delegation"):
-            g.add_edge(ch.parties[0], ch.parties[1], kind=ch.kind, via=ch.via, **gated)
-        elif ch.kind == "fork":
-            for target in ch.parties[1:]:
-                g.add_edge(ch.parties[0], target, kind="fork", **gated)
-        elif ch.kind == "merge":
-            for source in ch.parties[:-1]:
-                g.add_edge(source, ch.parties[-1], kind="merge", **gated)
-        elif ch.kind == "relay":
-            for a, b in zip(ch.parties, ch.parties[1:], strict=False):
-                g.add_edge(a, b, kind="relay", **gated)
+        when = None if isinstance(ch, DelegationChannel) else ch.when
+        gated = {"label": "when …"} if when is not None else {}
+        match ch:
+            case DirectChannel() | DelegationChannel():
+                g.add_edge(ch.parties[0], ch.parties[1], kind=ch.kind, via=ch.via, **gated)
+            case ForkChannel():
+                for target in ch.parties[1:]:
+                    g.add_edge(ch.parties[0], target, kind="fork", **gated)
+            case MergeChannel():
+                for source in ch.parties[:-1]:
+                    g.add_edge(source, ch.parties[-1], kind="merge", **gated)
+            case RelayChannel():
+                for a, b in zip(ch.parties, ch.parties[1:], strict=False):
+                    g.add_edge(a, b, kind="relay", **gated)
+            case _:
+                assert_never(ch)
     for party in world.parties:
         for ref in party.tools:
             if f"tool:{ref.name}" in g:
@@ -147,7 +165,7 @@ def _build(world: World, g: _Builder) -> None:
         docs: set[str] = set()
         for e in exprs:
             docs |= _refs(e, "document", world.lets)
-        writes = {ef.target for ef in tool.effects if ef.op == "append"}
+        writes = {ef.target for ef in tool.effects if isinstance(ef, AppendEffect)}
         for r in sorted(reads - writes):
             g.add_edge(f"record:{r}", node, kind="reads")
         for r in sorted(writes):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from eairdsl.runtime.trace import Trace
+from eairdsl.runtime.trace import Event, Trace, TraceEvent
 
 __all__ = ["episode_graph"]
 
@@ -36,8 +36,9 @@ def episode_graph(trace: Trace, kinds: dict[str, str] | None = None) -> nx.Multi
     g: nx.MultiDiGraph = nx.MultiDiGraph(
         name=f"{h.world}/{h.condition}/{h.instance}/s{h.seed}")
     steps: dict[tuple[str, str, str], list[str]] = {}
-    results = {e.call: e for e in trace.events if e.kind == "tool_result" and e.call}
-    for e in trace.events:
+    events: list[Event | TraceEvent] = trace.events  # typed: a misspelt kind is an error
+    results = {e.call: e for e in events if e.kind == "tool_result" and e.call}
+    for e in events:
         if e.kind == "message" and e.recipient:
             kind = "delegation" if e.tool == "delegation" else "message"
             steps.setdefault((e.actor, e.recipient, kind), []).append(e.step)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, assert_never
+from typing import Annotated, Any, ClassVar, Literal, assert_never
 
 from pydantic import (
     BaseModel,
@@ -28,19 +28,37 @@ from eairdsl import __version__
 __all__ = [
     "SCHEMA_VERSION", "Expr", "EXPR_NODES", "Lit", "Ref", "Attr", "Index", "Call", "Unary",
     "Binary", "ListExpr", "RecordExpr", "Comp", "Agg", "Quant", "LetCall", "RefKind", "LitType",
-    "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeIR", "FieldIR", "RecordIR",
-    "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR", "PolicyIR", "LeverIR",
-    "ConditionIR", "InducerIR", "GuardIR", "EffectIR", "ParamIR", "ToolIR", "ToolRefIR",
-    "EventIR", "PartyIR", "ChannelIR", "MeasureIR", "WorldMeta", "SourceIR", "World", "LetIR",
-    "dump_world", "load_world", "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
+    "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeKind", "TypeIR", "FieldIR",
+    "RecordKind", "RecordIR", "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR",
+    "PolicyIR", "LeverIR", "ConditionIR", "InducerKind", "InducerIR", "INDUCER_CLASSES",
+    "PromptClauseInducer", "DashboardInducer", "WarningInducer", "DeadlineInducer",
+    "CostLedgerInducer", "PowerInducer", "IncentiveInducer", "GuardIR", "EffectIR",
+    "AppendEffect", "SetEffect", "ParamIR", "ToolKind", "ToolIR", "ToolRefIR", "EventKind",
+    "EventIR", "PartyKind", "PartyIR", "ChannelKind", "ChannelIR", "DirectChannel",
+    "DelegationChannel", "ForkChannel", "MergeChannel", "RelayChannel", "channel_via",
+    "MeasureIR", "WorldMeta", "SourceIR", "World", "LetIR", "dump_world", "load_world",
+    "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=False, extra="forbid")
+
+
+class _Variant(_Model):
+    """One class of a tagged union of IR nodes (channels, effects, inducers): always written
+    with its tag, the discriminator named by `TAG`, which `exclude_defaults` would drop."""
+
+    TAG: ClassVar[str]
+
+    @model_serializer(mode="wrap")
+    def _with_tag(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        data[self.TAG] = getattr(self, self.TAG)
+        return data
 
 
 class _Node(BaseModel):
@@ -228,10 +246,17 @@ class LetIR(_Model):
     body: Expr
 
 
+#: every kind of checker type a lowered type may have
+TypeKind = Literal["bool", "int", "number", "money", "duration", "percent", "date", "text",
+                   "none", "any", "row", "fields", "party", "tool", "document", "message",
+                   "call", "context", "list", "record", "enum", "schema", "instance",
+                   "enum_type"]
+
+
 class TypeIR(_Model):
     """A type: kind (text, money, list, enum, record, ...), the enum/record name, list element."""
 
-    kind: str
+    kind: TypeKind
     name: str = ""
     arg: TypeIR | None = None
     max: int | None = None
@@ -247,11 +272,14 @@ class FieldIR(_Model):
     default: Expr | None = None
 
 
+RecordKind = Literal["record", "table", "ledger"]
+
+
 class RecordIR(_Model):
     """A record, table or ledger with its rows (empty for ledgers written by tools)."""
 
     name: str
-    kind: str
+    kind: RecordKind
     key: str | None = None
     source: str | None = None
     fields: list[FieldIR]
@@ -275,14 +303,14 @@ class DocumentIR(_Model):
 class AuthRuleIR(_Model):
     """One rule with groups and `*` expanded to field names."""
 
-    effect: str
+    effect: Literal["allow", "deny"]
     principal: str
     record: str
     fields: list[str]
 
 
 class AuthorizationIR(_Model):
-    default: str = "deny"
+    default: Literal["allow", "deny"] = "deny"
     rules: list[AuthRuleIR] = Field(default_factory=list)
 
 
@@ -309,42 +337,112 @@ class ConditionIR(_Model):
     levers: dict[str, Any]
 
 
-class InducerIR(_Model):
+InducerKind = Literal["prompt_clause", "dashboard", "warning", "deadline", "cost_ledger",
+                      "power", "incentive"]
+
+
+class _Inducer(_Variant):
+    """What every inducer has: its roles (none: every role), `when`, text and trait shifts."""
+
+    TAG: ClassVar[str] = "kind"
     name: str
-    kind: str
     roles: list[str] = Field(default_factory=list)
     when: Expr | None = None
     text: str | None = None
+    #: a text computed when shown: a warning's when it fires, a live dashboard's each step
+    text_expr: Expr | None = None
+    shifts: dict[str, float] = Field(default_factory=dict)
+
+
+class PromptClauseInducer(_Inducer):
+    """A clause of the role cards."""
+
+    kind: Literal["prompt_clause"] = "prompt_clause"
+
+
+class DashboardInducer(_Inducer):
+    """A dashboard; live (re-read every step) when its text is computed."""
+
+    kind: Literal["dashboard"] = "dashboard"
+
+
+class WarningInducer(_Inducer):
+    """A warning: at a time (then `every`), when `when` turns true, or after a tool call."""
+
+    kind: Literal["warning"] = "warning"
     at: Expr | None = None
     every: Expr | None = None
     sender: str | None = None
-    shifts: dict[str, float] = Field(default_factory=dict)
+    #: fires after each successful call of this tool (in its scope)
+    on: str | None = None
+    #: the recipients, evaluated when it fires (else `roles`)
+    to: Expr | None = None
+
+
+class DeadlineInducer(_Inducer):
+    kind: Literal["deadline"] = "deadline"
+    at: Expr | None = None
+
+
+class CostLedgerInducer(_Inducer):
+    kind: Literal["cost_ledger"] = "cost_ledger"
     cost: Expr | None = None
     points: Expr | None = None
-    #: a warning that fires after each successful call of this tool (in its scope)
-    on: str | None = None
-    #: a warning's recipients, evaluated when it fires (else `roles`)
-    to: Expr | None = None
-    #: a text computed when shown: a warning's when it fires, a live dashboard's each step
-    text_expr: Expr | None = None
+
+
+class PowerInducer(_Inducer):
+    kind: Literal["power"] = "power"
+    points: Expr | None = None
+    sender: str | None = None
+
+
+class IncentiveInducer(_Inducer):
+    kind: Literal["incentive"] = "incentive"
+
+
+#: an inducer: one class per kind, told apart by `kind` in JSON
+InducerIR = Annotated[PromptClauseInducer | DashboardInducer | WarningInducer | DeadlineInducer
+                      | CostLedgerInducer | PowerInducer | IncentiveInducer,
+                      Field(discriminator="kind")]
+#: the class of each inducer kind
+INDUCER_CLASSES: dict[InducerKind, type[_Inducer]] = {
+    "prompt_clause": PromptClauseInducer, "dashboard": DashboardInducer,
+    "warning": WarningInducer, "deadline": DeadlineInducer, "cost_ledger": CostLedgerInducer,
+    "power": PowerInducer, "incentive": IncentiveInducer}
 
 
 class GuardIR(_Model):
     """`require condition else reject message | route target`, active `when`."""
 
     condition: Expr
-    action: str
+    action: Literal["reject", "route"]
     message: str | None = None
     target: str | None = None
     when: Expr | None = None
     at: str
 
 
-class EffectIR(_Model):
-    op: str
+class _Effect(_Variant):
+    TAG: ClassVar[str] = "op"
     target: str
     value: Expr
     when: Expr | None = None
+
+
+class AppendEffect(_Effect):
+    """`append LEDGER <- row`: a row added to a ledger."""
+
+    op: Literal["append"] = "append"
+
+
+class SetEffect(_Effect):
+    """`set STATE <- value`: a state variable assigned."""
+
+    op: Literal["set"] = "set"
+
+
+#: a tool's effect on the state, told apart by `op` in JSON
+EffectIR = Annotated[AppendEffect | SetEffect, Field(discriminator="op")]
 
 
 class ParamIR(_Model):
@@ -354,9 +452,12 @@ class ParamIR(_Model):
     hint: Expr | None = None
 
 
+ToolKind = Literal["read", "act", "communicate", "verify"]
+
+
 class ToolIR(_Model):
     name: str
-    kind: str
+    kind: ToolKind
     description: str = ""
     cost: Expr | None = None
     params: list[ParamIR] = Field(default_factory=list)
@@ -377,10 +478,13 @@ class ToolRefIR(_Model):
     when: Expr | None = None
 
 
+EventKind = Literal["say", "contact"]
+
+
 class EventIR(_Model):
     """A scheduled event of an actor or simulator."""
 
-    kind: str
+    kind: EventKind
     at: Expr
     #: the recipient when the world names it; else `to_expr`, evaluated when it fires
     to: str
@@ -389,9 +493,12 @@ class EventIR(_Model):
     to_expr: Expr | None = None
 
 
+PartyKind = Literal["role", "actor", "simulator"]
+
+
 class PartyIR(_Model):
     name: str
-    kind: str
+    kind: PartyKind
     model: str | None = None
     card: str | None = None
     kpi: str | None = None
@@ -409,11 +516,65 @@ class PartyIR(_Model):
     events: list[EventIR] = Field(default_factory=list)
 
 
-class ChannelIR(_Model):
-    kind: str
+ChannelKind = Literal["direct", "delegation", "fork", "merge", "relay"]
+
+
+class _Channel(_Variant):
+    TAG: ClassVar[str] = "kind"
     parties: list[str]
+
+
+class DirectChannel(_Channel):
+    """`channel A -> B`: B receives A's answers (while `when` holds); `via TOOL`: only
+    through that tool."""
+
+    kind: Literal["direct"] = "direct"
     via: str | None = None
     when: Expr | None = None
+
+
+class DelegationChannel(_Channel):
+    """`delegation A -> B via TOOL`: A hands a task to B by calling TOOL."""
+
+    kind: Literal["delegation"] = "delegation"
+    via: str
+
+
+class ForkChannel(_Channel):
+    """`fork A -> B, C`: every answer of A goes to each of the others."""
+
+    kind: Literal["fork"] = "fork"
+    when: Expr | None = None
+
+
+class MergeChannel(_Channel):
+    """`merge A, B -> C`: one answer per source, delivered to the last party together."""
+
+    kind: Literal["merge"] = "merge"
+    when: Expr | None = None
+
+
+class RelayChannel(_Channel):
+    """`relay A -> B -> C`: B's answer to a task A sent goes on to C."""
+
+    kind: Literal["relay"] = "relay"
+    when: Expr | None = None
+
+
+#: a channel of the message topology, told apart by `kind` in JSON
+ChannelIR = Annotated[DirectChannel | DelegationChannel | ForkChannel | MergeChannel
+                      | RelayChannel, Field(discriminator="kind")]
+
+
+def channel_via(channel: ChannelIR) -> str | None:
+    """The tool a channel is used through (direct `via TOOL`, delegation), else None."""
+    match channel:
+        case DirectChannel(via=via) | DelegationChannel(via=via):
+            return via
+        case ForkChannel() | MergeChannel() | RelayChannel():
+            return None
+        case _:
+            assert_never(channel)
 
 
 class MeasureIR(_Model):

@@ -18,7 +18,9 @@ from eairdsl.check.signatures import resolve_type
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.ir import (
+    INDUCER_CLASSES,
     Agg,
+    AppendEffect,
     Attr,
     AuthorizationIR,
     AuthRuleIR,
@@ -28,20 +30,24 @@ from eairdsl.ir import (
     ChannelIR,
     Comp,
     ConditionIR,
+    DelegationChannel,
+    DirectChannel,
     DocumentIR,
-    EffectIR,
     EventIR,
     Expr,
     FieldIR,
+    ForkChannel,
     GuardIR,
     Index,
     InducerIR,
+    InducerKind,
     LetCall,
     LetIR,
     LeverIR,
     ListExpr,
     Lit,
     MeasureIR,
+    MergeChannel,
     ParamIR,
     PartyIR,
     PolicyIR,
@@ -50,11 +56,15 @@ from eairdsl.ir import (
     RecordIR,
     Ref,
     RefKind,
+    RelayChannel,
+    SetEffect,
     SourceIR,
     StateIR,
     ToolIR,
+    ToolKind,
     ToolRefIR,
     TypeIR,
+    TypeKind,
     Unary,
     World,
     WorldMeta,
@@ -146,6 +156,9 @@ def lower_expr(w: CheckedWorld, e: A.Expr, used_lets: set[str],
 
 _REF_KINDS: frozenset[str] = frozenset(get_args(RefKind))
 _BINARY_OPS: frozenset[str] = frozenset(get_args(BinaryOp))
+_TYPE_KINDS: frozenset[str] = frozenset(get_args(TypeKind))
+_TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
+_INDUCER_KINDS: frozenset[str] = frozenset(get_args(InducerKind))
 
 
 def _ref_kind(kind: str) -> RefKind:
@@ -160,9 +173,45 @@ def _binary_op(op: str) -> BinaryOp:
     return cast(BinaryOp, op)
 
 
+def _type_kind(kind: str) -> TypeKind:
+    """The checker's type kind as the IR's (every checker type has one of these)."""
+    assert kind in _TYPE_KINDS, kind
+    return cast(TypeKind, kind)
+
+
+def _tool_kind(kind: str) -> ToolKind:
+    """A tool's `kind` clause as the IR's (the checker allows no other, E-code otherwise)."""
+    assert kind in _TOOL_KINDS, kind
+    return cast(ToolKind, kind)
+
+
+def _inducer_kind(kind: str) -> InducerKind:
+    """An inducer's kind as the IR's (the checker allows no other)."""
+    assert kind in _INDUCER_KINDS, kind
+    return cast(InducerKind, kind)
+
+
+def _channel(lo: _Lowerer, c: A.ChannelDecl) -> ChannelIR:
+    parties, when = list(c.parties), lo.opt(c.when)
+    match c.kind:
+        case "direct":
+            return DirectChannel(parties=parties, via=c.via, when=when)
+        case "delegation":
+            assert c.via is not None and when is None, "the grammar gives a delegation a tool"
+            return DelegationChannel(parties=parties, via=c.via)
+        case "fork":
+            return ForkChannel(parties=parties, when=when)
+        case "merge":
+            return MergeChannel(parties=parties, when=when)
+        case "relay":
+            return RelayChannel(parties=parties, when=when)
+        case _:
+            assert_never(c.kind)
+
+
 def _type_ir(t: T.Type, members: list[str] | None = None) -> TypeIR:
-    return TypeIR(kind=t.kind, name=t.name, arg=_type_ir(t.arg) if t.arg else None, max=t.max,
-                  members=list(members or []))
+    return TypeIR(kind=_type_kind(t.kind), name=t.name, arg=_type_ir(t.arg) if t.arg else None,
+                  max=t.max, members=list(members or []))
 
 
 def _digest(world: CheckedWorld) -> tuple[str, list[SourceIR]]:
@@ -261,8 +310,7 @@ def lower(world: CheckedWorld) -> World:
         out.tools.append(_tool(lo, world, tool))
     for party in world.parties.values():
         out.parties.append(_party(lo, party))
-    out.channels = [ChannelIR(kind=c.kind, parties=list(c.parties), via=c.via,
-                              when=lo.opt(c.when)) for c in world.channels]
+    out.channels = [_channel(lo, c) for c in world.channels]
     out.instances = list(world.instances)
     out.measures = [MeasureIR(name=m.name, metric=m.metric, expr=lo.expr(m.expr),
                               when=lo.opt(m.when), at=_at(m.span))
@@ -303,36 +351,41 @@ def _field(lo: _Lowerer, owner: str, f: A.FieldDecl) -> FieldIR:
 
 
 def _inducer(lo: _Lowerer, inducer: A.InducerDecl) -> InducerIR:
-    out = InducerIR(name=inducer.name, kind=inducer.kind)
+    """The inducer's class for its kind, with the slots its clauses fill (the checker allows
+    each kind only its clauses; a slot the class lacks is a validation error)."""
+    slots: dict[str, Any] = {}
+    roles: list[str] = []
+    shifts: dict[str, float] = {}
     for c in inducer.clauses:
         match c:
             case A.RolesClause():
-                out.roles.extend(c.names)
+                roles.extend(c.names)
             case A.TextClause() if c.constant is None:
-                out.text_expr = lo.opt(c.expr)
+                slots["text_expr"] = lo.opt(c.expr)
             case A.TextClause():
-                out.text = c.constant
+                slots["text"] = c.constant
             case A.FromClause():
-                out.sender = c.name
+                slots["sender"] = c.name
             case A.OnClause():
-                out.on = c.name
+                slots["on"] = c.name
             case A.ShiftClause():
-                out.shifts[c.name] = float(c.number or 0)
+                shifts[c.name] = float(c.number or 0)
             case A.WhenClause():
-                out.when = lo.opt(c.expr)
+                slots["when"] = lo.opt(c.expr)
             case A.AtClause():
-                out.at = lo.opt(c.expr)
+                slots["at"] = lo.opt(c.expr)
             case A.EveryClause():
-                out.every = lo.opt(c.expr)
+                slots["every"] = lo.opt(c.expr)
             case A.CostClause():
-                out.cost = lo.opt(c.expr)
+                slots["cost"] = lo.opt(c.expr)
             case A.PointsClause():
-                out.points = lo.opt(c.expr)
+                slots["points"] = lo.opt(c.expr)
             case A.ToClause():
-                out.to = lo.opt(c.expr)
+                slots["to"] = lo.opt(c.expr)
             case _:
                 assert_never(c)
-    return out
+    cls = INDUCER_CLASSES[_inducer_kind(inducer.kind)]
+    return cast(InducerIR, cls(name=inducer.name, roles=roles, shifts=shifts, **slots))
 
 
 def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
@@ -343,7 +396,7 @@ def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
     for c in tool.clauses:
         match c:
             case A.KindClause():
-                out.kind = c.name or "read"
+                out.kind = _tool_kind(c.name or "read")
             case A.DescriptionClause():
                 out.description = c.text
             case A.CostClause():
@@ -359,11 +412,11 @@ def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
             case A.ReturnsClause():
                 out.result = lo.opt(c.expr)
             case A.AppendClause():
-                out.effects.append(EffectIR(op="append", target=c.name, value=lo.expr(c.expr),
-                                            when=lo.opt(c.when)))
+                out.effects.append(AppendEffect(target=c.name, value=lo.expr(c.expr),
+                                                when=lo.opt(c.when)))
             case A.SetClause():
-                out.effects.append(EffectIR(op="set", target=c.name, value=lo.expr(c.expr),
-                                            when=lo.opt(c.when)))
+                out.effects.append(SetEffect(target=c.name, value=lo.expr(c.expr),
+                                             when=lo.opt(c.when)))
             case A.DelegatesClause():
                 if c.name:
                     out.delegates_to = [c.name]

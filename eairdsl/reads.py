@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -37,17 +37,22 @@ from eairdsl.ir import (
     PolicyIR,
     TypeIR,
     World,
+    channel_via,
     children,
 )
 from eairdsl.ir import Ref as RefNode
 
-__all__ = ["AUTHORIZATION", "INSTANCES", "Ref", "channel_label", "declarations", "describe",
-           "direct_reads", "expr_reads", "read_graph", "reads"]
+__all__ = ["AUTHORIZATION", "INSTANCES", "DeclKind", "Ref", "channel_label", "declarations",
+           "describe", "direct_reads", "expr_reads", "read_graph", "reads"]
 
-Ref = tuple[str, str]
+#: what kind of declaration a `Ref` names (`protected`: the world's protected list)
+DeclKind = Literal["world", "condition", "lever", "record", "state", "document", "policy",
+                   "inducer", "tool", "measure", "participant", "let", "enum", "schema",
+                   "channel", "authorization", "instances", "protected"]
+Ref = tuple[DeclKind, str]
 
 #: expression `ref` kinds that read another declaration (the rest are identities or locals)
-_REF_KINDS = {"lever": "lever", "state": "state", "record": "record",
+_REF_KINDS: dict[str, DeclKind] = {"lever": "lever", "state": "state", "record": "record",
               "document": "document", "measure": "measure", "enum": "enum"}
 #: builtins that read the authorization matrix
 _AUTHORIZATION_CALLS = frozenset({"authorized", "unauthorized"})
@@ -58,18 +63,19 @@ AUTHORIZATION: Ref = ("authorization", "authorization")
 
 def channel_label(channel: ChannelIR) -> str:
     """How a channel is named: `channel a -> b via tool`."""
-    return f"{channel.kind} " + " -> ".join(channel.parties) + (
-        f" via {channel.via}" if channel.via else "")
+    via = channel_via(channel)
+    return f"{channel.kind} " + " -> ".join(channel.parties) + (f" via {via}" if via else "")
 
 
 def declarations(world: World) -> dict[Ref, Any]:
     """Every declaration of `world`, (kind, name) -> its IR piece."""
     out: dict[Ref, Any] = {("world", world.meta.name): world.meta}
-    for kind, items in (("condition", world.conditions), ("lever", world.levers),
-                        ("record", world.records), ("state", world.states),
-                        ("document", world.documents), ("policy", world.policies),
-                        ("inducer", world.inducers), ("tool", world.tools),
-                        ("measure", world.measures), ("participant", world.parties)):
+    groups: tuple[tuple[DeclKind, list[Any]], ...] = (
+        ("condition", world.conditions), ("lever", world.levers), ("record", world.records),
+        ("state", world.states), ("document", world.documents), ("policy", world.policies),
+        ("inducer", world.inducers), ("tool", world.tools), ("measure", world.measures),
+        ("participant", world.parties))
+    for kind, items in groups:
         for item in items:
             out[(kind, item.name)] = item
     out.update({("let", name): let for name, let in world.lets.items()})

@@ -265,10 +265,8 @@ def test_an_imported_module_a_protected_measure_reads_is_flagged(tmp_path: Path)
 def test_edits_no_protected_declaration_reads_are_not_flagged(tmp_path: Path) -> None:
     """An unprotected inducer's shift and an unprotected let only tools read."""
     result = _diff(tmp_path, "a1", [
-        ("  roles support, retention, billing, service_recovery, escalation\n"
-         "  shift diligence -0.1\n}\n\ninducer money_channel",
-         "  roles support, retention, billing, service_recovery, escalation\n"
-         "  shift diligence -0.2\n}\n\ninducer money_channel"),
+        ("  // no `shift`: no prompt states it (W703); the tool costs carry the channel\n}",
+         "  shift diligence -0.2\n}"),
         ("let sla_met(t: tickets) = handling_time(t) <= t.sla_target",
          "let sla_met(t: tickets) = handling_time(t) < t.sla_target")])
     assert {(c.kind, c.name) for c in result.changes} == {

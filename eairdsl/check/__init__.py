@@ -1,9 +1,11 @@
 """The check stage: load a world and its imports, then run the passes in order.
 
 Like sqlglot's optimizer RULES, the passes are an ordered tuple of functions
-with one signature; each reads what earlier passes established. A pass runs
-even after errors in earlier ones (so one run reports independent problems),
-but passes that need complete types stop the pipeline when types are broken.
+with one signature; each reads what earlier passes established. Every pass
+runs, even after errors in earlier ones, so one run reports independent
+problems; nothing stops the loop. A pass that would only repeat an earlier
+error skips what that error touched instead (the lints do not fold a
+measurement the checker already rejected).
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 import jinja2
-import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
 from jinja2.exceptions import SecurityError
@@ -34,7 +33,7 @@ from eairdsl.check.sandbox import (
     CardLoader,
     CardUnsafe,
 )
-from eairdsl.check.static import UNKNOWN, fold, uses_only_levers
+from eairdsl.check.static import UNKNOWN, FoldPlans, fold, uses_only_levers
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import SourceFile, Span, display_name
@@ -58,24 +57,28 @@ def forbidden_words(world: CheckedWorld) -> list[str]:
     return [w for w in words if w.strip()]
 
 
-def _active(world: CheckedWorld, expr: A.Expr | None, levers: dict[str, Any]) -> bool | None:
+def _active(world: CheckedWorld, expr: A.Expr | None, levers: dict[str, Any],
+            plans: FoldPlans) -> bool | None:
     """True/False when decided by levers alone; None when it depends on the episode."""
     if expr is None:
         return True
-    value = fold(expr, levers, set(world.enum_members))
+    value = fold(expr, levers, set(world.enum_members), plans=plans)
     return None if value is UNKNOWN else bool(value)
 
 
 def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
-                 levers: dict[str, Any]) -> dict[str, Any]:
-    """The variables a card sees; docs/language.md lists them."""
+                 levers: dict[str, Any], plans: FoldPlans | None = None) -> dict[str, Any]:
+    """The variables a card sees; docs/language.md lists them.
+
+    `plans` lowers each folded expression once across the conditions of a world."""
+    plans = plans or FoldPlans()
     inducers: dict[str, list[str]] = {}
     for inducer in world.inducers.values():
         roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
         if roles and party.name not in roles:
             continue
         when = A.first_clause(inducer.clauses, A.WhenClause)
-        if _active(world, when.expr if when else None, levers) is False:
+        if _active(world, when.expr if when else None, levers, plans) is False:
             continue
         for c in inducer.clauses:
             if isinstance(c, A.TextClause) and c.constant is not None:
@@ -84,7 +87,8 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
     for clause in party.clauses:
         if isinstance(clause, A.ToolsClause):
             for ref in clause.refs:
-                if _active(world, ref.when, levers) is not False and ref.name in world.tools:
+                if _active(world, ref.when, levers, plans) is not False \
+                        and ref.name in world.tools:
                     tool = world.tools[ref.name]
                     desc = A.first_clause(tool.clauses, A.DescriptionClause)
                     tools.append({"name": ref.name, "description": desc.text if desc else ""})
@@ -94,9 +98,9 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
             "kpi": kpi.text if kpi else None,
             "objective": objective.text if objective else None,
             "authority": _static(world, A.last_clause(party.clauses, A.AuthorityClause), levers,
-                                 0),
+                                 0, plans),
             "display": _static(world, A.last_clause(party.clauses, A.DisplayClause), levers,
-                               party.name)}
+                               party.name, plans)}
     return {
         "role": role, "condition": condition, "levers": dict(levers),
         "prompt_clauses": inducers.get("prompt_clause", []), "inducers": inducers,
@@ -106,14 +110,14 @@ def card_context(world: CheckedWorld, party: A.PartyDecl, condition: str,
 
 
 def _static(world: CheckedWorld, clause: A.AuthorityClause | A.DisplayClause | None,
-            levers: dict[str, Any], default: Any) -> Any:
+            levers: dict[str, Any], default: Any, plans: FoldPlans) -> Any:
     """A clause's value under a condition: its literal, or its expression folded over the
     levers; None when it depends on more than levers (the instance, the state)."""
     if clause is None:
         return default
     if isinstance(clause, A.AuthorityClause) and clause.constant is not None:
         return clause.constant
-    value = fold(clause.expr, levers, set(world.enum_members))
+    value = fold(clause.expr, levers, set(world.enum_members), plans=plans)
     return None if value is UNKNOWN else value
 
 
@@ -149,6 +153,8 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                                   "only use levers", clause.span,
                                   "cards are rendered once per condition, before any episode")
     words = forbidden_words(world)
+    plans = FoldPlans()
+    envs: list[CardEnvironment] = []  # one environment for the world's cards, made on first use
     for party in world.parties.values():
         card = A.first_clause(party.clauses, A.CardClause)
         if card is None:
@@ -170,22 +176,26 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         world.data_files[data_ref(module, card.text)] = source.encode()
         world.program.sources[shown] = SourceFile(name=shown, path=str(path), text=source)
-        _render_party(world, party, path, shown, source, card, words, diagnostics)
+        _render_party(world, party, path, shown, source, card, words, plans, envs, diagnostics)
 
 
 def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: str,
-                  source: str, card: A.Clause, words: list[str],
-                  diagnostics: Diagnostics) -> None:
+                  source: str, card: A.Clause, words: list[str], plans: FoldPlans,
+                  envs: list[CardEnvironment], diagnostics: Diagnostics) -> None:
     module = world.module(party)
     loader = CardLoader(module.path.parent, path.parent)
-    env = CardEnvironment(loader)
+    if envs:  # each card has its own loader (its folder, the files it loaded)...
+        env = envs[0]
+        env.loader = loader  # ...the environment's template cache is keyed by the loader
+    else:
+        env = CardEnvironment(loader)
+        envs.append(env)
     file = str(path)
     names = _Names(path, shown)
     try:
         try:
-            parsed = env.parse(source, name=path.name, filename=file)
-            template = env.template_class.from_code(
-                env, env.compile(parsed, name=path.name, filename=file), env.make_globals(None))
+            code, undeclared = env.compile_card(source, path.name, file)
+            template = env.template_class.from_code(env, code, env.make_globals(None))
         except jinja2.TemplateSyntaxError as exc:
             line = exc.lineno or 1
             diagnostics.error("E601", f"card template syntax error: {exc.message}",
@@ -205,7 +215,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
             diagnostics.error("E606", f"the card of '{party.name}' exceeds a bound: {exc}",
                               _line_span(shown, 1), _LIMIT_HINT)
             return
-        unknown = sorted(jinja2.meta.find_undeclared_variables(parsed) - set(CARD_VARIABLES))
+        unknown = sorted(undeclared - set(CARD_VARIABLES))
         for name in unknown:
             span = _locate_variable(source, name, shown) or card.span
             diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
@@ -215,7 +225,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
             return
         world.prompts[party.name] = {}
         for condition, levers in world.condition_values.items():
-            context = card_context(world, party, condition, levers)
+            context = card_context(world, party, condition, levers, plans)
             env.begin()
             try:
                 text = template.render(**context)

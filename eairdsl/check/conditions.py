@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from eairdsl.check import types as T
+from eairdsl.check.static import UNKNOWN, fold
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.syntax import ast as A
@@ -25,27 +26,45 @@ class _NotConstant(Exception):
 
 
 def constant_value(expr: A.Expr, expected: T.Type, world: CheckedWorld) -> Any:
-    """The value of a constant expression, checked against `expected`."""
+    """The value of a constant expression, checked against `expected`.
+
+    What counts as a constant is syntactic (a literal, a negated literal, an
+    enum value, a list of constants: a condition is a configuration, not a
+    computation); its value is the static folder's (`eairdsl.check.static`),
+    the runtime evaluator's own.
+    """
+    _check_constant(expr, expected, world)
+    value = fold(expr, {}, set(world.enum_members))
+    if value is UNKNOWN:
+        raise _NotConstant
+    return value
+
+
+def _check_constant(expr: A.Expr, expected: T.Type, world: CheckedWorld) -> None:
+    """Raise _NotConstant unless `expr` is a constant, TypeError unless it fits `expected`."""
     if isinstance(expr, A.LiteralExpr):
         kind = {"int": T.INT, "number": T.NUMBER, "money": T.MONEY, "duration": T.DURATION,
                 "percent": T.PERCENT, "date": T.DATE, "text": T.TEXT, "bool": T.BOOL,
                 "none": T.NONE}[expr.kind]
         if not T.compatible(expected, kind):
             raise TypeError(f"{kind}")
-        return expr.value
+        return
     if isinstance(expr, A.UnaryExpr) and expr.op == "-" and isinstance(expr.operand,
                                                                        A.LiteralExpr):
-        value = constant_value(expr.operand, expected, world)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value
+        _check_constant(expr.operand, expected, world)
+        if isinstance(expr.operand.value, (int, float)) \
+                and not isinstance(expr.operand.value, bool):
+            return
     if isinstance(expr, A.NameExpr) and expected.kind == "enum":
         owners = world.enum_members.get(expr.id, [])
         if expected.name in owners:
-            return expr.id
+            return
         raise TypeError(f"'{expr.id}'")
     if isinstance(expr, A.ListExpr):
         element = expected.arg if expected.kind == "list" and expected.arg else T.ANY
-        return [constant_value(item, element, world) for item in expr.items]
+        for item in expr.items:
+            _check_constant(item, element, world)
+        return
     raise _NotConstant
 
 

@@ -110,20 +110,28 @@ def read_rows(path: Path, data: bytes, span: Span,
 
 
 def _conforms(value: Any, t: T.Type) -> bool:
-    kind = t.kind
-    if value is None or kind in ("any", "row", "enum", "record", "schema"):
-        return True
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind in ("int",):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind in ("number", "money", "duration", "percent"):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind in ("text", "date", "party"):
-        return isinstance(value, str)
-    if kind == "list":
-        return isinstance(value, list) and all(_conforms(v, t.arg or T.ANY) for v in value)
-    return True
+    """Does a cell fit its field's type? The runtime's answer (`eairdsl.runtime.conform`),
+    without enum membership, schema shapes and text length, which `_validate` reports in
+    its own words."""
+    from eairdsl.runtime.conform import misfit
+
+    problem = misfit(value, _type_ir(t))
+    return problem is None or problem.kind != "type"
+
+
+def _type_ir(t: T.Type) -> Any:
+    """A checker type as the IR's TypeIR (memoised: data files have many cells)."""
+    hit = _TYPE_IR.get((t, t.max))
+    if hit is None:
+        from eairdsl.ir import TypeIR
+
+        hit = TypeIR(kind=t.kind, name=t.name, arg=_type_ir(t.arg) if t.arg else None,
+                     max=t.max)
+        _TYPE_IR[(t, t.max)] = hit
+    return hit
+
+
+_TYPE_IR: dict[tuple[T.Type, int | None], Any] = {}
 
 
 def _coerce_csv(rows: list[dict[str, Any]], fields: dict[str, T.Type]) -> None:

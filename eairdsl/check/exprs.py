@@ -10,14 +10,17 @@ lowering uses, so lowering never has to guess what a name meant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import Any, assert_never
+
+from pydantic import BaseModel
 
 from eairdsl.check import types as T
 from eairdsl.check.builtins import BUILTIN_FIELDS, BUILTINS
 from eairdsl.check.world import CheckedWorld, Resolution
 from eairdsl.diagnostics import Diagnostics, did_you_mean
+from eairdsl.source import Span
 from eairdsl.syntax import ast as A
-from eairdsl.syntax.build import MAX_NESTING, iter_exprs
+from eairdsl.syntax.build import MAX_NESTING
 
 __all__ = ["check_expressions", "ExprChecker", "Scope", "MEASUREMENTS"]
 
@@ -152,13 +155,23 @@ class ExprChecker:
     def _check_expansion(self, expr: A.Expr) -> None:
         """E112 when an expression site expands (through its `let` calls) past MAX_EXPANDED."""
         total = 0
-        for node in iter_exprs(expr):
-            total += 1
-            if isinstance(node, A.CallExpr) and node.func in self.let_shapes:
-                expanded = self.let_shapes[node.func][1]
-                if expanded > MAX_EXPANDED:
-                    return  # reported at the definition
-                total += expanded
+        shapes = self.let_shapes
+        stack: list[Any] = [expr]  # `iter_exprs` in any order: only the count matters
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(item)
+                continue
+            fields = item.__dict__
+            if isinstance(fields.get("node"), str):
+                total += 1
+                if type(item) is A.CallExpr and item.func in shapes:
+                    expanded = shapes[item.func][1]
+                    if expanded > MAX_EXPANDED:
+                        return  # reported at the definition
+                    total += expanded
+            stack.extend(v for v in fields.values() if isinstance(v, (BaseModel, list))
+                         and type(v) is not Span)
         if total > MAX_EXPANDED:
             self.error("E112", f"this expression expands to more than {MAX_EXPANDED:,} nodes "
                        "through the `let` definitions it calls", expr, _EXPANSION_HINT)
@@ -550,7 +563,8 @@ def _body_shape(body: A.Expr, lets: dict[str, A.LetDecl]) -> tuple[int, int,
             deepest = max(deepest, depth)
             if isinstance(item, A.CallExpr) and item.func in lets:
                 calls.append((item.func, depth))
-        stack.extend((child, depth) for _, child in item)
+        stack.extend((child, depth) for child in item.__dict__.values()
+                     if isinstance(child, (A.Node, list)))
     return deepest, size, calls
 
 

@@ -35,9 +35,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import wraps
 from pathlib import Path
+from types import CodeType, MethodType
 from typing import Any
 
 import jinja2
+import jinja2.meta
 import jinja2.sandbox
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
@@ -188,6 +190,23 @@ class CardLoader(jinja2.BaseLoader):
         self.loaded[path] = text
         return text, str(path), lambda: False
 
+    def load(self, environment: jinja2.Environment, name: str,
+             globals: Any = None) -> jinja2.Template:
+        """`BaseLoader.load`, compiling through the card environments' shared cache."""
+        source, filename, uptodate = self.get_source(environment, name)
+        if isinstance(environment, CardEnvironment):
+            code = environment.compile_card(source, name, filename)[0]
+        else:
+            code = environment.compile(source, name, filename)
+        return environment.template_class.from_code(environment, code, globals or {},
+                                                    uptodate)
+
+
+#: compiled templates shared by every CardEnvironment: (class, source, name, filename) ->
+#: (code, undeclared variables). Bounded; only templates that compiled are kept.
+_COMPILED: dict[tuple[type, str, str | None, str | None], tuple[CodeType, frozenset[str]]] = {}
+_COMPILED_MAX = 256
+
 
 class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
     """The environment one card renders in; `begin()` before each render resets the budget."""
@@ -196,7 +215,7 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def __init__(self, loader: CardLoader) -> None:
         super().__init__(loader=loader, undefined=jinja2.StrictUndefined,
-                         keep_trailing_newline=True, autoescape=False, cache_size=0,
+                         keep_trailing_newline=True, autoescape=False, cache_size=64,
                          auto_reload=False)
         self.steps = 0
         self.output = 0
@@ -204,6 +223,26 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
         self.globals["range"] = self.bounded_range
         self.globals["lipsum"] = self.bounded_lipsum
         self.filters = {name: self._bounded_filter(name, f) for name, f in self.filters.items()}
+
+    def compile_card(self, source: str, name: str | None,
+                     filename: str | None) -> tuple[CodeType, frozenset[str]]:
+        """Parse (refusing unsafe constructs), rewrite and compile a template: its code and
+        the variables it reads without defining them.
+
+        Cached by text and names: every CardEnvironment compiles alike (same options and
+        filter names; the code reads its environment only when it runs), so a card or
+        partial shared by parties, or rendered again, is compiled once. Errors are raised
+        as `parse`/`compile` raise them, every time."""
+        key = (type(self), source, name, filename)
+        found = _COMPILED.get(key)
+        if found is None:
+            tree = self.parse(source, name=name, filename=filename)
+            code = self.compile(tree, name=name, filename=filename)
+            found = (code, frozenset(jinja2.meta.find_undeclared_variables(tree)))
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.clear()
+            _COMPILED[key] = found
+        return found
 
     # -- the budget ---------------------------------------------------------------------------
 
@@ -340,6 +379,12 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any,
              *args: Any, **kwargs: Any) -> Any:
+        if type(__obj) is MethodType and __obj.__self__ is __self \
+                and __obj.__func__ in _REWRITE_TARGETS and not kwargs:
+            # what the rewrite inserted (template text cannot name these): charged as any
+            # call is, without the sandbox's generic checks, which they always pass
+            __self.charge_values(args)
+            return __self.check_value(__obj(*args))
         __self.charge_values([*args, *kwargs.values()])
         method = getattr(__obj, "__name__", None)
         if isinstance(getattr(__obj, "__self__", None), str):
@@ -393,6 +438,11 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
             return self.check_value(func(*args, **kwargs))
 
         return bounded
+
+
+#: the methods `_Rewrite` routes loops, outputs and concatenations through
+_REWRITE_TARGETS = frozenset({CardEnvironment.eair_iter, CardEnvironment.eair_out,
+                              CardEnvironment.eair_concat})
 
 
 def _check_replace(text: str, old: Any = "", new: Any = "", count: Any = -1, *_: Any) -> None:

@@ -36,7 +36,7 @@ from eairdsl.agents.protocol import (
     Request,
     ToolCall,
 )
-from eairdsl.ir import Expr, PartyIR, Ref, ToolIR, World, walk_expr
+from eairdsl.ir import AppendEffect, EventIR, Expr, PartyIR, Ref, ToolIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
     EvalError,
     LetTable,
@@ -73,7 +73,8 @@ class CompiledWorld:
         self.parties = {p.name: p for p in world.parties}
         self.records = {r.name: r for r in world.records}
         self.conditions = {c.name: c for c in world.conditions}
-        self.mutable = {e.target for t in world.tools for e in t.effects if e.op == "append"}
+        self.mutable = {e.target for t in world.tools for e in t.effects
+                        if isinstance(e, AppendEffect)}
         # Tables no tool appends to are built once and shared (rows are never mutated).
         self.static_rows = {r.name: StaticRows(r.name, [Row(r.name, row) for row in r.rows])
                             for r in world.records if r.name not in self.mutable}
@@ -105,7 +106,7 @@ class CompiledWorld:
             for e in (tool.result, *(g.condition for g in tool.guards)):
                 reads |= {x.name for x in walk_expr(e, self.world.lets)
                           if isinstance(x, Ref) and x.kind == "record"}
-            writes = sorted({e.target for e in tool.effects if e.op == "append"})
+            writes = sorted({e.target for e in tool.effects if isinstance(e, AppendEffect)})
             self._access[tool.name] = (sorted(reads), writes)
         return self._access[tool.name]
 
@@ -243,14 +244,14 @@ class Episode:
                 break
             self.env.step()
 
-    def _scheduled(self, party: PartyIR, event: Any) -> Proc:
+    def _scheduled(self, party: PartyIR, event: EventIR) -> Proc:
         self.scheduled += 1
         try:
             yield from self._scheduled_event(party, event)
         finally:
             self.scheduled -= 1
 
-    def _scheduled_event(self, party: PartyIR, event: Any) -> Proc:
+    def _scheduled_event(self, party: PartyIR, event: EventIR) -> Proc:
         at = float(self.compiled.eval(event.at, self.state.scope()) or 0)
         yield self.env.timeout(max(0.0, at))
         if event.when is not None and not truthy(

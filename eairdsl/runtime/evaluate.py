@@ -38,7 +38,6 @@ from eairdsl.runtime.values import (
     Rows,
     StaticRows,
     add_days,
-    quarter_of,
     render_value,
 )
 
@@ -271,6 +270,8 @@ class LetTable:
 
 _MISSING = object()
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+#: argument types keyed by identity (rows, tables, lists, records)
+_BY_IDENTITY = frozenset({Row, Rows, StaticRows, list, dict})
 
 
 def is_stable(expr: Expr | None, lets: dict[str, LetIR], mutable: set[str]) -> bool:
@@ -312,6 +313,8 @@ def _memo_key(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
+    if kind in _BY_IDENTITY:  # never hashable: no failed hash() to pay for
+        return (kind, id(value))
     try:
         hash(value)
     except TypeError:
@@ -779,7 +782,8 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
                     f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
             return s.budget.sized(between.join(_text(x, unit) for x in xs))
         return join
-    impl = _BUILTINS.get(name)
+    from eairdsl.runtime.builtins import IMPLEMENTATIONS  # it imports this module
+    impl = IMPLEMENTATIONS.get(name)
     if impl is None:
         raise ValueError(f"unknown builtin {name!r}")
     if any(keys):
@@ -796,117 +800,3 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
         return lambda s: impl(s, first(s), second(s))
     return lambda s: impl(s, *[f(s) for f in args])
 
-
-def _lookup(s: Scope, rows: Any, key: Any) -> Any:
-    if rows is None or key is None:
-        return None
-    record = getattr(rows, "record", "")
-    key_field = next((r.key for r in s.world.records if r.name == record), None) or "id"
-    # NaN equals nothing, not even itself (a dict would find it by identity): scanned
-    if type(rows) is StaticRows and key == key:  # noqa: PLR0124
-        index = rows.by_field(key_field)
-        if index is not None:
-            try:
-                group = index.get(key)
-            except TypeError:  # an unhashable key (a list or a row): scan
-                pass
-            else:  # the group holds every row whose key equals `key`, in table order
-                return group[0] if group else None
-    return next((r for r in rows if r.get(key_field) == key), None)
-
-
-def _pick(s: Scope, row: Any, fields: Any) -> Any:
-    if row is None:
-        return None
-    names = fields.names if isinstance(fields, FieldSet) else list(fields or [])
-    return Row(getattr(row, "record", ""), {k: v for k, v in row.items() if k in names})
-
-
-def _field_meta(s: Scope, record: str) -> dict[str, Any]:
-    return s.authorizer.field_meta(record)
-
-
-def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
-    if row is None or text is None or not isinstance(fields, FieldSet):
-        return 0
-    meta = _field_meta(s, fields.record)
-    plain = _text(text)
-    folded = plain.casefold()
-    hits = 0
-    for name in fields.names:
-        f = meta.get(name)
-        if f is None or not f.canary or row.get(name) in (None, ""):
-            continue
-        value = _text(row.get(name))
-        if value in plain or value.casefold() in folded:
-            hits += 1
-    return hits
-
-
-def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
-    if row is None or text is None or not isinstance(fields, FieldSet):
-        return 0
-    meta = _field_meta(s, fields.record)
-    folded = _text(text).casefold()
-    return sum(1 for name in fields.names
-               if (f := meta.get(name)) is not None
-               and any(p.casefold() in folded for p in f.patterns))
-
-
-def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:
-    text = s.documents.get(document or "", "")
-    if not query:
-        return []
-    q = _text(query).casefold()
-    return [ln for ln in text.splitlines() if q in ln.casefold()][: int(limit or 5)]
-
-
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def _sentences(s: Scope, text: Any) -> list[str] | None:
-    if text is None:
-        return None
-    return [part.strip() for part in _SENTENCE_BREAK.split(_text(text)) if part.strip()]
-
-
-def _trace(s: Scope) -> TraceView:
-    if s.trace is None:
-        raise EvalError("trace queries need an episode")
-    return s.trace
-
-
-def _today(s: Scope) -> str:
-    return add_days(s.start_date, s.now)
-
-
-_BUILTINS: dict[str, Callable[..., Any]] = {
-    "lookup": _lookup,
-    "pick": _pick,
-    "first": lambda s, xs: xs[0] if xs else None,
-    "last": lambda s, xs: xs[-1] if xs else None,
-    "len": lambda s, x: None if x is None else len(x),
-    "lower": lambda s, x: None if x is None else x.lower(),
-    "abs": lambda s, x: None if x is None else abs(x),
-    "round": lambda s, x: None if x is None else round(x),
-    "authorized": lambda s, p: [f"{r.name}.{f}" for r in s.world.records
-                                for f in s.authorizer.allowed(p, r.name)],
-    "unauthorized": lambda s, p, rows: FieldSet(rows.record,
-                                                s.authorizer.denied(p, rows.record)),
-    "canary_hits": _canary_hits,
-    "pattern_hits": _pattern_hits,
-    "search": _search,
-    "sentences": _sentences,
-    "now": lambda s: s.now,
-    "today": _today,
-    "quarter_of": lambda s, d: None if d is None else quarter_of(d),
-    "days_between": lambda s, a, b: None if None in (a, b) else _arith("-", b, a),
-    "messages": lambda s, sender=None, recipient=None: _trace(s).messages(sender, recipient),
-    "calls": lambda s, tool, by=None: _trace(s).calls(tool, by),
-    "replies": lambda s, party: _trace(s).replies(party),
-    "final": lambda s, party: _trace(s).final(party),
-    "delegated": lambda s, a, b: _trace(s).delegated(a, b),
-    "judged": lambda s, rubric, artifact, positive=2: (
-        None if s.judge is None or artifact is None
-        else s.judge(list(rubric or []), _text(artifact), int(positive))),
-}

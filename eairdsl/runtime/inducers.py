@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
 
-from eairdsl.ir import Ref, World, walk_expr
+from eairdsl.ir import DashboardInducer, Ref, WarningInducer, World, walk_expr
 from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
 from eairdsl.vocabulary import TRAITS
 
@@ -35,15 +35,15 @@ class InducerPlan:
 
     def __init__(self, world: World) -> None:
         # Warnings that fire after a tool call (`on TOOL`), by tool.
-        self.on_tool: dict[str, list[Any]] = {}
+        self.on_tool: dict[str, list[WarningInducer]] = {}
         for inducer in world.inducers:
-            if inducer.kind == "warning" and inducer.on is not None:
+            if isinstance(inducer, WarningInducer) and inducer.on is not None:
                 self.on_tool.setdefault(inducer.on, []).append(inducer)
         # Dashboards whose text reads the episode: re-read into every observation,
         # cached until something they read changes (never, if one reads the trace or
         # the clock).
         self.live_dashboards = [i for i in world.inducers
-                                if i.kind == "dashboard" and i.text_expr is not None]
+                                if isinstance(i, DashboardInducer) and i.text_expr is not None]
         self.volatile_dashboards = any(
             reads_trace_or_clock(e, world.lets) for i in self.live_dashboards
             for e in (i.text_expr, i.when))
@@ -85,10 +85,10 @@ class Inducers:
         self.host = host
         self.plan = compiled.inducers
         #: warnings that fire when their `when` turns true, and its last value for each
-        self.triggered: list[Any] = []
+        self.triggered: list[WarningInducer] = []
         self.trigger_state: dict[str, bool] = {}
         # Live dashboards: which are on, what they read last, and the lines per role.
-        self._active_dashboards: list[Any] | None = None
+        self._active_dashboards: list[DashboardInducer] | None = None
         self._dash_version = -1
         self._dash_key: tuple[Any, ...] | None = None
         self._dash_texts: list[tuple[list[str], Any]] = []
@@ -106,7 +106,7 @@ class Inducers:
         if ep.shift_traits:
             scope = self.state.scope()
             for inducer in c.world.inducers:
-                if inducer.kind == "warning" or not inducer.shifts:
+                if isinstance(inducer, WarningInducer) or not inducer.shifts:
                     continue
                 try:
                     on = inducer.when is None or truthy(c.eval(inducer.when, scope))
@@ -127,14 +127,14 @@ class Inducers:
     def start(self) -> None:
         """Schedule timed warnings and register the condition-triggered ones."""
         for inducer in self.compiled.world.inducers:
-            if inducer.kind != "warning" or inducer.on is not None:
+            if not isinstance(inducer, WarningInducer) or inducer.on is not None:
                 continue  # `on TOOL` warnings fire from after_call
             if inducer.at is None and inducer.every is None and inducer.when is not None:
                 self.triggered.append(inducer)
             else:
                 self.host.env.process(self._timed(inducer))
 
-    def _timed(self, inducer: Any) -> Proc:
+    def _timed(self, inducer: WarningInducer) -> Proc:
         """A timed warning: from `at`, then every `every`, whenever its `when` holds.
 
         A periodic warning stops once no participant has work left, so it never
@@ -169,7 +169,7 @@ class Inducers:
             except EvalError as exc:
                 self.host.fail(f"warning {inducer.name} failed: {exc}")
 
-    def warn(self, inducer: Any, scope: Scope | None = None) -> None:
+    def warn(self, inducer: WarningInducer, scope: Scope | None = None) -> None:
         """Deliver a warning to its recipients' memory and shift their traits.
 
         `to EXPR` names the recipients when the warning fires (in `scope`, the

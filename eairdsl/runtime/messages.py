@@ -11,9 +11,16 @@ agents or the trace.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
-from eairdsl.ir import Expr
+from eairdsl.ir import (
+    DelegationChannel,
+    DirectChannel,
+    Expr,
+    ForkChannel,
+    MergeChannel,
+    RelayChannel,
+)
 from eairdsl.runtime.evaluate import truthy
 
 if TYPE_CHECKING:
@@ -37,15 +44,20 @@ class Topology:
         self.merges: list[tuple[list[str], str, dict[str, str], Expr | None]] = []
         self.relays: list[tuple[str, str, str, Expr | None]] = []
         for ch in compiled.world.channels:
-            # A channel `via TOOL` is used only through that tool; the others carry answers.
-            if ch.kind in ("direct", "fork") and ch.via is None:
-                self.forward.setdefault(ch.parties[0], []).extend(
-                    (target, ch.when) for target in ch.parties[1:])
-            elif ch.kind == "merge":
-                self.merges.append((ch.parties[:-1], ch.parties[-1], {}, ch.when))
-            elif ch.kind == "relay":
-                a, b, c = ch.parties
-                self.relays.append((a, b, c, ch.when))
+            match ch:
+                # A channel `via TOOL` is used only through that tool; the others carry answers.
+                case DirectChannel(via=None) | ForkChannel():
+                    self.forward.setdefault(ch.parties[0], []).extend(
+                        (target, ch.when) for target in ch.parties[1:])
+                case MergeChannel():
+                    self.merges.append((ch.parties[:-1], ch.parties[-1], {}, ch.when))
+                case RelayChannel():
+                    a, b, c = ch.parties
+                    self.relays.append((a, b, c, ch.when))
+                case DirectChannel() | DelegationChannel():
+                    pass  # through its tool only (runtime/tools.py)
+                case _:
+                    assert_never(ch)
 
     def _open(self, when: Expr | None) -> bool:
         return when is None or truthy(self.compiled.eval(when, self.state.scope()))

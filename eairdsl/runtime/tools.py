@@ -22,12 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 import simpy
 
 from eairdsl.agents.protocol import ParamSpec, Request, ToolCall, ToolSpec
-from eairdsl.ir import GuardIR, PartyIR, ToolIR, TypeIR, World
+from eairdsl.ir import (
+    AppendEffect,
+    EffectIR,
+    GuardIR,
+    PartyIR,
+    SetEffect,
+    ToolIR,
+    TypeIR,
+    World,
+)
+from eairdsl.runtime.conform import misfit, type_name
 from eairdsl.runtime.evaluate import EvalError, Scope, truthy
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row
@@ -300,21 +310,25 @@ class ToolRunner:
             return [self._filter(r, principal) for r in result]
         return result
 
-    def _apply(self, task: Task, tool: ToolIR, effect: Any, scope: Scope) -> None:
+    def _apply(self, task: Task, tool: ToolIR, effect: EffectIR, scope: Scope) -> None:
         value = self.compiled.eval(effect.value, scope)
-        if effect.op == "append":
-            record = self.compiled.records.get(effect.target)
-            row = Row(effect.target, dict(value or {}))
-            if record is not None:
-                for f in record.fields:
-                    if f.name not in row and f.default is not None:
-                        row[f.name] = self.compiled.eval(f.default, scope)
-            self.state.append(effect.target, row)
-            diff = {"append": {effect.target: to_json(dict(row))}}
-        else:
-            diff = {"set": {effect.target: {"from": to_json(self.state.states.get(effect.target)),
-                                            "to": to_json(value)}}}
-            self.state.assign(effect.target, value)
+        diff: dict[str, Any]
+        match effect:
+            case AppendEffect():
+                record = self.compiled.records.get(effect.target)
+                row = Row(effect.target, dict(value or {}))
+                if record is not None:
+                    for f in record.fields:
+                        if f.name not in row and f.default is not None:
+                            row[f.name] = self.compiled.eval(f.default, scope)
+                self.state.append(effect.target, row)
+                diff = {"append": {effect.target: to_json(dict(row))}}
+            case SetEffect():
+                diff = {"set": {effect.target: {
+                    "from": to_json(self.state.states.get(effect.target)), "to": to_json(value)}}}
+                self.state.assign(effect.target, value)
+            case _:
+                assert_never(effect)
         self.trace.add(t=float(self.env.now), kind="state_update", actor=task.party,
                        tool=tool.name, diff=diff, task=task.id)
         self.inducers.after_state_change()
@@ -335,12 +349,7 @@ class ToolRunner:
 
 
 
-def _type_name(t: TypeIR) -> str:
-    if t.kind == "list" and t.arg is not None:
-        return f"list[{_type_name(t.arg)}]"
-    if t.kind in ("enum", "record", "schema") and t.name:
-        return t.name
-    return t.kind
+_type_name = type_name
 
 
 def _handoff_text(args: dict[str, Any]) -> str:
@@ -357,51 +366,18 @@ def _render_args(call: ToolCall) -> str:
 
 
 def _check_value(value: Any, t: TypeIR, world: World, name: str) -> str | None:
-    """Why `value` does not fit type `t` (None when it does)."""
-    kind = t.kind
-    bad = f"argument '{name}' must be {_type_name(t)}, got {str(value)[:40]!r}"
-    if value is None or kind in ("any", "row", "record"):
+    """Why `value` does not fit type `t` (None when it does), as a rejection reason."""
+    problem = misfit(value, t, enums=world.enums, schemas=world.schemas,
+                     closed=world.closed_schemas, path=name)
+    if problem is None:
         return None
-    if kind == "bool":
-        return None if isinstance(value, bool) else bad
-    if kind == "int":
-        return None if isinstance(value, int) and not isinstance(value, bool) else bad
-    if kind in ("number", "money", "duration", "percent"):
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else bad
-    if kind in ("text", "date", "party", "tool", "document"):
-        if not isinstance(value, str):
-            return bad
-        if kind == "text" and t.max is not None and len(value) > t.max:
-            return f"argument '{name}' is {len(value)} characters; at most {t.max} are allowed"
-        return None
-    if kind == "enum":
-        members = t.members or world.enums.get(t.name, [])
-        if value not in members:
-            return f"argument '{name}' must be one of {', '.join(members)}, got {value!r}"
-        return None
-    if kind == "list":
-        if not isinstance(value, list):
-            return bad
-        for item in value:
-            problem = _check_value(item, t.arg or TypeIR(kind="any"), world, name)
-            if problem:
-                return problem
-        return None
-    if kind == "schema":
-        if not isinstance(value, dict):
-            return bad
-        fields = {f.name: f for f in world.schemas.get(t.name, [])}
-        if t.name in world.closed_schemas:
-            extra = sorted(set(value) - set(fields))
-            missing = sorted(n for n in fields if n not in value and fields[n].default is None)
-            if extra or missing:
-                parts = ([f"unexpected {', '.join(extra)}"] if extra else []) + (
-                    [f"missing {', '.join(missing)}"] if missing else [])
-                return f"argument '{name}' does not match {t.name}: " + "; ".join(parts)
-        for fname, f in fields.items():
-            if fname in value:
-                problem = _check_value(value[fname], f.type, world, f"{name}.{fname}")
-                if problem:
-                    return problem
-        return None
-    return None
+    where = problem.path
+    if problem.kind == "max":
+        return (f"argument '{where}' is {len(problem.value)} characters; at most "
+                f"{problem.type.max} are allowed")
+    if problem.kind == "member":
+        return f"argument '{where}' must be one of {problem.detail}, got {problem.value!r}"
+    if problem.kind == "shape":
+        return f"argument '{where}' does not match {problem.type.name}: {problem.detail}"
+    return (f"argument '{where}' must be {_type_name(problem.type)}, "
+            f"got {str(problem.value)[:40]!r}")

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from eairdsl.runtime.values import FieldSet
 
 __all__ = ["TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult", "Trace", "Event",
-           "to_json", "read_trace", "EVENT_KINDS"]
+           "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
 
 TRACE_SCHEMA_VERSION = 1
-EVENT_KINDS = ("message", "tool_call", "tool_result", "state_update", "decision", "judgment")
+#: what a trace event records (docs/trace.md)
+EventKind = Literal["message", "tool_call", "tool_result", "state_update", "decision",
+                    "judgment"]
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 
 class TraceHeader(BaseModel):
@@ -46,8 +49,7 @@ class TraceEvent(BaseModel):
     type: Literal["event"] = "event"
     step: str
     t: float
-    kind: Literal["message", "tool_call", "tool_result", "state_update", "decision",
-                  "judgment"]
+    kind: EventKind
     actor: str
     recipient: str | None = None
     edge: str | None = None
@@ -139,7 +141,7 @@ class Event:
     __slots__ = _EVENT_FIELDS
     step: str
     t: float
-    kind: str
+    kind: EventKind
     actor: str
     recipient: str | None
     edge: str | None
@@ -154,7 +156,7 @@ class Event:
     call: str | None
     final: bool | None
 
-    def __init__(self, step: str, t: float, kind: str, actor: str,
+    def __init__(self, step: str, t: float, kind: EventKind, actor: str,
                  recipient: str | None = None, edge: str | None = None,
                  content: str | None = None, tool: str | None = None,
                  args: dict[str, Any] | None = None, result: Any = None,
@@ -188,12 +190,12 @@ class Trace:
         self._finals: dict[str, str] = {}
         self._delegations: set[str | None] = set()
 
-    def add(self, **fields: Any) -> Event:
-        event = Event(step=f"s{len(self.events) + 1:04d}", **fields)
+    def add(self, kind: EventKind, **fields: Any) -> Event:
+        event = Event(step=f"s{len(self.events) + 1:04d}", kind=kind, **fields)
         self._index(event)
         return event
 
-    def _index(self, e: Any) -> None:
+    def _index(self, e: Event | TraceEvent) -> None:
         self.events.append(e)
         if e.kind == "message":
             view = {"sender": e.actor, "recipient": e.recipient, "text": e.content or "",
