@@ -28,6 +28,7 @@ cannot name).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import string
@@ -39,9 +40,9 @@ from types import CodeType, MethodType
 from typing import Any
 
 import jinja2
-import jinja2.meta
 import jinja2.sandbox
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.visitor import NodeTransformer
 
@@ -202,6 +203,21 @@ class CardLoader(jinja2.BaseLoader):
                                                     uptodate)
 
 
+class _UndeclaredTracking(CodeGenerator):
+    """The code generator, also collecting the variables a template reads without defining
+    them, as `jinja2.meta.TrackingCodeGenerator` does (which needs a second pass)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.undeclared: set[str] = set()
+
+    def enter_frame(self, frame: Frame) -> None:
+        super().enter_frame(frame)
+        for _, (action, param) in frame.symbols.loads.items():
+            if action == "resolve" and param not in self.environment.globals:
+                self.undeclared.add(param)
+
+
 #: compiled templates shared by every CardEnvironment: (class, source, name, filename) ->
 #: (code, undeclared variables). Bounded; only templates that compiled are kept.
 _COMPILED: dict[tuple[type, str, str | None, str | None], tuple[CodeType, frozenset[str]]] = {}
@@ -220,6 +236,7 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
         self.steps = 0
         self.output = 0
         self.deadline = time.monotonic() + MAX_SECONDS
+        self._undeclared: frozenset[str] = frozenset()  # of the template _generate compiled
         self.globals["range"] = self.bounded_range
         self.globals["lipsum"] = self.bounded_lipsum
         self.filters = {name: self._bounded_filter(name, f) for name, f in self.filters.items()}
@@ -237,12 +254,26 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
         found = _COMPILED.get(key)
         if found is None:
             tree = self.parse(source, name=name, filename=filename)
+            self._undeclared = frozenset()
             code = self.compile(tree, name=name, filename=filename)
-            found = (code, frozenset(jinja2.meta.find_undeclared_variables(tree)))
+            found = (code, self._undeclared)
             if len(_COMPILED) >= _COMPILED_MAX:
                 _COMPILED.clear()
             _COMPILED[key] = found
         return found
+
+    def _generate(self, source: nodes.Template, name: str | None, filename: str | None,
+                  defer_init: bool = False) -> str:
+        """`Environment._generate` (jinja2.compiler.generate), also keeping what
+        `jinja2.meta.find_undeclared_variables` finds, from the same pass over the tree."""
+        if not isinstance(source, nodes.Template):
+            raise TypeError("Can't compile non template nodes")
+        out = io.StringIO()
+        generator = _UndeclaredTracking(self, name, filename, out, defer_init=defer_init,
+                                        optimized=self.optimized)
+        generator.visit(source)
+        self._undeclared = frozenset(generator.undeclared)
+        return out.getvalue()
 
     # -- the budget ---------------------------------------------------------------------------
 

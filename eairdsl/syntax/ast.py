@@ -41,8 +41,9 @@ __all__ = [
 class Node(BaseModel):
     """Base of every node: a span and nothing else shared.
 
-    Validators are built on a class's first use, not at import: building all of
-    them up front is a tenth of a cold `eairc compile`.
+    Validators are not built when a class is defined but at the end of the module,
+    all in definition order (see `_BUILT`): with forward references, a class built
+    before what it contains regenerates the schemas of everything it reaches.
     """
 
     model_config = ConfigDict(frozen=True, defer_build=True)
@@ -921,16 +922,20 @@ class Comment(BaseModel):
 class Module(BaseModel):
     """One parsed `.eair` file."""
 
+    model_config = ConfigDict(defer_build=True)  # built below, after the nodes it contains
+
     file: str
     decls: list[Decl]
     comments: list[Comment] = Field(default_factory=list)
 
 
-_REBUILT: tuple[type[BaseModel], ...] = (
-    AttrExpr, IndexExpr, CallArg, CallExpr, UnaryExpr, BinaryExpr, ListExpr, FieldInit,
-    RecordExpr, CompTail, ComprehensionExpr, AggregateExpr, QuantifierExpr, TypeRef, FieldDecl,
-    ToolRef, Param, Assignment, MeasureItem, LetDecl, StateDecl, LeverDecl, Module)
-for _cls in _REBUILT:
+#: every model of this module in definition order, contained classes before their containers
+#: (`Module` last): each build reuses the schemas of the classes built before it, where
+#: building them on first use (or `Module` first) generated the shared ones again per class
+_BUILT: tuple[type[BaseModel], ...] = tuple(
+    v for v in list(globals().values())
+    if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == __name__)
+for _cls in _BUILT:
     _cls.model_rebuild()
 
 
