@@ -345,6 +345,23 @@ CASES: list[Case] = [
       slots={"top": "inducer rush : incentive { shift diligence -0.2 }"}),
     C("W703-shift-text-no-card-renders", "W703", ("top", 45),
       slots={"top": 'inducer rush : incentive { text "Hurry up." shift diligence -0.2 }'}),
+    C("W704-route-target-not-held", "W704", ("tool", 25),
+      slots={"tool": 'require id != "" else route fix',
+             "tail": 'tool fix(id: text) -> text { kind act returns "ok" } '
+                     'role manager { model under_test card "clerk.md.j2" tools fix }'}),
+    C("W705-list-parameter-hinted-with-elements", "W705", ("tail", 34),
+      slots={"role": "tools tag",
+             "tail": 'tool tag(labels: list[text] hint ["a", "b"]) -> text { kind act }'}),
+    C("W706-hint-reads-the-trace", "W706", ("tail", 29),
+      slots={"role": "tools note",
+             "tail": "tool note(n: int hint count(calls(look))) -> text { kind act }"}),
+    C("W707-inducer-text-no-card-renders", "W707", ("top", 28),
+      slots={"top": 'inducer calm : incentive { text "Stay calm." }'}),
+    C("E511-two-delegation-callees-one-tool", "E511", ("tail", 137),
+      slots={"role": "tools ask",
+             "tail": "tool ask(q: text) -> text { kind communicate delegates } "
+                     'role a1 { model under_test card "clerk.md.j2" } '
+                     "delegation clerk -> a1 via ask delegation clerk -> customer via ask"}),
     C("W702-utility-true", "W702", ("measure", 13), slots={"measure": "utility = true"},
       blank=(template_line("utility = final"),)),
     C("W702-x-equals-x", "W702", ("measure", 14),

@@ -22,6 +22,7 @@ from eairdsl.check.lints import lint_world
 from eairdsl.check.loader import load_program
 from eairdsl.check.references import check_references
 from eairdsl.check.signatures import resolve_signatures
+from eairdsl.check.traps import check_traps
 from eairdsl.check.world import CheckedWorld, Pass
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import SourceFile
@@ -38,6 +39,7 @@ PASSES: tuple[Pass, ...] = (
     load_data,
     render_cards,
     lint_world,
+    check_traps,
 )
 
 
