@@ -7,12 +7,15 @@ Both models are pydantic so they can be logged, recorded and replayed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import Annotated, Any, Literal, Protocol, overload
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
-__all__ = ["ParamSpec", "ToolSpec", "MemoryItem", "Request", "Observation", "ToolCall",
-           "Reply", "Action", "Agent"]
+__all__ = ["ParamSpec", "ToolSpec", "MemoryItem", "MemoryView", "Request", "Observation",
+           "ToolCall", "Reply", "Action", "Agent"]
 
 
 class ParamSpec(BaseModel):
@@ -50,6 +53,63 @@ class MemoryItem(BaseModel):
     rejected: bool = False
 
 
+class MemoryView(Sequence[MemoryItem]):
+    """The first `length` items of an agent's memory, shared rather than copied.
+
+    The runtime appends to one list per participant and never changes an item
+    once written, so an observation holds that list and the length it had when
+    the observation was made: building one is O(1) however long the memory is,
+    and it reads exactly the items a copy taken then would hold. A list given to
+    `Observation(memory=...)` is validated and wrapped; serialized, a view is
+    the list of its items.
+    """
+
+    __slots__ = ("_length", "base")
+
+    def __init__(self, base: list[MemoryItem], length: int | None = None) -> None:
+        #: the shared, append-only list; items past `len(self)` are not part of the view
+        self.base = base
+        self._length = len(base) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryItem: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[MemoryItem]: ...
+    def __getitem__(self, index: int | slice) -> MemoryItem | list[MemoryItem]:
+        if isinstance(index, slice):
+            return [self.base[i] for i in range(*index.indices(self._length))]
+        i = index + self._length if index < 0 else index
+        if not 0 <= i < self._length:
+            raise IndexError("memory index out of range")
+        return self.base[i]
+
+    def __iter__(self) -> Iterator[MemoryItem]:
+        return islice(self.base, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (MemoryView, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MemoryView({list(self)!r})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        items = handler.generate_schema(list[MemoryItem])
+        return core_schema.union_schema(
+            [core_schema.is_instance_schema(cls),
+             core_schema.no_info_after_validator_function(cls, items)],
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                list, return_schema=items))
+
+
 class Request(BaseModel):
     """The message the agent is currently handling."""
 
@@ -72,7 +132,8 @@ class Observation(BaseModel):
     task: int
     step: int
     request: Request
-    memory: list[MemoryItem]
+    #: the agent's memory when it decides (shared with the runtime, see `MemoryView`)
+    memory: MemoryView
     tools: list[ToolSpec]
     traits: dict[str, float] = Field(default_factory=dict)
     principal: str | None = None

@@ -50,7 +50,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Reply, ToolCall, ToolSpec
+from eairdsl.agents.protocol import (
+    MemoryItem,
+    MemoryView,
+    Observation,
+    ParamSpec,
+    Reply,
+    ToolCall,
+    ToolSpec,
+)
 from eairdsl.vocabulary import TRAITS
 
 __all__ = ["SimAgent", "PROFILES", "TRAITS", "MAX_RETRIES", "stream_key"]
@@ -125,7 +133,11 @@ class SimAgent:
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
         # (id(memory item), kind) -> (item, derived value); the item is kept so ids stay unique
         self._derived: dict[tuple[int, str], tuple[MemoryItem, Any]] = {}
-        self._task_items: tuple[tuple[int, int], list[MemoryItem]] = ((-1, -1), [])
+        # Memory items by task, kept as the shared memory grows: `_indexed` items of
+        # `_memory` (the runtime's append-only list) are filed so far.
+        self._memory: list[MemoryItem] | None = None
+        self._indexed = 0
+        self._by_task: dict[int, list[MemoryItem]] = {}
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
         obs = observation
@@ -507,11 +519,27 @@ class SimAgent:
         return found or None
 
     def _this_task(self, obs: Observation) -> list[MemoryItem]:
-        """The memory items of the task at hand (memory only grows, so kept per length)."""
-        key = (obs.task, len(obs.memory))
-        if self._task_items[0] != key:
-            self._task_items = (key, [m for m in obs.memory if m.task == obs.task])
-        return self._task_items[1]
+        """The memory items of the task at hand, in memory order.
+
+        Memory only grows and its items never change, so each item is filed
+        under its task once, as it first appears in an observation: a decision
+        costs the items new since the last one, not the whole memory. A view of
+        another list, or one shorter than what was filed, starts the index over.
+        """
+        memory: MemoryView = obs.memory
+        n = len(memory)
+        if memory.base is not self._memory or n < self._indexed:
+            self._memory, self._indexed, self._by_task = memory.base, 0, {}
+        if n > self._indexed:
+            by_task = self._by_task
+            for i in range(self._indexed, n):
+                m = memory.base[i]
+                group = by_task.get(m.task)
+                if group is None:
+                    group = by_task[m.task] = []
+                group.append(m)
+            self._indexed = n
+        return self._by_task.get(obs.task, [])
 
     def _memo(self, item: MemoryItem, what: str, derive: Callable[[Any], Any]) -> Any:
         """`derive(item.result)`, once per memory item (items never change once written)."""

@@ -31,6 +31,7 @@ import simpy
 from eairdsl.agents.protocol import (
     Agent,
     MemoryItem,
+    MemoryView,
     Observation,
     Reply,
     Request,
@@ -284,7 +285,7 @@ class Episode:
                           time=float(self.env.now), task=self.tasks, step=0,
                           request=Request(sender=to, text="You are contacting "
                                           f"{self.names.get(to, to)}."),
-                          memory=list(self.memory[party.name]), tools=[],
+                          memory=MemoryView(self.memory[party.name]), tools=[],
                           traits=self.traits.get(party.name, {}), names=self.names)
         action = yield from self._decide(agent, obs)
         text = action.text if isinstance(action, Reply) else ""
@@ -330,7 +331,7 @@ class Episode:
             obs = Observation(party=party_name, kind=party.kind,
                               card=self._card(party_name),
                               time=float(self.env.now), task=task.id, step=step,
-                              request=request, memory=list(self.memory[party_name]),
+                              request=request, memory=MemoryView(self.memory[party_name]),
                               tools=self.tools.specs_for(party),
                               traits=self.traits.get(party_name, {}), principal=principal,
                               authority=self.authority[party_name], names=self.names,
