@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from eairdsl.runtime.evaluate import Authorizer, Scope
 from eairdsl.runtime.trace import Trace
-from eairdsl.runtime.values import Row
+from eairdsl.runtime.values import Ledger, Row
 
 if TYPE_CHECKING:
     import simpy
@@ -42,11 +42,14 @@ class EpisodeState:
         self.trace = trace
         self.env = env
         self.levers = dict(compiled.conditions[condition].levers)
-        # Effects only append rows or set state variables: ledgers are copied shallowly,
-        # static tables shared.
+        # Effects only append rows or set state variables: static tables are shared;
+        # a ledger is read as a snapshot of its rows so far, renewed by every append.
         static = compiled.static_rows
+        self.ledgers: dict[str, Ledger] = {
+            r.name: Ledger(r.name, [Row(r.name, row) for row in r.rows])
+            for r in w.records if r.name not in static}
         self.records: dict[str, list[Row]] = {
-            r.name: static[r.name] if r.name in static else [Row(r.name, row) for row in r.rows]
+            r.name: static[r.name] if r.name in static else self.ledgers[r.name].snapshot()
             for r in w.records}
         self.documents = {d.name: d.text for d in w.documents}
         self.states: dict[str, Any] = {}
@@ -107,7 +110,11 @@ class EpisodeState:
     # ------------------------------------------------------------ the two writes
     def append(self, record: str, row: Row) -> None:
         """An `append` effect: one row more in a ledger."""
-        self.records.setdefault(record, []).append(row)
+        ledger = self.ledgers.get(record)
+        if ledger is None:
+            ledger = self.ledgers[record] = Ledger(record, [])
+        ledger.append(row)
+        self.records[record] = ledger.snapshot()
         self.version += 1
 
     def assign(self, state: str, value: Any) -> None:

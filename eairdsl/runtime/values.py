@@ -10,9 +10,11 @@ Python value: numbers (money in dollars, durations in minutes), strings
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from bisect import bisect_left
+from typing import Any, overload
 
-__all__ = ["Row", "Rows", "StaticRows", "FieldSet", "render_value", "add_days", "quarter_of"]
+__all__ = ["Row", "Rows", "StaticRows", "Ledger", "FieldIndex", "FieldSet", "render_value",
+           "add_days", "quarter_of"]
 
 
 class Row(dict[str, Any]):
@@ -36,20 +38,26 @@ class Rows(list[Row]):
 
 
 class StaticRows(Rows):
-    """All rows of a record no tool appends to: built once, shared by every episode.
+    """Rows that never change: built once and shared, indexable by a field.
 
-    Rows are never mutated, so a static table can be indexed by a field once and
-    the index reused by every `[x for x in R where x.f == v]` of every episode.
+    Either a record no tool appends to (built once, shared by every episode) or
+    a snapshot of a ledger as it stood after its last append (`Ledger`). Rows
+    are never mutated, so a table can be indexed by a field once and the index
+    reused by every `[x for x in R where x.f == v]` and `lookup`; a ledger's
+    snapshots share one index that grows with the ledger.
     """
 
-    __slots__ = ("_indexes",)
+    __slots__ = ("_indexes", "_ledger")
 
-    def __init__(self, record: str, rows: list[Row]) -> None:
+    def __init__(self, record: str, rows: list[Row], ledger: Ledger | None = None) -> None:
         super().__init__(record, rows)
         self._indexes: dict[str, dict[Any, list[Row]] | None] = {}
+        self._ledger = ledger
 
-    def by_field(self, name: str) -> dict[Any, list[Row]] | None:
+    def by_field(self, name: str) -> FieldIndex | None:
         """Rows by their value of field `name`, in table order (None if unindexable)."""
+        if self._ledger is not None:
+            return self._ledger.by_field(name, len(self))
         if name not in self._indexes:
             groups: dict[Any, list[Row]] = {}
             try:
@@ -60,6 +68,99 @@ class StaticRows(Rows):
                 return None
             self._indexes[name] = groups
         return self._indexes[name]
+
+
+class _Positions:
+    """One field's index over a ledger: row positions by value, for the first `done` rows."""
+
+    __slots__ = ("done", "groups")
+
+    def __init__(self) -> None:
+        self.groups: dict[Any, list[int]] = {}
+        self.done = 0
+
+
+class _LedgerGroups:
+    """A ledger's field index as one snapshot (its first `length` rows) reads it."""
+
+    __slots__ = ("_length", "_positions", "_rows")
+
+    def __init__(self, rows: list[Row], positions: dict[Any, list[int]], length: int) -> None:
+        self._rows = rows
+        self._positions = positions
+        self._length = length
+
+    @overload
+    def get(self, value: Any) -> list[Row] | None: ...
+    @overload
+    def get(self, value: Any, default: list[Row]) -> list[Row]: ...
+    def get(self, value: Any, default: list[Row] | None = None) -> list[Row] | None:
+        """The snapshot's rows whose field equals `value`, in ledger order (like `dict.get`,
+        TypeError for an unhashable value)."""
+        found = self._positions.get(value)
+        if found is None:
+            return default
+        end = len(found) if found[-1] < self._length else bisect_left(found, self._length)
+        if end == 0:
+            return default
+        rows = self._rows
+        return [rows[i] for i in found[:end]]
+
+
+#: what `StaticRows.by_field` answers: groups of rows by a field's value
+FieldIndex = dict[Any, list[Row]] | _LedgerGroups
+
+
+class Ledger:
+    """A record some tool appends to, during one episode.
+
+    Tools append to `rows`; what expressions read is `snapshot()`, a
+    `StaticRows` of the rows so far (a new one after each append, so a value
+    read earlier never sees later rows). Field indexes are kept as positions
+    into `rows` and extended by the rows appended since they were last used, so
+    a keyed filter or `lookup` over a ledger costs what it returns, not the
+    ledger's length.
+    """
+
+    __slots__ = ("_indexes", "_snapshot", "record", "rows")
+
+    def __init__(self, record: str, rows: list[Row]) -> None:
+        self.record = record
+        self.rows: list[Row] = list(rows)
+        self._indexes: dict[str, _Positions | None] = {}
+        self._snapshot: StaticRows | None = None
+
+    def append(self, row: Row) -> None:
+        self.rows.append(row)
+        self._snapshot = None
+
+    def snapshot(self) -> StaticRows:
+        """The rows so far, as a table that will not change."""
+        if self._snapshot is None:
+            self._snapshot = StaticRows(self.record, self.rows, self)
+        return self._snapshot
+
+    def by_field(self, name: str, length: int) -> _LedgerGroups | None:
+        """The index of field `name` as the snapshot of the first `length` rows reads it."""
+        index = self._indexes.get(name, _MISSING)
+        if index is None:
+            return None
+        if not isinstance(index, _Positions):
+            index = self._indexes[name] = _Positions()
+        rows = self.rows
+        if index.done < len(rows):
+            groups = index.groups
+            try:
+                for i in range(index.done, len(rows)):
+                    groups.setdefault(rows[i].get(name), []).append(i)
+            except TypeError:  # an unhashable field value: scan instead, from now on
+                self._indexes[name] = None
+                return None
+            index.done = len(rows)
+        return _LedgerGroups(rows, index.groups, length)
+
+
+_MISSING: Any = object()
 
 
 class FieldSet:
