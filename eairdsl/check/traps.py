@@ -20,20 +20,25 @@ behave offline"):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 
 from eairdsl.check.signatures import resolve_type
 from eairdsl.check.types import compatible
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.runtime.evaluate import _VOLATILE
 from eairdsl.syntax import ast as A
 
 __all__ = ["check_traps"]
 
-#: Calls whose value moves without a state change (the runtime's volatility set), less
-#: `today()`: a date moves only at midnight of the simulated clock, and an episode's hint
-#: of today's date (C1's `approval_date`) is right for the whole episode.
-_STALE = _VOLATILE - {"today"}
+@cache
+def _stale() -> frozenset[str]:
+    """Calls whose value moves without a state change (the runtime's volatility set, loaded
+    on first use so check/ imports no later stage), less `today()`: a date moves only at
+    midnight of the simulated clock, and an episode's hint of today's date (C1's
+    `approval_date`) is right for the whole episode."""
+    from eairdsl.runtime.builtins import VOLATILE
+
+    return VOLATILE - {"today"}
 
 
 def check_traps(world: CheckedWorld, diagnostics: Diagnostics) -> None:
@@ -134,7 +139,7 @@ def _volatile_call(world: CheckedWorld, expr: A.Expr, seen: set[str]) -> A.CallE
     """The first clock or trace call in `expr` (through `let` bodies), located at the call
     written in `expr` itself."""
     for node in _calls(expr):
-        if node.func in _STALE:
+        if node.func in _stale():
             return node
         let = world.lets.get(node.func)
         if let is not None and node.func not in seen:
