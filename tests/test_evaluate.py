@@ -19,7 +19,7 @@ import pytest
 from world_patch import mini_world
 
 from eairdsl.api import resolve_world, run_episode
-from eairdsl.ir import Agg, Attr, Binary, Call, Comp, Expr, LetIR, Ref, RefKind, World
+from eairdsl.ir import Agg, Attr, Binary, Call, Comp, Expr, LetIR, Lit, Ref, RefKind, World
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.evaluate import Authorizer, LetTable, Scope, compile_expr
 from eairdsl.runtime.trace import Event, TraceEvent
@@ -68,6 +68,34 @@ def test_indexed_filter_equals_a_scan(world: World, value: Any, flipped: bool) -
     assert indexed == scanned
     expected = [r["id"] for r in ROWS if r.get("k") == value]
     assert scanned == expected
+
+
+@pytest.mark.parametrize("value", ["a", 1, None, math.nan, ["a"]])
+@pytest.mark.parametrize("conjunct_first", [False, True])
+def test_indexed_filter_with_a_conjunction_equals_a_scan(world: World, value: Any,
+                                                         conjunct_first: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`x.k == v and x.id > 2` is answered from the index on k (its leftmost conjunct);
+    `x.id > 2 and x.k == v` is scanned. Both give exactly the scan's rows, in order."""
+    equality = Binary(operator="==", left=_field("x", "k"), right=_ref("local", "v"))
+    other = Binary(operator=">", left=_field("x", "id"), right=Lit(type="int", value=2))
+    where = Binary(operator="and", left=other if conjunct_first else equality,
+                   right=equality if conjunct_first else other)
+    fn = compile_expr(Comp(var="x", source=_ref("record", "t"), body=_field("x", "id"),
+                           where=where))
+    rows = [Row("t", r) for r in ROWS]
+    asked: list[str] = []
+    plain = StaticRows.by_field
+
+    def spied(self: StaticRows, name: str) -> Any:
+        asked.append(name)
+        return plain(self, name)
+
+    monkeypatch.setattr(StaticRows, "by_field", spied)
+    scanned = fn(_scope(world, rows, v=value))
+    assert fn(_scope(world, StaticRows("t", rows), v=value)) == scanned
+    assert scanned == [r["id"] for r in ROWS if r.get("k") == value and r["id"] > 2]
+    assert asked == ([] if conjunct_first else ["k"])  # the index was (not) consulted
 
 
 def test_filter_whose_value_reads_the_item_is_not_indexed(world: World) -> None:

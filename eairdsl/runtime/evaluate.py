@@ -696,12 +696,18 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
 
 def _field_equality(where: Expr | None, var: str,
                     lets: LetTable | None) -> tuple[str, Fn] | None:
-    """(field, value) when `where` is `var.field == value` with `value` free of `var`.
+    """(field, value) when `where` is `var.field == value` with `value` free of `var`,
+    or starts with one: `var.field == value and …`.
 
     Such a filter over a static table is answered from the table's index
     instead of a scan; `where` is still applied to the candidates, so the index
-    only has to be a superset of the matches.
+    only has to be a superset of the matches. Only the leftmost conjunct is
+    used: a row it rejects is one on which a scan, evaluating left to right,
+    stops at that conjunct too, so even a later conjunct that would fail on
+    such a row is never reached either way.
     """
+    if isinstance(where, Binary) and where.operator == "and":
+        return _field_equality(where.left, var, lets)
     if not isinstance(where, Binary) or where.operator != "==":
         return None
     for side, other in ((where.left, where.right), (where.right, where.left)):
