@@ -91,11 +91,7 @@ def _lint_silent_shifts(world: CheckedWorld, diagnostics: Diagnostics) -> None:
             continue
         if inducer.kind == "warning" or text.constant is None:
             continue  # a message when it fires; a live dashboard in every observation
-        roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
-        needle = " ".join(text.constant.split())
-        cards = [t for party, by_cond in world.prompts.items()
-                 if not roles or party in roles for t in by_cond.values()]
-        if needle and not any(needle in " ".join(t.split()) for t in cards):
+        if not rendered_by_a_card(world, inducer, text.constant):
             diagnostics.warning(
                 "W703", f"{inducer.kind} '{name}' shifts sim traits but no card renders its "
                 "text: no LLM prompt receives it", shifts[0].span,
@@ -113,3 +109,14 @@ def _folded(world: CheckedWorld, expr: A.Expr, members: set[str],
     if plan is None:  # not lowerable (the checker reported why): decided by nothing
         return [UNKNOWN for _ in world.condition_values]
     return [plan.fold(levers) for levers in world.condition_values.values()]
+
+
+def rendered_by_a_card(world: CheckedWorld, inducer: A.InducerDecl, text: str) -> bool:
+    """Whether a rendered prompt of one of the inducer's roles (any role when it names
+    none), under some condition, contains `text` (whitespace runs compared as one space).
+    An empty text counts as rendered: there is nothing to miss."""
+    roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
+    needle = " ".join(text.split())
+    cards = [t for party, by_cond in world.prompts.items()
+             if not roles or party in roles for t in by_cond.values()]
+    return not needle or any(needle in " ".join(t.split()) for t in cards)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import cache
 
+from eairdsl.check.lints import rendered_by_a_card
 from eairdsl.check.signatures import resolve_type
 from eairdsl.check.types import compatible
 from eairdsl.check.world import CheckedWorld
@@ -167,11 +168,7 @@ def _unrendered_texts(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         text = A.first_clause(inducer.clauses, A.TextClause)
         if text is None or text.constant is None:
             continue  # nothing to show, or a live dashboard (in every observation)
-        roles = [n for c in inducer.clauses if isinstance(c, A.RolesClause) for n in c.names]
-        needle = " ".join(text.constant.split())
-        cards = [t for party, by_cond in world.prompts.items()
-                 if not roles or party in roles for t in by_cond.values()]
-        if needle and not any(needle in " ".join(t.split()) for t in cards):
+        if not rendered_by_a_card(world, inducer, text.constant):
             diagnostics.warning(
                 "W707", f"no card renders the text of {inducer.kind} '{name}': no LLM prompt "
                 "receives it", text.span,
