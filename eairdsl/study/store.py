@@ -34,8 +34,10 @@ __all__ = [
     "STORE_FILE",
     "Store",
     "StoreError",
+    "episodes_frame",
     "export_csv",
     "export_parquet",
+    "flat_rows",
 ]
 
 SCHEMA_VERSION = 1
@@ -259,31 +261,149 @@ class _transaction:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
+#: the stored columns the flat export keeps as they are (the JSON ones are spread out)
+FLAT_FIXED = tuple(c for c in COLUMNS if c not in ("unassessed", "metrics", "usage"))
+#: prefixes of the spread-out columns, in export order
+FLAT_PREFIXES = ("metric", "usage", "unassessed")
+_INTS = frozenset({"seed", "rep", "attempt", "run_seed", "retained", "valid", *MEASUREMENTS})
+
+
+def _spread(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """`{"a": {"b": 1}, "c": [2, 3]}` under `p` → p.a.b = 1, p.c.0 = 2, p.c.1 = 3."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _spread(f"{prefix}.{key}", item, out)
+    elif isinstance(value, list) and value:
+        for i, item in enumerate(value):
+            _spread(f"{prefix}.{i}", item, out)
+    elif isinstance(value, (dict, list)):
+        out[prefix] = None  # an empty map or list: the column exists, the cell is empty
+    else:
+        out[prefix] = value
+
+
+def flat_rows(store: Store) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every attempt with no JSON left: the columns and the rows of the flat export.
+
+    The stored columns come first (`COLUMNS` without `unassessed`, `metrics` and
+    `usage`); then one column per metric (`metric.NAME`), per usage figure
+    (`usage.total.tokens_in`, `usage.agents.PARTICIPANT.cost`, …) and per unassessed
+    reason (`unassessed.NAME`), each group sorted by name. Nested maps and lists are
+    spread into dotted columns (`metric.NAME.KEY`, `metric.NAME.0`). A cell without a
+    value is None (an empty CSV field).
+    """
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, set[str]] = {p: set() for p in FLAT_PREFIXES}
+    for r in store.rows():
+        row = {c: r[c] for c in FLAT_FIXED}
+        extra: dict[str, Any] = {}
+        for prefix, col in zip(FLAT_PREFIXES, ("metrics", "usage", "unassessed"), strict=True):
+            stored = json.loads(r[col]) if r[col] else {}
+            if stored:
+                _spread(prefix, stored, extra)
+        for key in extra:
+            seen[key.split(".", 1)[0]].add(key)
+        row.update(extra)
+        rows.append(row)
+    columns = list(FLAT_FIXED)
+    taken = set(columns)
+    for prefix in FLAT_PREFIXES:
+        columns += [c for c in sorted(seen[prefix]) if c not in taken]
+    return columns, [{c: row.get(c) for c in columns} for row in rows]
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
 def export_csv(store: Store, path: Path) -> int:
-    """Write every attempt to a CSV file (measurements 1/0/empty); returns the row count."""
-    rows = store.rows()
+    """Write every attempt to a flat CSV file (see `flat_rows`); returns the row count.
+
+    Measurements are 1/0/empty (unassessed); metric booleans are true/false.
+    """
+    columns, rows = flat_rows(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            writer.writerow({k: _csv_cell(v) for k, v in row.items()})
     return len(rows)
+
+
+def _kind(column: str, rows: list[dict[str, Any]]) -> str:
+    """bool, int, float or str: the type of a column's values (None ignored)."""
+    if column in _INTS:
+        return "int"
+    if column == "end_time":
+        return "float"
+    values = [r[column] for r in rows if r[column] is not None]
+    if values and all(isinstance(v, bool) for v in values):
+        return "bool"
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "int"
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "float"
+    return "str"
+
+
+def _typed(column: str, kind: str, rows: list[dict[str, Any]]) -> list[Any]:
+    values = [r[column] for r in rows]
+    if kind == "float":
+        return [None if v is None else float(v) for v in values]
+    if kind == "str":
+        return [None if v is None else v if isinstance(v, str)
+                else ("true" if v else "false") if isinstance(v, bool) else str(v)
+                for v in values]
+    return values
+
+
+def _pyarrow() -> tuple[Any, Any]:
+    try:
+        pa = importlib.import_module("pyarrow")
+        pq = importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise UsageError("--format parquet needs pyarrow, which is not installed: "
+                         "pip install 'eairdsl[parquet]' (or use --format csv)") from None
+    return pa, pq
 
 
 def export_parquet(store: Store, path: Path) -> int:
-    """Write every attempt to Parquet (needs pyarrow); StoreError-free ImportError otherwise."""
-    try:
-        pa: Any = importlib.import_module("pyarrow")
-        pq: Any = importlib.import_module("pyarrow.parquet")
-    except ImportError:
-        raise UsageError("parquet export needs pyarrow, which is not installed "
-                         "(pip install pyarrow); `--format csv` needs nothing") from None
-    rows = store.rows()
-    ints = {"seed", "rep", "attempt", "run_seed", "retained", "valid", *MEASUREMENTS}
-    schema = pa.schema([(c, pa.int64() if c in ints else pa.float64() if c == "end_time"
-                         else pa.string()) for c in COLUMNS])
-    table = pa.Table.from_pylist(rows, schema=schema)
+    """Write the flat table of `flat_rows` to Parquet (needs pyarrow: the `parquet` extra).
+
+    Typed columns: measurements and counters int64 (null = unassessed), `end_time`
+    double, metrics and usage figures bool, int64, double or string as their values are.
+    """
+    pa, pq = _pyarrow()
+    columns, rows = flat_rows(store)
+    types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+    arrays, fields = [], []
+    for c in columns:
+        kind = _kind(c, rows)
+        arrays.append(pa.array(_typed(c, kind, rows), type=types[kind]))
+        fields.append(pa.field(c, types[kind]))
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return len(rows)
+
+
+def episodes_frame(store: Store) -> Any:
+    """The flat table as a pandas DataFrame (nullable Int64/boolean columns); needs pandas."""
+    try:
+        pd = importlib.import_module("pandas")
+    except ImportError:
+        raise ImportError("eairdsl.study.episodes() needs pandas, which is not installed: "
+                          "pip install 'eairdsl[pandas]' (or read STUDY/results.csv from "
+                          "`eairc export`)") from None
+    columns, rows = flat_rows(store)
+    dtypes = {"bool": "boolean", "int": "Int64", "float": "Float64", "str": "string"}
+    data = {}
+    for c in columns:
+        kind = _kind(c, rows)
+        data[c] = pd.array(_typed(c, kind, rows), dtype=dtypes[kind])
+    return pd.DataFrame(data, columns=columns)
