@@ -229,7 +229,8 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                              instance=str(inst.get("id")), seed=seed,
                              agents={p: getattr(agent_map[p], "label", agents)
                                      for p in sorted(agent_map)},
-                             eairdsl_version=__version__)
+                             eairdsl_version=__version__,
+                             llm=(llm.header() or None) if llm is not None else None)
     except UsageError:
         raise
     except Exception as exc:  # a malformed IR: nothing to run, but a recorded episode
@@ -258,10 +259,16 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
             episode.invalid.append(f"runtime error: {_why(exc)}")
         else:
             trace.result = _failed_result([f"setup failed: {_why(exc)}"], trace)
-    if episode is not None:
+    judge_usage: Any = None
+    failed = [r for r in episode.invalid if AGENT_FAILED in r] if episode is not None else []
+    if episode is not None and failed:
+        # A decision that failed (the provider gave up, a timeout, a replay miss, an agent
+        # that raised) leaves an episode nobody played to the end: never measured.
+        trace.result = _failed_result(episode.invalid, trace, float(episode.env.now))
+    elif episode is not None:
         try:
             if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge
-                trace.result = await _measure_with_judge(episode, llm, header)
+                trace.result, judge_usage = await _measure_with_judge(episode, llm, header)
             else:
                 trace.result = measure_episode(episode)
         except Exception as exc:  # the budget, or a measurement over a malformed IR
@@ -280,11 +287,22 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         if llm.replay_error():
             raise UsageError(str(llm.replay_error()))
         usage = episode_usage(agent_map) or {}
+        if judge_usage is not None and judge_usage.calls:  # judge calls count in the totals
+            from eairdsl.agents.llm import Usage
+
+            total = Usage(**usage["total"]) if usage else Usage()
+            total.add(judge_usage)
+            usage = {"total": total.model_dump(), "agents": usage.get("agents", {}),
+                     "judge": judge_usage.model_dump()}
         if usage:
             trace.header.usage = usage
         if llm.active:
             agents = f"llm:{llm.model or 'per-role'}"
     return _finish(w, trace, seed, agents, out, usage)
+
+
+#: What the runtime records when an agent's `decide` raised (runtime/engine.py).
+AGENT_FAILED = ": agent failed: "
 
 
 def _shifts_traits(agents: str) -> bool:
@@ -337,16 +355,17 @@ def _finish(w: World, trace: Trace, seed: int, agents: str, out: Path | None,
 
 
 async def _measure_with_judge(episode: Episode, llm: LLMSettings,
-                              header: TraceHeader) -> TraceResult:
+                              header: TraceHeader) -> tuple[TraceResult, Any]:
     """Measure twice: once to collect what `judged(...)` asks, then with the answers.
 
     Measurements are synchronous; judging is an LLM call. The first pass records
     every (rubric, artifact) a measurement asks about, the judge scores them
     concurrently, and the second pass reads the scores. A judge that cannot be
-    reached leaves its measurements unassessed, never zero.
+    reached, or whose answer cannot be read, leaves its measurements unassessed
+    with the reason, never zero. Returns the result and the judges' `Usage`.
     """
-    from eairdsl.agents.llm import LLMUnavailable
-    from eairdsl.judges import Rubric, judge_artifact
+    from eairdsl.agents.llm import LLMUnavailable, Usage
+    from eairdsl.judges import Judgment, Rubric, judge_artifact
 
     asked: dict[str, tuple[list[Any], str, int]] = {}
 
@@ -358,6 +377,8 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
 
     measure_episode(episode, collect)
     answers: dict[str, bool | None] = {}
+    why: dict[str, str] = {}
+    judgments: dict[str, Judgment] = {}
     ungrounded = parse_errors = 0
     scope = f"{header.world}/{header.condition}/{header.instance}/s{header.seed}"
 
@@ -369,19 +390,49 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
             judgment = await judge_artifact(
                 artifact, Rubric(name=f"rubric{len(axes)}", axes=axes, positive_at=positive),
                 llm, scope=scope)
-        except LLMUnavailable:
+        except LLMUnavailable as exc:
             answers[k] = None
+            why[k] = f"the judge could not be reached: {exc}"
             return
+        judgments[k] = judgment
         ungrounded += judgment.ungrounded
         parse_errors += judgment.parse_errors
-        answers[k] = any(s >= positive for s in judgment.scores.values())
+        answers[k], reason = judgment.decision(positive)
+        if reason:
+            why[k] = reason
 
     await asyncio.gather(*(score(k, *v) for k, v in sorted(asked.items())))
-    result = measure_episode(episode, lambda r, a, p: answers.get(key(r, a, p)),
-                             f"llm:{llm.judge()}")
+    unanswered: list[str] = []
+
+    def answer(r: list[Any], a: str, p: int) -> bool | None:
+        k = key(r, a, p)
+        if k in why:
+            unanswered.append(why[k])
+        return answers.get(k)
+
+    result = _judged_result(episode, answer, unanswered, f"llm:{llm.judge()}")
     if asked:
         result.metrics["judge_ungrounded_scores"] = ungrounded
         result.metrics["judge_parse_errors"] = parse_errors
+    usage = Usage()
+    for k in sorted(judgments):  # in a fixed order: the float sum is the same on replay
+        usage.add(Usage(**judgments[k].usage))
+    return result, usage
+
+
+def _judged_result(episode: Episode, answer: Any, unanswered: list[str],
+                   judge_name: str) -> TraceResult:
+    """`measure_episode` with the judge, the reason of each judged-but-unanswered measurement
+    in `unassessed` (the judge failed or could not be read) instead of "insufficient
+    evidence"."""
+    result = measure_episode(episode, answer, judge_name)
+    if not unanswered:
+        return result
+    reasons = "; ".join(dict.fromkeys(unanswered))
+    for name, judge in result.judges.items():
+        if judge == judge_name and name in result.unassessed \
+                and result.unassessed[name].startswith("insufficient evidence"):
+            result.unassessed[name] = f"{reasons} ({result.unassessed[name]})"
     return result
 
 

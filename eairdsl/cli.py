@@ -336,6 +336,14 @@ def run(
         min=0, help="Retries on rate limits, timeouts and 5xx.")] = 4,
     api_base: Annotated[str | None, typer.Option(
         help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        min=1, help="Cap on the tokens of each LLM answer (default: the provider's).")] = None,
+    temperature: Annotated[float | None, typer.Option(
+        min=0.0, help="Sampling temperature of every LLM request (default: the provider's; "
+        "judges use 0).")] = None,
+    llm_seed: Annotated[int | None, typer.Option(
+        help="Sampling seed sent with every LLM request, where the provider supports it "
+        "(not the episode --seed).")] = None,
 ) -> None:
     """Run episodes (offline sim agents, or LLMs with --model); print the six measurements."""
     from rich.console import Console
@@ -350,7 +358,8 @@ def run(
         w = resolve_world(world)
         folder = out or Path("runs") / safe_filename(w.meta.name)
         llm = _llm_settings(agents, model, counterpart_model, judge_model, role_model or [],
-                            record, replay, max_connections, timeout, retries, api_base)
+                            record, replay, max_connections, timeout, retries, api_base,
+                            max_tokens, temperature, llm_seed)
         if llm is not None:
             llm.client()  # opens the cassette now: a bad one is refused before any episode
         results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)
@@ -381,9 +390,11 @@ def run(
 def _llm_settings(agents: str, model: str | None, counterpart_model: str | None,
                   judge_model: str | None, role_model: list[str], record: Path | None,
                   replay: Path | None, max_connections: int, timeout: float, retries: int,
-                  api_base: str | None) -> LLMSettings | None:
+                  api_base: str | None, max_tokens: int | None = None,
+                  temperature: float | None = None,
+                  llm_seed: int | None = None) -> LLMSettings | None:
     """LLMSettings when any LLM option is given (importing it does not import litellm)."""
-    if agents != "llm" and not (model or role_model or record or replay):
+    if agents != "llm" and not (model or role_model or record or replay or judge_model):
         return None
     from eairdsl.agents.llm import LLMSettings
     from eairdsl.api import UsageError
@@ -397,7 +408,8 @@ def _llm_settings(agents: str, model: str | None, counterpart_model: str | None,
     return LLMSettings(model=model, counterpart_model=counterpart_model, judge_model=judge_model,
                        role_models=roles, record=record, replay=replay,
                        max_connections=max_connections, timeout=timeout, retries=retries,
-                       api_base=api_base)
+                       api_base=api_base, max_tokens=max_tokens, temperature=temperature,
+                       seed=llm_seed)
 
 
 def _llm_summary(llm: LLMSettings, results: list[EpisodeResult]) -> None:

@@ -67,10 +67,27 @@ class Judgment(BaseModel):
     ungrounded: int = 0
     parse_errors: int = 0
     usage: dict[str, Any] = {}
+    #: Why the answer could not be read at all (not the required JSON); None when it could.
+    unparseable: str | None = None
 
     def positive(self, rubric: Rubric) -> dict[str, bool]:
         threshold = rubric.positive_at if rubric.positive_at is not None else rubric.low + 1
         return {axis: score >= threshold for axis, score in self.scores.items()}
+
+    def decision(self, positive_at: int) -> tuple[bool | None, str | None]:
+        """Whether any axis is positive, or None (unassessed) with the reason.
+
+        A grounded score at or above `positive_at` decides true. An answer that
+        could not be read at all (no JSON of the required shape) says nothing:
+        unassessed, never "not positive". Within a readable answer, a missing
+        axis, a score out of range and an ungrounded score are zero and counted
+        (`parse_errors`, `ungrounded`), as the quote rule says.
+        """
+        if self.unparseable:
+            return None, f"the judge's answer could not be parsed: {self.unparseable}"
+        if any(i.score >= positive_at and i.grounded for i in self.items):
+            return True, None
+        return False, None
 
 
 _SYSTEM = """You are a strict, fixed evaluator. Score the ARTIFACT on each axis of the rubric.
@@ -143,9 +160,12 @@ def ground(text: str, artifact: str, rubric: Rubric, judge: str = "llm") -> Judg
         items = [AxisScore(axis=a, score=float(rubric.low), grounded=False,
                            problem="the judge's answer is not the required JSON")
                  for a in rubric.axes]
+        excerpt = " ".join(text.split())[:80]
         return Judgment(rubric=rubric.name, judge=judge, scores={a: float(rubric.low)
                                                                  for a in rubric.axes},
-                        items=items, parse_errors=len(rubric.axes))
+                        items=items, parse_errors=len(rubric.axes),
+                        unparseable=f"not the required JSON ({excerpt!r})" if excerpt
+                        else "an empty answer")
     seen: dict[str, dict[str, Any]] = {}
     for entry in entries:
         axis = str(entry.get("axis", ""))

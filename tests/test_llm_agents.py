@@ -463,7 +463,8 @@ def test_prompts_name_senders_by_their_display_names() -> None:
 
 def test_live_dashboard_reaches_the_prompt_as_it_reads_now(provider: Scripted,
                                                           tmp_path: Path) -> None:
-    """A dashboard whose text reads the episode is a user message at every step."""
+    """A dashboard whose text reads the episode is in a user message at every step (the
+    last user turn: merged into it when the request is a user message too)."""
     from world_patch import mini_world
 
     world = mini_world(tmp_path, append=(
@@ -477,8 +478,9 @@ def test_live_dashboard_reaches_the_prompt_as_it_reads_now(provider: Scripted,
 
     provider.script = script
     run_episode(world, "baseline", None, 0, llm=settings())
-    boards = [[m["content"] for m in r["messages"] if str(m.get("content", "")).startswith(
-        "[Dashboard, now]")] for r in provider.requests]
+    boards = [["[Dashboard, now]" + str(m["content"]).split("[Dashboard, now]", 1)[1]
+               for m in r["messages"] if m["role"] == "user"
+               and "[Dashboard, now]" in str(m.get("content", ""))] for r in provider.requests]
     assert boards[0] == ["[Dashboard, now]\nRefunds so far: $0"]
     assert ["[Dashboard, now]\nRefunds so far: $10"] in boards[1:]
 

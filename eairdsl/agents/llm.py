@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from eairdsl.runtime.engine import CompiledWorld
 
 __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LLMAgent",
+           "alternate",
            "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "episode_usage", "llm_agents",
            "load_litellm"]
 
@@ -95,8 +96,13 @@ class LLMSettings(BaseModel):
     #: Per-participant overrides, e.g. {"specialist": "anthropic/claude-3-5-haiku-latest"}.
     role_models: dict[str, str] = {}
     api_base: str | None = None
+    #: Sampling temperature sent with every request (None: the provider's default).
     temperature: float | None = None
+    #: Cap on the tokens of each answer (None: the provider's default).
     max_tokens: int | None = None
+    #: Sampling seed sent with every request; providers that ignore it drop it
+    #: (litellm's drop_params).
+    seed: int | None = None
     #: Concurrent requests per provider.
     max_connections: int = 8
     #: Episodes in flight in `eairdsl.api.run_episodes_concurrently`
@@ -135,6 +141,18 @@ class LLMSettings(BaseModel):
 
     def judge(self) -> str | None:
         return self.judge_model or self.counterpart_model or self.model
+
+    def header(self) -> dict[str, Any]:
+        """What a trace header records of these settings: models and sampling options.
+
+        Only options that were set; never endpoints, keys or transport limits.
+        """
+        out: dict[str, Any] = {"model": self.model, "counterpart_model": self.counterpart_model,
+                               "judge_model": self.judge_model,
+                               "role_models": dict(sorted(self.role_models.items())) or None,
+                               "temperature": self.temperature,
+                               "max_tokens": self.max_tokens, "seed": self.seed}
+        return {k: v for k, v in out.items() if v is not None}
 
     def client(self) -> LLMClient:
         if self._client is None:
@@ -245,6 +263,8 @@ class LLMClient:
             req["temperature"] = self.settings.temperature
         if self.settings.max_tokens is not None:
             req["max_tokens"] = self.settings.max_tokens
+        if self.settings.seed is not None:
+            req["seed"] = self.settings.seed
         return req
 
     async def complete(self, request: dict[str, Any], scope: str, counters: dict[str, int],
@@ -491,7 +511,7 @@ class LLMAgent:
                              + "\n".join(obs.dashboard)})
         if budget_spent:
             messages.append({"role": "user", "content": _BUDGET_NOTE})
-        return messages
+        return alternate(messages)
 
     def _task_messages(self, task: int, items: list[MemoryItem],
                        obs: Observation) -> list[dict[str, Any]]:
@@ -527,6 +547,28 @@ class LLMAgent:
         if state is not None and state.reply is not None and task != obs.task:
             out.append({"role": "assistant", "content": state.reply})
         return out
+
+
+def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation with consecutive plain `user` (or plain `assistant`) messages merged.
+
+    Strict chat templates (Gemma's, for one) refuse two messages of one role in
+    a row; A1's first request used to send the request and then the live
+    dashboard as two `user` messages. Messages with tool calls and tool results
+    are never merged; merged texts are joined by a blank line.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        prev = out[-1] if out else None
+        if (prev is not None and message["role"] in ("user", "assistant")
+                and prev["role"] == message["role"] and set(prev) == {"role", "content"}
+                and set(message) == {"role", "content"}
+                and isinstance(prev["content"], str) and isinstance(message["content"], str)):
+            out[-1] = {"role": prev["role"], "content": f"{prev['content']}\n\n"
+                       f"{message['content']}"}
+            continue
+        out.append(message)
+    return out
 
 
 def _render_request(obs: Observation, clock: str = "") -> str:

@@ -41,6 +41,10 @@ class TraceHeader(BaseModel):
     eairdsl_version: str
     #: LLM tokens and cost: {"total": {...}, "agents": {party: {...}}}; absent for sim agents
     usage: dict[str, Any] | None = None
+    #: LLM runs only: the models and the sampling options sent with every request
+    #: (model, counterpart_model, judge_model, role_models, temperature, max_tokens, seed;
+    #: only those set)
+    llm: dict[str, Any] | None = None
 
 
 class TraceEvent(BaseModel):
