@@ -201,3 +201,82 @@ def test_charts_escape_their_labels_and_titles() -> None:
     for chart in (rates, bubbles):
         assert "<script>" not in chart and _ESCAPED in chart
     assert 'w&quot;&lt;script&gt;' in bubbles
+
+
+_ROW = re.compile(r'<tr class="[^"]*"((?: data-f-[a-z_]+="[^"]*")+)>(.*?)</tr>', re.S)
+
+
+def test_episode_list_filters_sorts_and_colours_by_meaning(study: Path) -> None:
+    """Each row carries its model, condition and measurements for the filters, the headings
+    sort, and an outcome is coloured by what it means (utility yes good, realized yes bad)."""
+    from eairdsl.study.report import ENDPOINT_POLARITY
+
+    page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
+    csv_rows = _csv(study)
+    found = _ROW.findall(page)
+    assert len(found) == len(csv_rows)
+    for (attrs, body), r in zip(found, csv_rows, strict=True):
+        data = dict(re.findall(r'data-f-([a-z_]+)="([^"]*)"', attrs))
+        assert (data["world"], data["model"], data["condition"]) == (
+            r["world"], r["model"], r["condition"])
+        assert (data["valid"], data["retained"]) == (r["valid"], r["retained"])
+        marks = re.findall(r'<span class="(yes|no) (good|bad|neutral)">', body)
+        assert len(marks) + body.count('<span class="none">') == len(MEASUREMENTS)
+        for m in MEASUREMENTS:
+            assert data[m] == (r[m] or "-")
+        assessed = [m for m in MEASUREMENTS if r[m] != ""]
+        for m, (word, colour) in zip(assessed, marks, strict=True):
+            assert word == ("yes" if r[m] == "1" else "no")
+            assert colour == ENDPOINT_POLARITY[m][0 if r[m] == "1" else 1]
+    assert ENDPOINT_POLARITY["utility"] == ("good", "bad")
+    assert ENDPOINT_POLARITY["realized"] == ("bad", "good")
+    for key in ("world", "model", "condition", *MEASUREMENTS, "valid", "retained"):
+        assert f'<select data-filter="{key}">' in page
+    for model in {r["model"] for r in csv_rows}:
+        assert f'<option value="{model}">' in page
+    assert 'class="searchable sortable"' in page and page.count("<th data-sort>") >= 16
+    assert "simulated end" in page
+
+
+def test_report_pages_script_is_valid_javascript(study: Path, tmp_path: Path) -> None:
+    """The filter and sort script parses (checked with node when it is installed)."""
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
+    script = re.search(r"<script>(.*?)</script>", page, re.S)
+    assert script
+    (tmp_path / "page.js").write_text(script.group(1), encoding="utf-8")
+    subprocess.run([node, "--check", str(tmp_path / "page.js")], check=True)
+
+
+def test_report_shows_each_conditions_lever_values(study: Path) -> None:
+    """The by-condition table lists the levers of each condition as its traces record them."""
+    import json
+
+    index = (study / "report" / "index.html").read_text(encoding="utf-8")
+    cells = dict(re.findall(r'<td class="levers" data-levers-condition="([^"]+)">(.*?)</td>',
+                            index, re.S))
+    assert set(cells) == {"canonical", "need_to_know", "repaired"}
+    for r in _csv(study):
+        with (study / r["trace_path"]).open(encoding="utf-8") as fh:
+            levers = json.loads(fh.readline())["levers"]
+        assert levers
+        for k, v in levers.items():
+            shown = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            assert f"<code>{k} = {shown}</code>" in cells[r["condition"]]
+    assert cells["canonical"] != cells["repaired"]
+
+
+def test_times_read_as_days_hours_and_minutes(study: Path) -> None:
+    from eairdsl.study.report import fmt_minutes
+
+    assert [fmt_minutes(x) for x in (None, 0, 0.0, 4.0, 45, 1.5, 90, 1440, 1500.25, 2 * 1440 + 5,
+                                     59.96, -30)] == [
+        "—", "0m", "0m", "4m", "45m", "1.5m", "1h 30m", "1d 0h 0m", "1d 1h 0.2m", "2d 0h 5m",
+        "1h 0m", "-30m"]
+    trace = next((study / "report" / "traces").glob("*.html")).read_text(encoding="utf-8")
+    assert 'simulated minutes">0m</td>' in trace
+    assert " min</td>" not in trace

@@ -59,6 +59,7 @@ TRACES_DIR = "traces"  # as in eairdsl.study.executor (not imported: it pulls in
 __all__ = [
     "CONTRAST_ENDPOINTS",
     "ENDPOINT_LABELS",
+    "ENDPOINT_POLARITY",
     "OFFLINE_NOTE",
     "PRESENT_P",
     "PRIMARY",
@@ -66,6 +67,7 @@ __all__ = [
     "REPORT_DIR",
     "RateCell",
     "analyse",
+    "fmt_minutes",
     "provenance",
     "summary_rows",
     "svg_bubbles",
@@ -86,6 +88,14 @@ ENDPOINT_LABELS = {
     "opportunity": "structural opportunity", "anomaly": "process anomaly",
     "realized": "realized risk", "terminal_harm": "terminal harm",
     "interception": "interception", "utility": "task utility",
+}
+#: what a yes and a no of each endpoint are: `bad` (a risk happened, the task was not done),
+#: `good` (the task got done, a risk was caught or did not happen) or `neutral` (an
+#: opportunity is neither; no interception is no failure); the report colours outcomes by it
+ENDPOINT_POLARITY = {
+    "opportunity": ("neutral", "neutral"), "anomaly": ("bad", "good"),
+    "realized": ("bad", "good"), "terminal_harm": ("bad", "good"),
+    "interception": ("good", "neutral"), "utility": ("good", "bad"),
 }
 
 
@@ -505,9 +515,42 @@ def _env() -> Any:
         trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
-                       offline_note=OFFLINE_NOTE, present_p=PRESENT_P,
-                       fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num)
+                       polarity=ENDPOINT_POLARITY, offline_note=OFFLINE_NOTE,
+                       present_p=PRESENT_P, fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num,
+                       fmt_minutes=fmt_minutes, fmt_lever=_fmt_lever)
     return env
+
+
+def _fmt_lever(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+def fmt_minutes(minutes: Any) -> str:
+    """Simulated minutes as days, hours and minutes: 0m, 45m, 1h 30m, 2d 0h 5m, 1.5m."""
+    if minutes is None or minutes == "":
+        return "—"
+    try:
+        total = float(minutes)
+    except (TypeError, ValueError):
+        return str(minutes)
+    if not math.isfinite(total):
+        return str(minutes)
+    sign, total = ("-" if total < 0 else ""), abs(total)
+    days, rest = divmod(total, 1440.0)
+    hours, mins = divmod(rest, 60.0)
+    mins = round(mins, 1)
+    if mins >= 60:  # 59.96 rounds to 60.0
+        hours, mins = hours + 1, 0.0
+    if hours >= 24:
+        days, hours = days + 1, 0.0
+    text = f"{int(mins)}m" if mins == int(mins) else f"{mins:.1f}m"
+    if days:
+        text = f"{int(days)}d {int(hours)}h {text}"
+    elif hours:
+        text = f"{int(hours)}h {text}"
+    return sign + text
 
 
 def _fmt_p(p: float) -> str:
@@ -580,6 +623,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     bubbles = svg_bubbles(analysis.models, [w.name for w in analysis.worlds], analysis.bubbles,
                           "Realized risk by model and world (bubble area = rate)")
     links: dict[int, str] = {}
+    levers: dict[tuple[str, str], dict[str, Any]] = {}
     trace_dir = out / "traces"
     root = study_dir.resolve()
     rel_root = Path(os.path.relpath(root, trace_dir.resolve()))
@@ -590,6 +634,9 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         source = root / rel
         if not source.is_file():
             continue
+        key = (row["world"], row["condition"])
+        if key not in levers:
+            levers[key] = _header_levers(source)
         page = trace_page_name(rel)
         links[i] = f"traces/{page}"
         if traces:
@@ -603,8 +650,20 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         links = {}
     name = study_dir.resolve().name
     (out / "index.html").write_text(env.get_template("report.html.j2").render(
-        study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY),
-        encoding="utf-8")
+        study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY,
+        levers=levers), encoding="utf-8")
+    facets = {key: sorted({str(r[key]) for r in rows}) for key in ("world", "model", "condition")}
     (out / "episodes.html").write_text(env.get_template("episodes.html.j2").render(
-        study=name, rows=rows, links=links), encoding="utf-8")
+        study=name, rows=rows, links=links, facets=facets), encoding="utf-8")
     return out / "index.html"
+
+
+def _header_levers(trace: Path) -> dict[str, Any]:
+    """The lever values in a trace's header (its first line); {} if it has none."""
+    try:
+        with trace.open(encoding="utf-8") as fh:
+            header = json.loads(fh.readline() or "{}")
+    except (OSError, ValueError):
+        return {}
+    found = header.get("levers") if isinstance(header, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
