@@ -508,8 +508,13 @@ def _validate_conditions(world: Path | None, conditions: str, condition: str | N
 _STUDY_EXECUTORS = ("local", "dask")
 _EXPORT_FORMATS = ("csv", "parquet")
 _WORLDS_HELP = "World files or generated/<world> folders (default: worlds/*.eair)."
-_MODELS_HELP = ("Comma-separated models: an agent profile or NAME=PROFILE "
-                "(default: the --agents value).")
+_MODELS_HELP = ("Comma-separated models: an agent profile, a litellm model string "
+                "(openai/gpt-4o-mini, ollama/llama3.1), or NAME=PROFILE / NAME=MODEL to name "
+                "the model column (default: the --agents value).")
+_STUDY_RECORD_HELP = ("Record every LLM exchange to OUT/cassettes/<model>.jsonl (kept across "
+                      "resumed runs).")
+_STUDY_REPLAY_HELP = ("Answer every LLM request from the cassettes of this study folder (or "
+                      "cassettes folder) instead of the network.")
 _INSTANCES_HELP = "'all', 'seed' (one instance drawn per seed) or comma-separated ids."
 _SEEDS_HELP = "Seeds 0..N-1 per cell (default: the world's declared seeds)."
 _SCHEDULER_HELP = "Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)."
@@ -540,11 +545,39 @@ def study(
     scheduler: Annotated[str | None, typer.Option(help=_SCHEDULER_HELP)] = None,
     max_attempts: Annotated[int, typer.Option(
         min=1, help="Attempts per cell under the first-success rule.")] = 3,
+    counterpart_model: Annotated[str | None, typer.Option(
+        help="Fixed model for counterpart simulators of LLM models (default: each model).")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(
+        help="Fixed model for LLM judges, the same for the whole study.")] = None,
+    role_model: Annotated[list[str] | None, typer.Option(
+        metavar="ROLE=MODEL", help="Fixed model for one role or simulator (repeatable).")
+    ] = None,
+    record: Annotated[bool, typer.Option("--record", help=_STUDY_RECORD_HELP)] = False,
+    replay: Annotated[Path | None, typer.Option(
+        metavar="STUDY_DIR", help=_STUDY_REPLAY_HELP)] = None,
+    max_connections: Annotated[int, typer.Option(
+        min=1, help="Concurrent LLM requests per provider.")] = 8,
+    timeout: Annotated[float, typer.Option(
+        min=0.001, help="Seconds per LLM request attempt.")] = 60.0,
+    retries: Annotated[int, typer.Option(
+        min=0, help="Retries on rate limits, timeouts and 5xx.")] = 4,
+    api_base: Annotated[str | None, typer.Option(
+        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
+    temperature: Annotated[float | None, typer.Option(
+        min=0.0, help="Sampling temperature of every LLM request.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        min=1, help="Cap on the tokens of each LLM answer (default: the provider's).")] = None,
+    llm_seed: Annotated[int | None, typer.Option(
+        help="Sampling seed sent with every LLM request, where the provider supports it.")
+    ] = None,
 ) -> None:
     """Run a study: every world × model × condition × instance × seed, resumable.
 
     Results go to OUT/results.sqlite (one row per episode attempt) and traces to
-    OUT/traces/. Rerun the same command after an interruption to resume.
+    OUT/traces/. Rerun the same command after an interruption to resume. LLM
+    models (litellm model strings in --models) run many episodes at once in one
+    event loop, bounded by --max-connections per provider.
     """
     if executor not in _STUDY_EXECUTORS:
         _err(f"error: unknown executor '{executor}'; choose local or dask")
@@ -568,6 +601,12 @@ def study(
         wanted = parse_names(conditions)
         picks = "seed" if instances.strip() == "seed" else parse_names(instances)
         plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]
+        llm = _study_llm(out, counterpart_model, judge_model, role_model or [], record,
+                         replay, max_connections, timeout, retries, api_base, temperature,
+                         max_tokens, llm_seed)
+        if llm is not None and not any(m.llm for m in chosen):
+            raise UsageError("the LLM options need an LLM model in --models (a litellm "
+                             "model string such as openai/gpt-4o-mini)")
     except (UsageError, GridError) as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
@@ -584,7 +623,8 @@ def study(
         with _StudyBar(Console(stderr=True)) as bar:
             summary = run_study(loaded, plans, chosen, out,
                                 workers=workers or os.cpu_count() or 1, executor=executor,
-                                scheduler=scheduler, max_attempts=max_attempts, progress=bar)
+                                scheduler=scheduler, max_attempts=max_attempts, progress=bar,
+                                llm=llm)
     except UsageError as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
@@ -598,6 +638,40 @@ def study(
              "to run them")
         raise typer.Exit(EXIT_INPUT)
     raise typer.Exit(EXIT_OK)
+
+
+def _study_llm(out: Path, counterpart_model: str | None, judge_model: str | None,
+               role_model: list[str], record: bool, replay: Path | None,
+               max_connections: int, timeout: float, retries: int, api_base: str | None,
+               temperature: float | None, max_tokens: int | None = None,
+               llm_seed: int | None = None) -> LLMSettings | None:
+    """The LLM options of `eairc study` (None when none is given); `model` is set per
+    model column by the executor, cassettes are folders."""
+    from eairdsl.agents.llm import LLMSettings
+    from eairdsl.api import UsageError
+    from eairdsl.study.executor import CASSETTES_DIR
+
+    if record and replay is not None:
+        raise UsageError("--record and --replay exclude each other")
+    roles: dict[str, str] = {}
+    for item in role_model:
+        role, sep, name = item.partition("=")
+        if not sep or not role.strip() or not name.strip():
+            raise UsageError(f"--role-model takes ROLE=MODEL, got {item!r}")
+        roles[role.strip()] = name.strip()
+    given = (counterpart_model, judge_model, roles or None, record or None, replay, api_base,
+             temperature, max_tokens, llm_seed)
+    defaults = (max_connections, timeout, retries) != (8, 60.0, 4)
+    if all(v is None for v in given) and not defaults:
+        return None
+    replay_dir = None
+    if replay is not None:
+        replay_dir = replay / CASSETTES_DIR if (replay / CASSETTES_DIR).is_dir() else replay
+    return LLMSettings(counterpart_model=counterpart_model, judge_model=judge_model,
+                       role_models=roles, record=out / CASSETTES_DIR if record else None,
+                       replay=replay_dir, max_connections=max_connections, timeout=timeout,
+                       retries=retries, api_base=api_base, temperature=temperature,
+                       max_tokens=max_tokens, seed=llm_seed)
 
 
 class _StudyBar:

@@ -68,13 +68,16 @@ def test_unknown_names_are_clear_errors(d1: World) -> None:
 
 
 def test_model_specs() -> None:
-    """Models are profiles or NAME=PROFILE aliases; the default is the --agents value."""
+    """Models are profiles, litellm model strings or NAME=… aliases; the default is the
+    --agents value."""
     assert [(m.name, m.agents) for m in parse_models(None, "sim:reckless")] == [
         ("sim:reckless", "sim:reckless")]
     assert [(m.name, m.agents) for m in parse_models("a=sim, b=sim:compliant")] == [
         ("a", "sim"), ("b", "sim:compliant")]
-    with pytest.raises(GridError, match="not an offline agent profile"):
-        parse_models("openai/gpt-4o")
+    assert [(m.name, m.agents) for m in parse_models("openai/gpt-4o")] == [
+        ("openai/gpt-4o", "llm:openai/gpt-4o")]
+    with pytest.raises(GridError, match="neither an offline agent profile"):
+        parse_models("gpt-4o")
     with pytest.raises(GridError, match="twice"):
         parse_models("a=sim,a=sim:reckless")
     assert parse_names("all") is None

@@ -19,7 +19,22 @@ Backends:
 * dask — `distributed.Client` on `--scheduler ADDR` (or a LocalCluster on this
   machine). Workers return each trace's text and the client writes it, so the
   study folder stays on the client. dask is imported only here and only then
-  (`pip install eairdsl[dask]`).
+  (`pip install eairdsl[dask]`);
+* async — the episodes of LLM models (`Model.llm`), whatever `--executor`:
+  one asyncio event loop on a thread of this process runs many episodes at
+  once (each waits on the API while the others advance), requests bounded per
+  provider by `max_connections` and episodes in flight by `max_episodes`
+  (default max(64, 8 × max_connections), as `eairdsl.api.run_episodes_concurrently`).
+  The sim models' episodes run first on the chosen backend, then the LLM ones.
+
+Cassettes. With `LLMSettings.record` set (a folder: `eairc study --record`
+gives `OUT/cassettes`) each LLM model records its exchanges to
+`<folder>/<model slug>.jsonl`; a run writes to a part file first and, when it
+ends (or, after a kill, when the study is next run), appends to the model's
+cassette the exchanges of episodes that reached the store, so a resumed study
+records each retained episode's exchanges exactly once. With `replay` (a
+folder of such cassettes) every answer comes from them: a study replays
+offline, trace for trace, byte for byte.
 
 Whatever happens to a worker, an episode without a row is simply run again
 when the same command is repeated.
@@ -27,28 +42,36 @@ when the same command is repeated.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
+import contextlib
 import importlib
+import json
 import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eairdsl.api import UsageError, run_episode
+from eairdsl.api import UsageError, run_episode, run_episode_async
 from eairdsl.ir import World, dump_world, load_world
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.study.grid import Attempt, Cell, Model, WorldPlan, cells
+from eairdsl.study.grid import LLM_PREFIX, Attempt, Cell, Model, WorldPlan, cells, slug
 from eairdsl.study.store import STORE_FILE, Store
 
+if TYPE_CHECKING:
+    from eairdsl.agents.llm import LLMSettings
+
 __all__ = [
+    "CASSETTES_DIR",
     "EXECUTORS",
     "MAX_LOSSES",
     "TRACES_DIR",
@@ -62,6 +85,9 @@ __all__ = [
 
 EXECUTORS = ("local", "dask")
 TRACES_DIR = "traces"
+#: where `eairc study --record` keeps the study's cassettes (one per LLM model)
+CASSETTES_DIR = "cassettes"
+_PARTS_DIR = ".parts"
 #: how often one episode may be lost with a dying worker before it is left for the next run
 MAX_LOSSES = 3
 MAX_POOL_RESTARTS = 20
@@ -311,6 +337,75 @@ class _Dask:
                 self.cluster.close()
 
 
+class _Async:
+    """LLM episodes in one asyncio event loop on a thread of this process.
+
+    `settings` holds one `LLMSettings` per LLM model (its own client, semaphores
+    and cassette); a payload's `agents` is `llm:<model string>` and its `model`
+    the model column, which picks the settings.
+    """
+
+    writes_files = True
+    name = "async"
+
+    def __init__(self, texts: dict[str, str], settings: dict[str, LLMSettings],
+                 capacity: int) -> None:
+        self.compiled = {d: CompiledWorld(load_world(t)) for d, t in texts.items()}
+        self.settings = settings
+        self.capacity = max(1, capacity)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="eair-llm-study",
+                                       daemon=True)
+        self.thread.start()
+
+    async def _one(self, payload: dict[str, Any]) -> dict[str, Any]:
+        result = await run_episode_async(self.compiled[payload["digest"]],
+                                         payload["condition"], payload["instance"],
+                                         payload["seed"], "llm", Path(payload["out"]),
+                                         llm=self.settings[payload["model"]])
+        return result.model_dump(mode="json")
+
+    async def _chunk(self, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for payload in payloads:
+            try:
+                out.append(await self._one(payload))
+            except UsageError:  # a replay miss: stop the study, never record it
+                raise
+            except Exception as exc:
+                out.append(_error_result(exc))
+        return out
+
+    def submit(self, payloads: list[dict[str, Any]]) -> Any:
+        return asyncio.run_coroutine_threadsafe(self._chunk(payloads), self.loop)
+
+    def wait(self, handles: list[Any]) -> list[Any]:
+        done, _ = cf.wait(handles, return_when=cf.FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle: Any) -> list[dict[str, Any]]:
+        try:
+            value: list[dict[str, Any]] = handle.result()
+        except cf.CancelledError:
+            raise WorkerLost("cancelled") from None
+        return value
+
+    def close(self, cancel: bool = False) -> None:
+        async def shutdown() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:  # episodes in flight (on cancel) and what litellm left behind
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=60)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+
 # ---------------------------------------------------------------------- the study
 class StudyProgress(Protocol):
     """Callbacks a front end implements to show a study's progress.
@@ -363,10 +458,13 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
               out: Path, *, workers: int = 1, executor: str = "local",
               scheduler: str | None = None, max_attempts: int = 3,
               progress: StudyProgress | None = None,
-              task: TaskFn | None = None) -> StudySummary:
+              task: TaskFn | None = None, llm: LLMSettings | None = None) -> StudySummary:
     """Run (or resume) the grid of `plans` × `models` into `out/results.sqlite`.
 
     `task` replaces `run_task` in the workers (tests use it to inject faults).
+    `llm` holds the options of the LLM models (`Model.llm`): counterpart, judge
+    and role models, endpoint, limits, and `record`/`replay` as cassette
+    *folders* (see the module docstring); its `model` is set per model column.
     """
     started = time.perf_counter()
     progress = progress or _Silent()
@@ -391,9 +489,16 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     except OSError as exc:
         raise StudyError(f"cannot create the study folder {out}: {exc.strerror or exc}") from None
     root = out.resolve()
+    settings = _llm_settings(models, llm)
     store = Store.open(out / STORE_FILE)
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
+    parts: dict[str, Path] = {}
     try:
+        if llm is not None and llm.record is not None:
+            _merge_cassettes(Path(llm.record), store)  # what a killed run left behind
+            parts = _open_cassettes(settings, Path(llm.record), replay=False)
+        elif llm is not None and llm.replay is not None:
+            _open_cassettes(settings, Path(llm.replay), replay=True)
         for w, plan in zip(worlds, plans, strict=True):
             store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
                                  plan.conditions)
@@ -409,11 +514,13 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 todo.append(Attempt(cell, len(past), agents_of[cell.model]))
         summary.cells = len(grid)
         progress.start(len(grid), summary.skipped, len(todo))
+        llm_todo = deque(a for a in todo if a.agents.startswith(LLM_PREFIX))
+        todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
         if todo:
             needed = {a.cell.world for a in todo}
             texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
             fn = task or run_task
-            backend: _Serial | _Pool | _Dask
+            backend: _Serial | _Pool | _Dask | _Async
             if executor == "dask":
                 backend = _Dask(texts, workers, scheduler)
             elif workers == 1:
@@ -431,19 +538,112 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 cancel = False
             finally:
                 backend.close(cancel=cancel)
+        if llm_todo:
+            needed = {a.cell.world for a in llm_todo}
+            texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
+            first = next(iter(settings.values()))
+            capacity = first.max_episodes or max(64, 8 * first.max_connections)
+            backend = _Async(texts, settings, capacity)
+            summary.executor = "async" if not todo else f"{summary.executor}+async"
+            cancel = True
+            try:
+                _drive(backend, llm_todo, store, root=root, worlds=by_name,
+                       max_attempts=max_attempts, chunk=1, progress=progress,
+                       summary=summary)
+                cancel = False
+            finally:
+                backend.close(cancel=cancel)
     finally:
-        store.close()
+        try:
+            if parts and llm is not None and llm.record is not None:
+                _merge_cassettes(Path(llm.record), store)
+        finally:
+            store.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _llm_settings(models: Sequence[Model], llm: LLMSettings | None) -> dict[str, LLMSettings]:
+    """One settings object (one client, one cassette) per LLM model column."""
+    chosen = [m for m in models if m.llm is not None]
+    if not chosen:
+        return {}
+    from eairdsl.agents.llm import LLMSettings
+
+    base = llm or LLMSettings()
+    if base.record is not None and base.replay is not None:
+        raise StudyError("--record and --replay exclude each other")
+    return {m.name: base.model_copy(update={"model": m.llm, "record": None, "replay": None})
+            for m in chosen}
+
+
+def _open_cassettes(settings: dict[str, LLMSettings], folder: Path,
+                    replay: bool) -> dict[str, Path]:
+    """Give each model its cassette (a part file when recording) and open it now, so a
+    missing or broken cassette is refused before any episode."""
+    from eairdsl.agents.cassette import CassetteError
+
+    parts: dict[str, Path] = {}
+    stamp = f"{os.getpid()}-{time.time_ns()}"
+    for name, s in settings.items():
+        if replay:
+            s.replay = folder / f"{slug(name)}.jsonl"
+        else:
+            parts[name] = s.record = folder / _PARTS_DIR / slug(name) / f"{stamp}.jsonl"
+        try:
+            s.client()
+        except CassetteError as exc:
+            raise StudyError(str(exc)) from None
+    return parts
+
+
+def _episode_scope(scope: str) -> str:
+    """`world/condition/instance/sSEED` of a cassette scope (participant or judge dropped)."""
+    return "/".join(scope.split("/")[:4])
+
+
+def _merge_cassettes(folder: Path, store: Store) -> None:
+    """Append to each model's cassette the part-file exchanges of episodes in the store.
+
+    Exchanges of episodes that never reached the store (interrupted, killed) are
+    dropped: those episodes run again, and record again, when the study resumes.
+    """
+    root = folder / _PARTS_DIR
+    if not root.is_dir():
+        return
+    done: dict[str, set[str]] = {}
+    for r in store.rows():
+        done.setdefault(slug(str(r["model"])), set()).add(
+            f"{r['world']}/{r['condition']}/{r['instance']}/s{r['run_seed']}")
+    for model_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        kept: list[str] = []
+        part_files = sorted(model_dir.glob("*.jsonl"))
+        for part in part_files:
+            for line in part.read_text(encoding="utf-8").splitlines():
+                try:
+                    scope = str(json.loads(line).get("scope", ""))
+                except (json.JSONDecodeError, AttributeError):
+                    continue  # a line cut short by a kill
+                if _episode_scope(scope) in done.get(model_dir.name, set()):
+                    kept.append(line)
+        if kept:
+            with (folder / f"{model_dir.name}.jsonl").open("a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in kept))
+        for part in part_files:
+            part.unlink()
+        with contextlib.suppress(OSError):
+            model_dir.rmdir()
+    with contextlib.suppress(OSError):
+        root.rmdir()
 
 
 def _trace_dir(root: Path, cell: Cell) -> Path:
     return root / TRACES_DIR / safe_filename(cell.world) / safe_filename(cell.model)
 
 
-def _drive(backend: _Serial | _Pool | _Dask, todo: deque[Attempt], store: Store, *, root: Path,
-           worlds: dict[str, World], max_attempts: int, chunk: int, progress: StudyProgress,
-           summary: StudySummary) -> None:
+def _drive(backend: _Serial | _Pool | _Dask | _Async, todo: deque[Attempt], store: Store, *,
+           root: Path, worlds: dict[str, World], max_attempts: int, chunk: int,
+           progress: StudyProgress, summary: StudySummary) -> None:
     in_flight: dict[Any, list[Attempt]] = {}
     losses: dict[Cell, int] = {}
 
@@ -451,7 +651,8 @@ def _drive(backend: _Serial | _Pool | _Dask, todo: deque[Attempt], store: Store,
         cell = att.cell
         data: dict[str, Any] = {"digest": worlds[cell.world].digest,
                                 "condition": cell.condition, "instance": cell.instance,
-                                "seed": att.run_seed, "agents": att.agents}
+                                "seed": att.run_seed, "agents": att.agents,
+                                "model": cell.model}
         if backend.writes_files:
             data["out"] = str(_trace_dir(root, cell))
         else:
@@ -476,6 +677,8 @@ def _drive(backend: _Serial | _Pool | _Dask, todo: deque[Attempt], store: Store,
                         summary.lost += 1
                     progress.lost(att, str(exc), again)
                 continue
+            except UsageError:
+                raise
             except Exception as exc:
                 results = [_error_result(exc)] * len(batch)
             for att, result in zip(batch, results, strict=True):

@@ -16,14 +16,20 @@ reruns an interrupted episode with the seed it would have had.
 
 Models. Offline, a model is an agent profile (`sim`, `sim:compliant`,
 `sim:reckless`, or the mechanics twin of one, `sim:mechanics` …) or a named
-alias of one (`alice=sim`). The `model` column is kept so that the LLM backend
-can bind real model names later.
+alias of one (`alice=sim`). A litellm model string (`openai/gpt-4o-mini`,
+`ollama/llama3.1`: a provider, a slash, a model), bare or aliased
+(`mini=openai/gpt-4o-mini`), is an LLM model: its participants bound
+`under_test` are played by that model (agents `llm:<model string>`), the
+counterpart and judge models being fixed for the whole study. The alias (or
+the model string) names the `model` column.
 
 Shifts. `--shifts on` runs the models as given; `off` replaces each offline
-model by its mechanics twin (declared `shift`s and role `trait` offsets
+(sim) model by its mechanics twin (declared `shift`s and role `trait` offsets
 ignored); `both` runs each model and, right after it, its twin, named
 `<model>:mechanics` — so the report can tell a contrast the world's mechanics
 produce from one that exists only through the shifts (`eairdsl.study.report`).
+An LLM model has no mechanics twin (inducer shifts move sim traits only); it
+runs as given under every `--shifts`.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ __all__ = [
     "Attempt",
     "Cell",
     "GridError",
+    "LLM_PREFIX",
     "Model",
     "WorldPlan",
     "cells",
@@ -66,6 +73,8 @@ BASE_PROFILES = ("sim", "sim:compliant", "sim:reckless")
 OFFLINE_PROFILES = (*BASE_PROFILES, *(p + MECHANICS for p in BASE_PROFILES))
 #: `--shifts`: run with the declared shifts (on), without them (off), or both
 SHIFTS = ("on", "off", "both")
+#: the agents value of an LLM model: `llm:<litellm model string>`
+LLM_PREFIX = "llm:"
 
 
 class GridError(ValueError):
@@ -86,15 +95,21 @@ class Cell:
 
 @dataclass(frozen=True)
 class Model:
-    """A model column value and the agents profile it runs with offline."""
+    """A model column value and what it runs with: a sim profile, or `llm:<model string>`."""
 
     name: str
     agents: str
 
     @property
+    def llm(self) -> str | None:
+        """The litellm model string of an LLM model, None for a sim profile."""
+        return self.agents.removeprefix(LLM_PREFIX) if self.agents.startswith(LLM_PREFIX) \
+            else None
+
+    @property
     def mechanics(self) -> bool:
         """Whether this model runs a mechanics twin (no shifts, no trait offsets)."""
-        return self.agents.endswith(MECHANICS)
+        return self.llm is None and self.agents.endswith(MECHANICS)
 
     @property
     def base(self) -> str:
@@ -102,8 +117,9 @@ class Model:
         return self.agents.removesuffix(MECHANICS)
 
     def twin(self) -> Model:
-        """The same model without the shifts: `sim` → `sim:mechanics`, `a=sim` → `a:mechanics`."""
-        if self.mechanics:
+        """The same model without the shifts: `sim` → `sim:mechanics`, `a=sim` → `a:mechanics`
+        (an LLM model is its own twin)."""
+        if self.mechanics or self.llm is not None:
             return self
         return Model(self.name + MECHANICS, self.agents + MECHANICS)
 
@@ -163,7 +179,8 @@ def parse_names(text: str | None) -> list[str] | None:
 
 def parse_models(text: str | None, default_agents: str = "sim",
                  shifts: str = "on") -> list[Model]:
-    """`--models`: comma-separated `PROFILE` or `NAME=PROFILE`; default: the `--agents` value.
+    """`--models`: comma-separated `PROFILE`, `MODEL`, `NAME=PROFILE` or `NAME=MODEL`
+    (MODEL a litellm model string, `provider/model`); default: the `--agents` value.
 
     `shifts` is `--shifts` (`with_shifts`): `on` keeps the models, `off` runs each
     model's mechanics twin instead, `both` adds the twin after each model."""
@@ -173,12 +190,21 @@ def parse_models(text: str | None, default_agents: str = "sim",
         name, sep, agents = item.partition("=")
         name, agents = name.strip(), (agents.strip() if sep else name.strip())
         if not name or not agents:
-            raise GridError(f"bad model '{item}': use PROFILE or NAME=PROFILE")
-        if agents not in OFFLINE_PROFILES:
+            raise GridError(f"bad model '{item}': use PROFILE, MODEL, NAME=PROFILE or "
+                            "NAME=MODEL")
+        if agents.startswith(LLM_PREFIX):
+            agents = agents.removeprefix(LLM_PREFIX)
+            if not sep:
+                name = agents
+        if agents in OFFLINE_PROFILES:
+            pass
+        elif _is_litellm(agents):
+            agents = LLM_PREFIX + agents
+        else:
             raise GridError(
-                f"model '{item}' is not an offline agent profile ({', '.join(OFFLINE_PROFILES)}); "
-                "name a profile or alias one as NAME=PROFILE (LLM models in studies need the "
-                "LLM backend)")
+                f"model '{item}' is neither an offline agent profile "
+                f"({', '.join(OFFLINE_PROFILES)}) nor a litellm model string "
+                "(provider/model, e.g. openai/gpt-4o-mini or ollama/llama3.1)")
         if any(m.name == name for m in models):
             raise GridError(f"model '{name}' given twice")
         models.append(Model(name, agents))
@@ -189,6 +215,13 @@ def parse_models(text: str | None, default_agents: str = "sim",
     return models
 
 
+def _is_litellm(text: str) -> bool:
+    """`provider/model`: a provider name, a slash, a non-empty model, no spaces."""
+    provider, sep, rest = text.partition("/")
+    return bool(sep and rest and re.fullmatch(r"[A-Za-z0-9_.-]+", provider)
+                and not any(ch.isspace() for ch in text))
+
+
 def with_shifts(models: Sequence[Model], shifts: str) -> list[Model]:
     """The model axis under `--shifts on|off|both` (see the module docstring)."""
     if shifts not in SHIFTS:
@@ -197,6 +230,8 @@ def with_shifts(models: Sequence[Model], shifts: str) -> list[Model]:
     for model in models:
         chosen = {"on": [model], "off": [model.twin()],
                   "both": [model, model.twin()]}[shifts]
+        if model.llm is not None:
+            chosen = [model]  # no mechanics twin: shifts move sim traits only
         for m in chosen:
             same = [o for o in out if o.name == m.name]
             if same and same[0] == m and shifts != "on":
