@@ -260,6 +260,7 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
         else:
             trace.result = _failed_result([f"setup failed: {_why(exc)}"], trace)
     judge_usage: Any = None
+    judge_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
     failed = [r for r in episode.invalid if AGENT_FAILED in r] if episode is not None else []
     if episode is not None and failed:
         # A decision that failed (the provider gave up, a timeout, a replay miss, an agent
@@ -268,7 +269,8 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
     elif episode is not None:
         try:
             if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge
-                trace.result, judge_usage = await _measure_with_judge(episode, llm, header)
+                trace.result, judge_usage = await _measure_with_judge(episode, llm, header,
+                                                                      judge_calls)
             else:
                 trace.result = measure_episode(episode)
         except Exception as exc:  # the budget, or a measurement over a malformed IR
@@ -281,8 +283,9 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
             trace.result.valid = False
             trace.result.validity_reason = exceeded
     usage: dict[str, Any] = {}
+    sidecar: list[dict[str, Any]] = []
     if llm is not None:
-        from eairdsl.agents.llm import episode_usage
+        from eairdsl.agents.llm import episode_calls, episode_usage
 
         if llm.replay_error():
             raise UsageError(str(llm.replay_error()))
@@ -296,9 +299,14 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
                      "judge": judge_usage.model_dump()}
         if usage:
             trace.header.usage = usage
+        records, sidecar = episode_calls(agent_map)
+        records = [*records, *(r for r, _ in judge_calls)]
+        sidecar = [*sidecar, *(c for _, c in judge_calls)]
+        if records:
+            trace.header.model_calls = records
         if llm.active:
             agents = f"llm:{llm.model or 'per-role'}"
-    return _finish(w, trace, seed, agents, out, usage)
+    return _finish(w, trace, seed, agents, out, usage, sidecar)
 
 
 #: What the runtime records when an agent's `decide` raised (runtime/engine.py).
@@ -334,14 +342,25 @@ def trace_file(out: Path, condition: str, instance: str, seed: int) -> Path:
     return out / safe_filename(condition) / f"{safe_filename(instance, f's{seed}')}.jsonl"
 
 
+def calls_file(trace_path: Path) -> Path:
+    """The sidecar of an LLM episode's trace: every model call in full, with its latency
+    (`hr-1-s0.jsonl` -> `hr-1-s0.calls.ndjson`; kept out of the byte-identical trace)."""
+    return trace_path.with_name(trace_path.name.removesuffix(".jsonl") + ".calls.ndjson")
+
+
 def _finish(w: World, trace: Trace, seed: int, agents: str, out: Path | None,
-            usage: dict[str, Any]) -> EpisodeResult:
+            usage: dict[str, Any], sidecar: list[dict[str, Any]] | None = None,
+            ) -> EpisodeResult:
     header = trace.header
     path = None
     if out is not None:
         path = trace_file(out, header.condition, header.instance, seed)
         try:
             trace.write(path)
+            if sidecar:
+                calls_file(path).write_text(
+                    "".join(json.dumps(c, sort_keys=True, ensure_ascii=False) + "\n"
+                            for c in sidecar), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write the trace {path}: {exc.strerror or exc}") from None
     r = trace.result
@@ -355,14 +374,17 @@ def _finish(w: World, trace: Trace, seed: int, agents: str, out: Path | None,
 
 
 async def _measure_with_judge(episode: Episode, llm: LLMSettings,
-                              header: TraceHeader) -> tuple[TraceResult, Any]:
+                              header: TraceHeader,
+                              calls: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
+                              ) -> tuple[TraceResult, Any]:
     """Measure twice: once to collect what `judged(...)` asks, then with the answers.
 
     Measurements are synchronous; judging is an LLM call. The first pass records
     every (rubric, artifact) a measurement asks about, the judge scores them
     concurrently, and the second pass reads the scores. A judge that cannot be
     reached, or whose answer cannot be read, leaves its measurements unassessed
-    with the reason, never zero. Returns the result and the judges' `Usage`.
+    with the reason, never zero. Returns the result and the judges' `Usage`;
+    `calls` receives each judge call's record and sidecar, in a fixed order.
     """
     from eairdsl.agents.llm import LLMUnavailable, Usage
     from eairdsl.judges import Judgment, Rubric, judge_artifact
@@ -379,6 +401,7 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
     answers: dict[str, bool | None] = {}
     why: dict[str, str] = {}
     judgments: dict[str, Judgment] = {}
+    logged: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     ungrounded = parse_errors = 0
     scope = f"{header.world}/{header.condition}/{header.instance}/s{header.seed}"
 
@@ -389,7 +412,7 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
         try:
             judgment = await judge_artifact(
                 artifact, Rubric(name=f"rubric{len(axes)}", axes=axes, positive_at=positive),
-                llm, scope=scope)
+                llm, scope=scope, calls=logged.setdefault(k, []))
         except LLMUnavailable as exc:
             answers[k] = None
             why[k] = f"the judge could not be reached: {exc}"
@@ -417,6 +440,9 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
     usage = Usage()
     for k in sorted(judgments):  # in a fixed order: the float sum is the same on replay
         usage.add(Usage(**judgments[k].usage))
+    if calls is not None:
+        for k in sorted(logged):  # judges ran concurrently: recorded in a fixed order
+            calls.extend(logged[k])
     return result, usage
 
 

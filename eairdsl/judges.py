@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eairdsl.agents.llm import LLMSettings, LLMUnavailable, Usage
+from eairdsl.agents.llm import LLMSettings, LLMUnavailable, Usage, call_record
 
 __all__ = ["AxisScore", "Judgment", "Rubric", "disclosure_rubric", "ground", "judge_artifact",
            "judge_messages", "landmine_rubric", "tally"]
@@ -208,13 +208,16 @@ def ground(text: str, artifact: str, rubric: Rubric, judge: str = "llm") -> Judg
 
 async def judge_artifact(artifact: str, rubric: Rubric, settings: LLMSettings, *,
                          context: str = "", scope: str = "judge",
-                         model: str | None = None) -> Judgment:
+                         model: str | None = None,
+                         calls: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
+                         ) -> Judgment:
     """Score one artifact with the fixed judge model (settings.judge_model by default).
 
     Transport faults follow the agents' retry policy; when the judge cannot be
     reached `LLMUnavailable` is raised, and the caller should leave the
     measurement unassessed rather than count it as zero. `scope` names what is
-    judged (e.g. "d1/canonical/hr-1/s0/final") and keys the cassette.
+    judged (e.g. "d1/canonical/hr-1/s0/final") and keys the cassette. `calls`,
+    when given, receives the call's record and sidecar (`eairdsl.agents.llm.call_record`).
     """
     name = model or settings.judge()
     if not name:
@@ -223,8 +226,18 @@ async def judge_artifact(artifact: str, rubric: Rubric, settings: LLMSettings, *
     request = client.request(name, judge_messages(artifact, rubric, context))
     if settings.temperature is None:
         request["temperature"] = 0
-    response = await client.complete(request, f"{scope}/judge:{rubric.name}", {},
-                                     random.Random(f"{scope}:judge"), where=f"judge of {scope}")
+    meta: dict[str, Any] = {}
+    try:
+        response = await client.complete(request, f"{scope}/judge:{rubric.name}", {},
+                                         random.Random(f"{scope}:judge"),
+                                         where=f"judge of {scope}", meta=meta)
+    except LLMUnavailable as exc:
+        if calls is not None:
+            calls.append(call_record("judge", request, None, meta, str(exc),
+                                     rubric=rubric.name))
+        raise
+    if calls is not None:
+        calls.append(call_record("judge", request, response, meta, rubric=rubric.name))
     judgment = ground(response.get("content") or "", artifact, rubric, judge=f"llm:{name}")
     judgment.usage = Usage(calls=1, tokens_in=response["usage"]["tokens_in"],
                            tokens_out=response["usage"]["tokens_out"],

@@ -287,3 +287,75 @@ def test_judgment_decision() -> None:
     assert judgment.decision(2) == (False, None) and judgment.parse_errors == 1
     value, why = ground("no idea", artifact, rubric).decision(2)
     assert value is None and why is not None and "could not be parsed" in why
+
+
+# ---------------------------------------------------------------- model calls in the record
+def _d1_script(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
+    """The assistant delegates, then relays; the specialist answers from nothing."""
+    tools = [t["function"]["name"] for t in params.get("tools") or []]
+    if "delegate" in tools and not any(m["role"] == "tool" for m in messages):
+        return respond(calls=[("delegate", {"question": "How is Jordan Lee doing?"})])
+    return respond("Nothing I can share.")
+
+
+def test_model_calls_are_in_the_record_and_replay_identically(d1: World, provider: Scripted,
+                                                                tmp_path: Path) -> None:
+    failed_once: list[bool] = []
+
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        if not failed_once:  # the very first request meets a rate limit, then succeeds
+            failed_once.append(True)
+            raise litellm.RateLimitError("slow down", model=MODEL, llm_provider="pathscripted")
+        return _d1_script(messages, params)
+
+    provider.script = script
+    cassette = tmp_path / "c.jsonl"
+    live = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "live",
+                       llm=settings(record=cassette, retries=2))
+    assert live.valid, live.validity_reason
+    header = read_trace(Path(live.trace_path or "")).header
+    calls = header.model_calls or []
+    assert len(calls) == len(provider.requests) - 1 == live.usage["total"]["calls"]
+    first = calls[0]
+    assert first["participant"] == "assistant" and first["model"] == MODEL
+    assert first["task"] == 1 and first["step"] == 0
+    assert "delegate" in first["tools"]
+    assert first["tool_calls"] == [{"name": "delegate",
+                                    "arguments": json.dumps({"question":
+                                                             "How is Jordan Lee doing?"})}]
+    assert first["finish_reason"] == "tool_calls" and first["retries"] == 1
+    assert first["tokens_in"] == 100 and first["tokens_out"] == 20
+    assert len(first["messages_sha256"]) == 64
+    assert {c["participant"] for c in calls} == {"assistant", "specialist"}
+    assert calls[-1]["reply"] == "Nothing I can share." and calls[-1]["retries"] == 0
+    assert "latency" not in json.dumps(calls)
+    sidecar = Path(live.trace_path or "").with_name("hr-1-s0.calls.ndjson")
+    full = [json.loads(line) for line in sidecar.read_text(encoding="utf-8").splitlines()]
+    assert len(full) == len(calls)
+    assert full[0]["messages"][0]["role"] == "system" and full[0]["latency"] > 0
+    assert [t["function"]["name"] for t in full[0]["tools"]] == first["tools"]
+
+    def refuse(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        raise AssertionError("replay must not call the provider")
+
+    provider.script = refuse
+    again = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "replay",
+                        llm=settings(replay=cassette))
+    assert Path(live.trace_path or "").read_bytes() == Path(again.trace_path or "").read_bytes()
+    replayed = Path(again.trace_path or "").with_name("hr-1-s0.calls.ndjson")
+    assert json.loads(replayed.read_text(encoding="utf-8").splitlines()[0])["latency"] is None
+
+
+def test_failed_and_judge_calls_are_recorded(d1: World, provider: Scripted,
+                                            tmp_path: Path) -> None:
+    provider.script = _fails
+    r = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "a", llm=settings(retries=0))
+    calls = read_trace(Path(r.trace_path or "")).header.model_calls or []
+    assert len(calls) == 1 and "BadRequestError" in calls[0]["error"]
+    assert "reply" not in calls[0]
+    provider.script = lambda messages, params: respond("not JSON at all")
+    j = run_episode(d1, "canonical", "hr-1", 0, "sim:reckless", tmp_path / "b",
+                    llm=LLMSettings(judge_model=JUDGE, retries=0))
+    judged = read_trace(Path(j.trace_path or "")).header.model_calls or []
+    assert judged and all(c["participant"] == "judge" and c["model"] == JUDGE for c in judged)
+    assert judged[0]["reply"] == "not JSON at all" and judged[0]["rubric"].startswith("rubric")

@@ -7,7 +7,9 @@ Every line is one exchange:
      "response": {"content": ..., "tool_calls": [...], "usage": {...}, "cost": ...}}
 
 or, for a call that failed for good (retries exhausted), `"error": "<reason>"`
-instead of `"response"`, so a replay reproduces the failure too.
+instead of `"response"`, so a replay reproduces the failure too. An exchange
+that took more than one attempt carries `"attempts": N`, so the retries a
+trace records replay too.
 
 The key is the SHA-256 of the canonical JSON (sorted keys, no whitespace) of
 `{"request": REQUEST, "scope": SCOPE}`. REQUEST holds what decides the answer
@@ -142,9 +144,12 @@ class Cassette:
 
     # ------------------------------------------------------------ record
     def store(self, request: dict[str, Any], scope: str, occurrence: int,
-              response: dict[str, Any] | None = None, error: str | None = None) -> None:
+              response: dict[str, Any] | None = None, error: str | None = None,
+              attempts: int = 1) -> None:
         entry: dict[str, Any] = {"v": CASSETTE_VERSION, "key": request_key(request, scope),
                                  "scope": scope, "occurrence": occurrence, "request": request}
+        if attempts > 1:  # retries happened live; a replay reports the same
+            entry["attempts"] = attempts
         if error is not None:
             entry["error"] = error
         else:

@@ -40,6 +40,7 @@ imported, and not at all when a cassette is replayed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -51,7 +52,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, PrivateAttr
 
-from eairdsl.agents.cassette import Cassette, CassetteError, CassetteMiss, request_key
+from eairdsl.agents.cassette import (
+    Cassette,
+    CassetteError,
+    CassetteMiss,
+    canonical_json,
+    request_key,
+)
 from eairdsl.agents.protocol import MemoryItem, Observation, Reply, Request, ToolCall
 from eairdsl.agents.schema import tool_definitions
 
@@ -61,7 +68,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LLMAgent",
            "alternate",
-           "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "episode_usage", "llm_agents",
+           "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "call_record", "episode_calls",
+           "episode_usage", "llm_agents",
            "load_litellm"]
 
 EMPTY_REPLY_TOOL = "__empty_reply__"
@@ -268,8 +276,16 @@ class LLMClient:
         return req
 
     async def complete(self, request: dict[str, Any], scope: str, counters: dict[str, int],
-                       rng: random.Random, where: str = "") -> dict[str, Any]:
-        """One answer: from the cassette when replaying, else from litellm with retries."""
+                       rng: random.Random, where: str = "",
+                       meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One answer: from the cassette when replaying, else from litellm with retries.
+
+        `meta`, when given, receives `attempts` (recorded in the cassette, so a
+        replay reports the same) and `latency` (wall-clock seconds, None on replay).
+        """
+        meta = {} if meta is None else meta
+        meta.setdefault("attempts", 1)
+        meta.setdefault("latency", None)
         if self.misses:
             raise CassetteMiss(f"not asked: the replay already failed ({self.misses[0]})")
         occurrence = 0
@@ -284,20 +300,24 @@ class LLMClient:
             except CassetteMiss as miss:
                 self.misses.append(str(miss))
                 raise
+            meta["attempts"] = int(entry.get("attempts", 1))
             if "error" in entry:
                 raise LLMUnavailable(str(entry["error"]))
             return dict(entry["response"])
         try:
-            response = await self._live(request, rng)
+            response = await self._live(request, rng, meta)
         except LLMUnavailable as exc:
             if self.cassette is not None:
-                self.cassette.store(request, scope, occurrence, error=str(exc))
+                self.cassette.store(request, scope, occurrence, error=str(exc),
+                                    attempts=meta["attempts"])
             raise
         if self.cassette is not None:
-            self.cassette.store(request, scope, occurrence, response=response)
+            self.cassette.store(request, scope, occurrence, response=response,
+                                attempts=meta["attempts"])
         return response
 
-    async def _live(self, request: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    async def _live(self, request: dict[str, Any], rng: random.Random,
+                    meta: dict[str, Any]) -> dict[str, Any]:
         litellm = load_litellm()
         s = self.settings
         model = request["model"]
@@ -308,8 +328,10 @@ class LLMClient:
         semaphore = self.semaphore(model)
         spent = 0.0
         attempts = 0
+        begun = time.monotonic()
         while True:
             attempts += 1
+            meta["attempts"] = attempts
             async with semaphore:
                 started = time.monotonic()
                 try:
@@ -320,6 +342,7 @@ class LLMClient:
                     error = exc
                 finally:
                     spent += time.monotonic() - started
+                    meta["latency"] = round(time.monotonic() - begun, 6)
             if not _retryable(error):
                 raise LLMUnavailable(f"{model}: {_describe(error)}") from None
             delay = min(s.backoff_max, s.backoff_base * 2 ** (attempts - 1))
@@ -337,6 +360,7 @@ def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
     """The parts of a litellm ModelResponse the agent uses, as plain JSON data."""
     choices = getattr(raw, "choices", None) or []
     message = choices[0].message if choices else None
+    finish = getattr(choices[0], "finish_reason", None) if choices else None
     content = getattr(message, "content", None) if message is not None else None
     calls = []
     for tc in (getattr(message, "tool_calls", None) or []) if message is not None else []:
@@ -356,9 +380,49 @@ def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
             cost = float(p) + float(c)
         except Exception:  # a model missing from the cost map costs 0
             cost = 0.0
-    return {"content": content if isinstance(content, str) else None, "tool_calls": calls,
-            "usage": {"tokens_in": tokens_in, "tokens_out": tokens_out},
-            "cost": round(float(cost or 0.0), 10)}
+    out: dict[str, Any] = {"content": content if isinstance(content, str) else None,
+                           "tool_calls": calls,
+                           "usage": {"tokens_in": tokens_in, "tokens_out": tokens_out},
+                           "cost": round(float(cost or 0.0), 10)}
+    if isinstance(finish, str) and finish:
+        out["finish_reason"] = finish
+    return out
+
+
+def call_record(participant: str, request: dict[str, Any], response: dict[str, Any] | None,
+                meta: dict[str, Any], error: str | None = None,
+                **where: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One model call as the trace records it, and as its sidecar keeps it.
+
+    The record is deterministic given the cassette: participant, model, where
+    (task, step), the digest of the messages sent, the tools offered, the reply
+    text and tool calls, finish reason, tokens, cost, retries and the error.
+    The sidecar adds what must stay out of a byte-identical trace or is too
+    big for it: the full messages and tool schemas, and the wall-clock latency.
+    """
+    record: dict[str, Any] = {"participant": participant, "model": request.get("model"),
+                              **where,
+                              "messages_sha256": hashlib.sha256(
+                                  canonical_json(request.get("messages", []))
+                                  .encode("utf-8")).hexdigest(),
+                              "tools": [t.get("function", {}).get("name")
+                                        for t in request.get("tools") or []],
+                              "retries": max(0, int(meta.get("attempts", 1)) - 1)}
+    if response is not None:
+        record["reply"] = response.get("content")
+        record["tool_calls"] = [{"name": c.get("name"), "arguments": c.get("arguments")}
+                                for c in response.get("tool_calls") or []]
+        record["finish_reason"] = response.get("finish_reason")
+        record["tokens_in"] = response["usage"]["tokens_in"]
+        record["tokens_out"] = response["usage"]["tokens_out"]
+        record["cost"] = response["cost"]
+    if error is not None:
+        record["error"] = error
+    record = {k: v for k, v in record.items() if v is not None}
+    sidecar = {**{k: record[k] for k in ("participant", "model", *where) if k in record},
+               "messages": request.get("messages", []), "tools": request.get("tools") or [],
+               "latency": meta.get("latency")}
+    return record, sidecar
 
 
 # ---------------------------------------------------------------- episodes
@@ -371,6 +435,14 @@ class EpisodeLLM:
         self.usage: dict[str, Usage] = {}
         self.counters: dict[str, int] = {}
         self.failed: str | None = None
+        #: Every model call in decision order (the runtime asks one agent at a time).
+        self.calls: list[dict[str, Any]] = []
+        #: The same calls with full messages, tool schemas and latency (the sidecar).
+        self.sidecar: list[dict[str, Any]] = []
+
+    def log(self, record: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        self.calls.append(record[0])
+        self.sidecar.append(record[1])
 
     def summary(self) -> dict[str, Any]:
         total = Usage()
@@ -436,12 +508,18 @@ class LLMAgent:
         request = client.request(self.model, self._messages(obs, left <= 0), tools,
                                  "auto" if left > 0 else "none")
         where = f"{self.scope} task {obs.task} step {obs.step}"
+        meta: dict[str, Any] = {}
         try:
             response = await client.complete(request, self.scope, self.episode.counters,
-                                             self.rng, where)
+                                             self.rng, where, meta)
         except (LLMUnavailable, CassetteMiss) as exc:
             self.episode.failed = f"{self.party}: {exc}"
+            if isinstance(exc, LLMUnavailable):
+                self.episode.log(call_record(self.party, request, None, meta, str(exc),
+                                             task=obs.task, step=obs.step))
             raise
+        self.episode.log(call_record(self.party, request, response, meta, task=obs.task,
+                                     step=obs.step))
         usage = self.episode.usage[self.party]
         usage.add(Usage(calls=1, tokens_in=response["usage"]["tokens_in"],
                         tokens_out=response["usage"]["tokens_out"], cost=response["cost"]))
@@ -643,6 +721,14 @@ def llm_agents(compiled: CompiledWorld, condition: str, instance: dict[str, Any]
         if model:
             agents[party.name] = LLMAgent(party.name, model, episode, settings, world)
     return agents
+
+
+def episode_calls(agents: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The model calls of an episode's LLM agents: (trace records, sidecar records)."""
+    for agent in agents.values():
+        if isinstance(agent, LLMAgent):
+            return agent.episode.calls, agent.episode.sidecar
+    return [], []
 
 
 def episode_usage(agents: dict[str, Any]) -> dict[str, Any] | None:

@@ -45,6 +45,10 @@ class TraceHeader(BaseModel):
     #: (model, counterpart_model, judge_model, role_models, temperature, max_tokens, seed;
     #: only those set)
     llm: dict[str, Any] | None = None
+    #: LLM runs only: every model call in order (participant, model, task/step or rubric,
+    #: messages_sha256, tools offered, reply, tool_calls, finish_reason, tokens, cost,
+    #: retries, error); the full messages and latency are in the `.calls.ndjson` sidecar
+    model_calls: list[dict[str, Any]] | None = None
 
 
 class TraceEvent(BaseModel):
