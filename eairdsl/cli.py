@@ -571,6 +571,12 @@ def study(
     llm_seed: Annotated[int | None, typer.Option(
         help="Sampling seed sent with every LLM request, where the provider supports it.")
     ] = None,
+    budget_usd: Annotated[float | None, typer.Option(
+        min=0.0, help="Stop scheduling episodes once the study's LLM cost reaches this (USD).")
+    ] = None,
+    budget_tokens: Annotated[int | None, typer.Option(
+        min=0, help="Stop scheduling episodes once the study's LLM tokens (in + out) reach "
+        "this.")] = None,
 ) -> None:
     """Run a study: every world × model × condition × instance × seed, resumable.
 
@@ -592,7 +598,7 @@ def study(
     from rich.console import Console
 
     from eairdsl.api import UsageError, resolve_world
-    from eairdsl.study.executor import run_study
+    from eairdsl.study.executor import Budget, run_study
     from eairdsl.study.grid import GridError, parse_models, parse_names, plan_world
 
     try:
@@ -619,12 +625,14 @@ def study(
     except OSError as exc:
         _err(f"error: cannot create the study folder {out}: {exc.strerror or exc}")
         raise typer.Exit(EXIT_INPUT) from None
+    budget = None if budget_usd is None and budget_tokens is None else \
+        Budget(usd=budget_usd, tokens=budget_tokens)
     try:
         with _StudyBar(Console(stderr=True)) as bar:
             summary = run_study(loaded, plans, chosen, out,
                                 workers=workers or os.cpu_count() or 1, executor=executor,
                                 scheduler=scheduler, max_attempts=max_attempts, progress=bar,
-                                llm=llm)
+                                llm=llm, budget=budget)
     except UsageError as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
@@ -633,6 +641,9 @@ def study(
              "rerun the same command to resume")
         raise typer.Exit(130) from None
     _study_summary(out, summary)
+    if summary.stopped:
+        _err(f"{summary.stopped}: no new episode was scheduled; {summary.left} cell(s) left "
+             "open. Rerun the same command with a higher budget to go on.")
     if summary.lost:
         _err(f"{summary.lost} episode(s) were lost with their workers; rerun the same command "
              "to run them")
@@ -733,14 +744,19 @@ class _StudyBar:
 def _study_summary(out: Path, summary: object) -> None:
     from rich.console import Console
 
-    from eairdsl.study.executor import StudySummary
+    from eairdsl.study.executor import StudySummary, spend
     from eairdsl.study.report import summary_table
     from eairdsl.study.store import STORE_FILE, Store
 
     assert isinstance(summary, StudySummary)
     with Store.open(out / STORE_FILE, create=False) as store:
-        table = summary_table(store.rows(), store.worlds(), f"study {out}")
+        rows = store.rows()
+        table = summary_table(rows, store.worlds(), f"study {out}")
     Console(width=max(110, Console().width)).print(table)
+    for (world_name, model_name), used in sorted(spend(rows).items()):
+        typer.echo(f"llm spend {world_name} · {model_name}: {used['calls']} calls, "
+                   f"{used['tokens_in']} tokens in, {used['tokens_out']} out, "
+                   f"${used['cost']:.4f} over {used['episodes']} episode attempt(s)")
     s = summary
     typer.echo(f"{s.attempts} episode(s) run in {s.seconds:.1f}s ({s.executor}, {s.workers} "
                f"worker(s)); {s.skipped} of {s.cells} cells were already complete; "

@@ -355,3 +355,52 @@ def test_a_killed_recording_is_merged_when_the_study_resumes(
     got = (study / CASSETTES_DIR / "steady.jsonl").read_text().splitlines()
     assert sorted(got) == sorted((ref / CASSETTES_DIR / "steady.jsonl").read_text().splitlines())
     assert _traces(study) == _traces(ref)
+
+
+def test_a_token_budget_stops_scheduling_and_leaves_the_study_resumable(
+        d1: World, provider: TwoModels, tmp_path: Path) -> None:
+    from eairdsl.study.executor import Budget, spend
+
+    models = parse_models(f"steady={STEADY},flaky={FLAKY}")
+    plan = [plan_world(d1, ["canonical"], ["hr-1", "hr-2"], 4)]
+    one = tmp_path / "one"
+    run_study([d1], [plan_world(d1, ["canonical"], ["hr-1"], 1)], models[:1], one, llm=_llm())
+    (only,) = spend(_rows(one)).values()
+    tokens = only["tokens_in"] + only["tokens_out"]
+    limit = 3 * tokens
+    out = tmp_path / "study"
+    summary = run_study([d1], plan, models, out, llm=_llm(max_connections=8),
+                        budget=Budget(tokens=limit))
+    rows = _rows(out)
+    used = sum(v["tokens_in"] + v["tokens_out"] for v in spend(rows).values())
+    assert summary.stopped and "budget reached" in summary.stopped and "tokens" in summary.stopped
+    assert summary.left > 0 and not summary.complete
+    assert limit <= used <= limit + 2 * tokens  # concurrency does not overshoot by a wave
+    assert len(rows) < 16
+    # the same budget: nothing more is scheduled
+    again = run_study([d1], plan, models, out, llm=_llm(), budget=Budget(tokens=limit))
+    assert again.attempts == 0 and again.stopped
+    # no budget: the rest runs, nothing twice
+    rest = run_study([d1], plan, models, out, llm=_llm())
+    assert rest.stopped is None and rest.attempts > 0
+    final = _rows(out)
+    assert len({tuple(r[k] for k in KEY) for r in final}) == len(final)
+    cells = {tuple(r[k] for k in KEY[:-1]) for r in final}
+    assert len(cells) == 16
+    by_model = {m: v for (_, m), v in spend(final).items()}
+    assert set(by_model) == {"steady", "flaky"} and by_model["steady"]["calls"] == 32
+
+
+def test_cli_budget_says_so(provider: TwoModels, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    out = tmp_path / "study"
+    result = CliRunner().invoke(app, [
+        "study", str(D1), "--conditions", "canonical", "--instances", "hr-1", "--seeds", "4",
+        "--models", f"steady={STEADY}", "--budget-tokens", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "budget reached" in result.output and "3 cell(s) left open" in result.output
+    assert "llm spend d1 · steady:" in result.output
+    assert len(_rows(out)) == 1

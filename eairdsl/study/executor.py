@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CASSETTES_DIR",
     "EXECUTORS",
+    "Budget",
     "MAX_LOSSES",
     "TRACES_DIR",
     "StudyError",
@@ -81,6 +82,7 @@ __all__ = [
     "WorkerLost",
     "run_study",
     "run_task",
+    "spend",
 ]
 
 EXECUTORS = ("local", "dask")
@@ -447,24 +449,90 @@ class StudySummary:
     seconds: float = 0.0
     executor: str = "serial"
     workers: int = 1
+    #: why scheduling stopped before the grid was done (a budget), or None
+    stopped: str | None = None
+    #: cells left open by the stop (rerun to run them)
+    left: int = 0
 
     @property
     def complete(self) -> bool:
         """Every cell has a retained episode or has used up its attempts."""
-        return self.lost == 0
+        return self.lost == 0 and self.stopped is None
+
+
+@dataclass
+class Budget:
+    """Limits on the LLM spend of a whole study (None: no limit)."""
+
+    usd: float | None = None
+    #: tokens in + tokens out, every call (agents and judges) counted
+    tokens: int | None = None
+    cost: float = 0.0
+    used: int = 0
+    #: attempts recorded (with or without LLM calls), for the mean spend per episode
+    seen: int = 0
+
+    def add(self, usage: dict[str, Any] | None) -> None:
+        total = (usage or {}).get("total") or {}
+        self.cost += float(total.get("cost") or 0.0)
+        self.used += int(total.get("tokens_in") or 0) + int(total.get("tokens_out") or 0)
+        self.seen += 1
+
+    def admits(self, in_flight: int) -> bool:
+        """Whether one more episode may start with `in_flight` running: always when none
+        is; else only if the spend so far plus the mean episode's spend for each running
+        one and the new one stays within every limit (so concurrency does not overshoot
+        a budget by many episodes; before any episode is recorded, one at a time)."""
+        if in_flight == 0 or (self.usd is None and self.tokens is None):
+            return True
+        if self.seen == 0:
+            return False
+        n = in_flight + 1
+        if self.usd is not None and self.cost + n * self.cost / self.seen > self.usd:
+            return False
+        return self.tokens is None or self.used + n * self.used / self.seen <= self.tokens
+
+    def reached(self) -> str | None:
+        """The message saying which limit is reached, or None."""
+        if self.usd is not None and self.cost >= self.usd:
+            return f"budget reached: ${self.cost:.4f} spent of --budget-usd {self.usd:g}"
+        if self.tokens is not None and self.used >= self.tokens:
+            return f"budget reached: {self.used} tokens spent of --budget-tokens {self.tokens}"
+        return None
+
+
+def spend(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """LLM spend per (world, model) over store rows (`Store.rows()`): calls, tokens, cost."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        raw = r.get("usage")
+        usage = json.loads(raw) if isinstance(raw, str) else (raw or {})
+        total = usage.get("total") or {}
+        if not total:
+            continue
+        acc = out.setdefault((str(r["world"]), str(r["model"])),
+                             {"episodes": 0, "calls": 0, "tokens_in": 0, "tokens_out": 0,
+                              "cost": 0.0})
+        acc["episodes"] += 1
+        for k in ("calls", "tokens_in", "tokens_out"):
+            acc[k] += int(total.get(k) or 0)
+        acc["cost"] = round(acc["cost"] + float(total.get("cost") or 0.0), 10)
+    return out
 
 
 def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Sequence[Model],
               out: Path, *, workers: int = 1, executor: str = "local",
               scheduler: str | None = None, max_attempts: int = 3,
               progress: StudyProgress | None = None,
-              task: TaskFn | None = None, llm: LLMSettings | None = None) -> StudySummary:
+              task: TaskFn | None = None, llm: LLMSettings | None = None,
+              budget: Budget | None = None) -> StudySummary:
     """Run (or resume) the grid of `plans` × `models` into `out/results.sqlite`.
 
     `task` replaces `run_task` in the workers (tests use it to inject faults).
     `llm` holds the options of the LLM models (`Model.llm`): counterpart, judge
     and role models, endpoint, limits, and `record`/`replay` as cassette
     *folders* (see the module docstring); its `model` is set per model column.
+    `budget` stops scheduling once the study's LLM spend reaches it.
     """
     started = time.perf_counter()
     progress = progress or _Silent()
@@ -513,6 +581,9 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             else:
                 todo.append(Attempt(cell, len(past), agents_of[cell.model]))
         summary.cells = len(grid)
+        if budget is not None:
+            for row in store.rows():
+                budget.add(json.loads(row["usage"]) if row.get("usage") else None)
         progress.start(len(grid), summary.skipped, len(todo))
         llm_todo = deque(a for a in todo if a.agents.startswith(LLM_PREFIX))
         todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
@@ -534,7 +605,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                     1, min(MAX_CHUNK, len(todo) // (8 * workers)))
                 _drive(backend, todo, store, root=root, worlds=by_name,
                        max_attempts=max_attempts, chunk=chunk, progress=progress,
-                       summary=summary)
+                       summary=summary, budget=budget)
                 cancel = False
             finally:
                 backend.close(cancel=cancel)
@@ -549,7 +620,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             try:
                 _drive(backend, llm_todo, store, root=root, worlds=by_name,
                        max_attempts=max_attempts, chunk=1, progress=progress,
-                       summary=summary)
+                       summary=summary, budget=budget)
                 cancel = False
             finally:
                 backend.close(cancel=cancel)
@@ -643,7 +714,8 @@ def _trace_dir(root: Path, cell: Cell) -> Path:
 
 def _drive(backend: _Serial | _Pool | _Dask | _Async, todo: deque[Attempt], store: Store, *,
            root: Path, worlds: dict[str, World], max_attempts: int, chunk: int,
-           progress: StudyProgress, summary: StudySummary) -> None:
+           progress: StudyProgress, summary: StudySummary,
+           budget: Budget | None = None) -> None:
     in_flight: dict[Any, list[Attempt]] = {}
     losses: dict[Cell, int] = {}
 
@@ -660,7 +732,14 @@ def _drive(backend: _Serial | _Pool | _Dask | _Async, todo: deque[Attempt], stor
         return data
 
     while todo or in_flight:
-        while todo and len(in_flight) < backend.capacity:
+        if todo and budget is not None and (why := budget.reached()):
+            summary.stopped = why  # schedule nothing more; what is in flight finishes
+            summary.left += len({a.cell for a in todo})
+            todo.clear()
+            if not in_flight:
+                break
+        while todo and len(in_flight) < backend.capacity and (
+                budget is None or budget.admits(sum(map(len, in_flight.values())))):
             batch = [todo.popleft() for _ in range(min(chunk, len(todo)))]
             in_flight[backend.submit([payload(a) for a in batch])] = batch
         for handle in backend.wait(list(in_flight)):
@@ -684,6 +763,8 @@ def _drive(backend: _Serial | _Pool | _Dask | _Async, todo: deque[Attempt], stor
             for att, result in zip(batch, results, strict=True):
                 trace = _place_trace(root, att.cell, result)
                 store.record(att, worlds[att.cell.world].digest, result, trace)
+                if budget is not None:
+                    budget.add(result.get("usage"))
                 summary.attempts += 1
                 valid = bool(result.get("valid"))
                 done = valid or att.attempt + 1 >= max_attempts
