@@ -792,6 +792,59 @@ def export(
 
 
 @app.command()
+def rescore(
+    study_dir: Annotated[Path, typer.Argument(help="A study folder (holding results.sqlite).")],
+    world: Annotated[Path, typer.Option(
+        "--world", help="The new version of the world (only measures, metrics, lets changed).")],
+    original: Annotated[Path | None, typer.Option(
+        "--original", help="The world the study ran (.eair or generated dir); the store keeps "
+        "only its digest, which this must match.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="New study folder for the rescored results (default: "
+        "STUDY-rescored-<digest>).")] = None,
+) -> None:
+    """Recompute measurements and metrics from a study's stored traces, into a new store.
+
+    Allowed only when `measure`, `metric` or `let` declarations alone changed between
+    the study's world (--original, checked against the stored digest) and --world;
+    any other change is refused with the list of changes (exit 1). The original
+    results.sqlite is never written: OUT/results.sqlite is a rescored copy (read it
+    with `eairc export OUT` or `eairc report OUT`). Judged metrics are not rejudged
+    (no --judge-model yet): they come out unassessed.
+    """
+    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.study.rescore import RescoreError
+    from eairdsl.study.rescore import rescore as run_rescore
+
+    try:
+        new = resolve_world(world)
+        if original is None:
+            raise UsageError(
+                f"{study_dir}: the results store keeps only each world's digest, not its text, "
+                "so the study's world cannot be recompiled from it; pass the world the study "
+                "ran with --original (its digest is checked)")
+        old = resolve_world(original)
+        target = out or study_dir.with_name(f"{study_dir.name}-rescored-{new.digest[:8]}")
+        summary = run_rescore(study_dir, old, new, target)
+    except RescoreError as exc:
+        _err(_usage_message(exc))
+        for c in exc.changes:
+            mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
+            _err(f"  {mark} {c.kind} {c.name}")
+            for detail in c.details[:8]:
+                _err(f"      {detail}")
+        raise typer.Exit(EXIT_INPUT) from None
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    typer.echo(f"rescored {summary.rescored} episode attempt(s) of {new.meta.name} into "
+               f"{summary.store} ({len(summary.kept)} kept as stored)")
+    for why in summary.kept[:20]:
+        typer.echo(f"  kept {why}")
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command()
 def report(
     study_dir: Annotated[Path, typer.Argument(help="A study folder (holding results.sqlite).")],
     out: Annotated[Path | None, typer.Option(

@@ -1,0 +1,182 @@
+"""Rescoring a study: new measurements and metrics from its stored traces.
+
+When only `measure`, `metric` or `let` declarations changed between the world a
+study ran and a new version (checked with `eairdsl.diff.diff_worlds`), the
+episodes need not run again: every stored trace is read back, the episode's
+final state is rebuilt from the trace's `state_update` events on top of the
+world's initial state, and the new world's measurements are evaluated on it.
+
+The store keeps only each world's digest, not its text, so the world the study
+ran is given as well (`original`) and must have the stored digest.
+
+The result is a new store (`OUT/results.sqlite`): a copy of the original whose
+episode rows carry the new measurements, unassessed reasons and metrics, the
+new world's digest, and trace paths that point at the original study's traces.
+The original file is only read (copied byte for byte), never written.
+`judged(...)` measurements are not rejudged: without a judge they are unassessed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import simpy
+
+from eairdsl.api import AGENT_FAILED, UsageError
+from eairdsl.diff import Change, diff_worlds
+from eairdsl.ir import World
+from eairdsl.measure import measure_episode
+from eairdsl.reads import declarations, reads
+from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.runtime.evaluate import Scope
+from eairdsl.runtime.state import EpisodeState
+from eairdsl.runtime.trace import Trace, read_trace
+from eairdsl.runtime.values import Row
+from eairdsl.study.store import STORE_FILE, Store
+from eairdsl.vocabulary import MEASUREMENTS
+
+__all__ = ["RescoreError", "RescoreSummary", "rescore", "rescore_changes"]
+
+#: declaration kinds a rescore may see changed
+ALLOWED = frozenset({"measure", "let"})
+
+
+class RescoreError(UsageError):
+    """The study cannot be rescored with this world (and why)."""
+
+    def __init__(self, message: str, changes: list[Change] | None = None) -> None:
+        super().__init__(message)
+        self.changes = changes or []
+
+
+@dataclass
+class RescoreSummary:
+    store: Path
+    rescored: int = 0
+    kept: list[str] = field(default_factory=list)  # rows left as stored, with why
+
+
+def rescore_changes(old: World, new: World) -> tuple[list[Change], list[Change]]:
+    """All changes, and those a rescore refuses (anything but measures and lets, or a
+    changed `let` that something other than a measurement or `let` reads)."""
+    result = diff_worlds(old, new)
+    refused = [c for c in result.changes if c.kind not in ALLOWED]
+    lets = {("let", c.name) for c in result.changes if c.kind == "let"}
+    if lets:
+        for world in (old, new):
+            for ref in declarations(world):
+                if ref[0] in ALLOWED or any(ref == (c.kind, c.name) for c in refused):
+                    continue
+                hit = sorted(name for kind, name in set(reads(world, ref)) & lets)
+                if hit:
+                    refused.append(Change(kind=ref[0], name=ref[1], change="changed", details=[
+                        f"reads let {', '.join(hit)}, which changed: the episodes would differ"]))
+    return result.changes, refused
+
+
+class _Replayed:
+    """What `measure_episode` needs of an episode, rebuilt from its trace."""
+
+    def __init__(self, compiled: CompiledWorld, trace: Trace, invalid: list[str]) -> None:
+        header = trace.header
+        result = trace.result
+        self.compiled = compiled
+        self.trace = trace
+        self.invalid = invalid
+        self.env = simpy.Environment(initial_time=result.end_time if result else 0.0)
+        instance = next((i for i in compiled.world.instances
+                         if str(i.get("id")) == header.instance), None)
+        if instance is None:
+            raise ValueError(f"instance {header.instance!r} is not in the world")
+        if header.condition not in compiled.conditions:
+            raise ValueError(f"condition {header.condition!r} is not in the world")
+        self.state = EpisodeState(compiled, header.condition, instance, trace, self.env)
+        for event in trace.events:
+            if event.kind != "state_update" or not event.diff:
+                continue
+            for record, row in (event.diff.get("append") or {}).items():
+                self.state.append(record, Row(record, dict(row)))
+            for state, change in (event.diff.get("set") or {}).items():
+                self.state.assign(state, change.get("to"))
+
+    def scope(self) -> Scope:
+        return self.state.scope()
+
+
+def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreSummary:
+    """Rescore `study_dir`'s episodes of world `new.meta.name` into `out/results.sqlite`."""
+    source = study_dir / STORE_FILE
+    with Store.open(source, create=False) as store:
+        stored = {w["name"]: w["digest"] for w in store.worlds()}
+    name = new.meta.name
+    if name not in stored:
+        raise RescoreError(f"{source} holds no results of world {name} (it holds "
+                           f"{', '.join(sorted(stored)) or 'none'})")
+    if original.meta.name != name or original.digest != stored[name]:
+        raise RescoreError(
+            f"the study ran world {name} with digest {stored[name][:12]}…; the original world "
+            f"given ({original.meta.name}, digest {original.digest[:12]}…) is not it")
+    _, refused = rescore_changes(original, new)
+    if refused:
+        raise RescoreError(f"world {name} changed beyond measures, metrics and lets; rescoring "
+                           "needs the episodes to be the same — run a new study", refused)
+    target = out / STORE_FILE
+    if target.exists() or out.resolve() == study_dir.resolve():
+        raise RescoreError(f"{target} exists (or is the original); choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    wal = source.with_name(source.name + "-wal")
+    if wal.exists() and wal.stat().st_size:  # committed pages not yet in the main file
+        shutil.copyfile(wal, target.with_name(target.name + "-wal"))
+    compiled = CompiledWorld(new)
+    summary = RescoreSummary(store=target)
+    root = study_dir.resolve()
+    conn = sqlite3.connect(target, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        rows = conn.execute("SELECT id, valid, validity_reason, trace_path FROM episodes "
+                            "WHERE world = ? ORDER BY id", (name,)).fetchall()
+        for r in rows:
+            ident = f"episode row {r['id']}"
+            if not r["trace_path"]:
+                summary.kept.append(f"{ident}: no trace")
+                continue
+            path = Path(r["trace_path"])
+            path = path if path.is_absolute() else root / path
+            reason = r["validity_reason"] or ""
+            if AGENT_FAILED in reason:
+                summary.kept.append(f"{ident}: never measured ({reason})")
+                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?", (str(path),
+                                                                                 r["id"]))
+                continue
+            try:
+                trace = read_trace(path)
+                episode = _Replayed(compiled, trace, [] if r["valid"] else [reason])
+                result = measure_episode(episode)  # type: ignore[arg-type]
+            except (OSError, ValueError) as exc:
+                summary.kept.append(f"{ident}: trace {path} unreadable ({exc})")
+                continue
+            m = result.measurements
+            conn.execute(
+                f"UPDATE episodes SET {', '.join(f'{k} = ?' for k in MEASUREMENTS)},"
+                " unassessed = ?, metrics = ?, digest = ?, trace_path = ? WHERE id = ?",
+                (*(None if m.get(k) is None else int(bool(m.get(k))) for k in MEASUREMENTS),
+                 json.dumps(result.unassessed, sort_keys=True),
+                 json.dumps(result.metrics, sort_keys=True), new.digest, str(path), r["id"]))
+            summary.rescored += 1
+        conn.execute("UPDATE worlds SET digest = ? WHERE name = ?", (new.digest, name))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                     (f"rescored_from:{name}", json.dumps(
+                         {"study": str(root), "digest": stored[name], "new_digest": new.digest})))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.close()
+    return summary
