@@ -15,7 +15,9 @@ from eairdsl.cli import app
 from eairdsl.runtime.trace import read_trace
 from eairdsl.study.executor import run_study
 from eairdsl.study.grid import parse_models, plan_world
+from eairdsl.study.rescore import rescore
 from eairdsl.study.store import STORE_FILE, Store
+from eairdsl.vocabulary import MEASUREMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "  metric inquiry_used = count(calls(ask_delegating_agent)) > 0\n"
@@ -103,3 +105,26 @@ def test_rescore_needs_the_original_world(study: tuple[Path, Path], tmp_path: Pa
                                       "--out", str(tmp_path / "y")])
     assert result.exit_code == 1
     assert "is not it" in result.output
+
+
+@pytest.mark.parametrize("name", ["a1", "b1", "c1", "f1"])
+def test_rescoring_an_unchanged_world_reproduces_every_measurement(name: str,
+                                                                   tmp_path: Path) -> None:
+    """Worlds whose tools append rows and set states: the final state rebuilt from the
+    trace's state updates gives back exactly the stored measurements and metrics."""
+    world = resolve_world(ROOT / "worlds" / f"{name}.eair")
+    conditions = [c.name for c in world.conditions][:2]
+    instances = [str(i["id"]) for i in world.instances][:2]
+    plan = plan_world(world, conditions, instances, 2)
+    run_study([world], [plan], parse_models("sim"), tmp_path / "study", workers=1)
+    summary = rescore(tmp_path / "study", world, world, tmp_path / "new")
+    assert summary is not None
+    with Store.open(tmp_path / "study" / STORE_FILE, create=False) as old, \
+            Store.open(tmp_path / "new" / STORE_FILE, create=False) as new:
+        before = old.rows()
+        after = new.rows()
+    assert len(before) == len(after) == len(conditions) * len(instances) * 2
+    keys = [k for k in before[0] if k in MEASUREMENTS or k == "metrics"]
+    assert keys
+    for a, b in zip(before, after, strict=True):
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
