@@ -261,7 +261,7 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
             trace.result = _failed_result([f"setup failed: {_why(exc)}"], trace)
     judge_usage: Any = None
     judge_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    failed = [r for r in episode.invalid if AGENT_FAILED in r] if episode is not None else []
+    failed = episode.failed_decisions if episode is not None else []
     if episode is not None and failed:
         # A decision that failed (the provider gave up, a timeout, a replay miss, an agent
         # that raised) leaves an episode nobody played to the end: never measured.
@@ -309,8 +309,6 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
     return _finish(w, trace, seed, agents, out, usage, sidecar)
 
 
-#: What the runtime records when an agent's `decide` raised (runtime/engine.py).
-AGENT_FAILED = ": agent failed: "
 
 
 def _shifts_traits(agents: str) -> bool:

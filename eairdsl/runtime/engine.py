@@ -54,8 +54,11 @@ from eairdsl.runtime.tools import Proc, Task, ToolRunner
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row, StaticRows
 
-__all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS"]
+__all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS",
+           "AGENT_FAILED"]
 
+#: how an agent whose `decide` raised is worded in `invalid` (stored reasons keep it)
+AGENT_FAILED = ": agent failed: "
 MAX_STEPS_PER_TASK = 16
 MAX_EVENTS = 5000
 
@@ -128,6 +131,9 @@ class Episode:
     traits: dict[str, dict[str, float]]
     trace: Trace
     invalid: list[str] = field(default_factory=list)
+    #: participants whose `decide` raised (their reasons are in `invalid` too): an
+    #: episode nobody played to the end, which is never measured
+    failed_decisions: list[str] = field(default_factory=list)
     #: whether inducers shift the sim traits — standing ones as the episode starts,
     #: warnings when they fire (the `sim` profile, not the self-test profiles)
     shift_traits: bool = True
@@ -233,7 +239,8 @@ class Episode:
                     try:
                         action = await agent.decide(obs)
                     except Exception as exc:
-                        self.invalid.append(f"{obs.party}: agent failed: {exc}")
+                        self.invalid.append(f"{obs.party}{AGENT_FAILED}{exc}")
+                        self.failed_decisions.append(obs.party)
                         action = Reply(text="")
                     event.succeed(action)
                 continue

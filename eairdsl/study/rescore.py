@@ -23,21 +23,23 @@ import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import simpy
 
-from eairdsl.api import AGENT_FAILED, UsageError
-from eairdsl.diff import Change, diff_worlds
+from eairdsl.api import UsageError
 from eairdsl.ir import World
 from eairdsl.measure import measure_episode
-from eairdsl.reads import declarations, reads
-from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.runtime.engine import AGENT_FAILED, CompiledWorld
 from eairdsl.runtime.evaluate import Scope
 from eairdsl.runtime.state import EpisodeState
 from eairdsl.runtime.trace import Trace, read_trace
 from eairdsl.runtime.values import Row
 from eairdsl.study.store import STORE_FILE, Store
 from eairdsl.vocabulary import MEASUREMENTS
+
+if TYPE_CHECKING:
+    from eairdsl.diff import Change
 
 __all__ = ["RescoreError", "RescoreSummary", "rescore", "rescore_changes"]
 
@@ -63,6 +65,10 @@ class RescoreSummary:
 def rescore_changes(old: World, new: World) -> tuple[list[Change], list[Change]]:
     """All changes, and those a rescore refuses (anything but measures and lets, or a
     changed `let` that something other than a measurement or `let` reads)."""
+    # The semantic diff is a repair-review tool beside the pipeline: loaded on first use.
+    from eairdsl.diff import Change, diff_worlds
+    from eairdsl.reads import declarations, reads
+
     result = diff_worlds(old, new)
     refused = [c for c in result.changes if c.kind not in ALLOWED]
     lets = {("let", c.name) for c in result.changes if c.kind == "let"}
