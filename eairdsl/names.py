@@ -24,8 +24,9 @@ def safe_filename(*parts: object, limit: int = MAX_NAME_BYTES) -> str:
     Characters other than `A-Z a-z 0-9 . _ -` become `_`, a leading dot becomes
     `_` (no hidden files, no `.` or `..`), and the result is at most `limit`
     bytes. A name that had to change or be cut gets `-` and 6 hex digits of the
-    original's SHA-1, so two different inputs never share a file name. A name
-    that is already safe is returned as it is.
+    original's SHA-1, so two different inputs share a file name only by a hash
+    collision (one in 16.7 million per pair). A name that is already safe is
+    returned as it is; file systems that ignore case may still fold `A` and `a`.
     """
     raw = "-".join(str(p) for p in parts)
     safe = _UNSAFE.sub("_", raw)
