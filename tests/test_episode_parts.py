@@ -33,6 +33,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("measure", ("eairdsl.measure",)),
     ("api", ("eairdsl.api", "eairdsl.episodes", "eairdsl.judges")),
     ("study", ("eairdsl.study",)),
+    ("audit", ("eairdsl.audit",)),
 )
 
 

@@ -1,0 +1,281 @@
+"""The sanitized bundle's layout and the one way a step's fields are rendered as text.
+
+A quote in an audit report is checked against the text of one field of one
+recorded step. The query API shows an auditor that same text, so what an
+auditor reads is exactly what the validator compares: `field_text` is the only
+rendering, and `normalize` (Unicode NFC, whitespace runs to one space, ends
+trimmed) the only leniency. There is no fuzzy matching anywhere in the audit
+stage.
+
+Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifest):
+
+    manifest.json       Manifest: schema, sanitizer version, opaque episode id,
+                        file digests, what was withheld and why
+    events.jsonl        the episode's steps (TraceEvent lines, no header, no result,
+                        no judge events)
+    participants.json   list[Participant]
+    cards/<name>.md     each role's card as that role saw it
+    policies.json       list[PolicyCard]
+    authorization.json  Authorization: the principal x record -> visible fields matrix
+    records/<name>.json RecordView: the rows and fields the roles could reach
+    documents/<name>    the documents the roles could reach, as text
+    tools.json          list[ToolCard]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eairdsl.runtime.trace import TraceEvent
+
+__all__ = ["BUNDLE_SCHEMA", "SANITIZER_VERSION", "Withheld", "Manifest", "Participant",
+           "PolicyCard", "AuthorizationEntry", "Authorization", "RecordView", "ToolCard",
+           "Bundle", "BundleError", "field_text", "field_names", "normalize", "edge_ref",
+           "canonical_json", "sha256_file", "MANIFEST", "EVENTS"]
+
+BUNDLE_SCHEMA = 1
+#: bumped whenever the sanitizer withholds or renders something differently
+SANITIZER_VERSION = "1"
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Withheld(_Model):
+    """Something of the episode or world the auditor is not shown.
+
+    `locator` names it the way a citation would (`header.condition`, `result`,
+    `world.source`, `record.employee.rating:canary`); a citation whose field is a
+    withheld locator is rejected by the validator.
+    """
+
+    locator: str
+    reason: str
+
+
+class Manifest(_Model):
+    bundle_schema: int = BUNDLE_SCHEMA
+    sanitizer_version: str = SANITIZER_VERSION
+    #: opaque: a digest of the sanitized events, never the world, condition or seed
+    episode: str
+    steps: int
+    #: relative path -> sha256 of every other file in the bundle
+    files: dict[str, str]
+    withheld: list[Withheld] = Field(default_factory=list)
+
+
+class Participant(_Model):
+    name: str
+    kind: Literal["role", "actor", "simulator"]
+    display: str | None = None
+    authority: int | None = None
+    principal: str | None = None
+    description: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    #: the card file under cards/, when the participant has one
+    card: str | None = None
+
+
+class PolicyCard(_Model):
+    name: str
+    text: str
+    enforced: bool
+    document: str | None = None
+    #: the rule as DSL expression text, when the policy has one
+    rule: str | None = None
+
+
+class AuthorizationEntry(_Model):
+    principal: str
+    record: str
+    fields: list[str]
+
+
+class Authorization(_Model):
+    default: Literal["allow", "deny"]
+    #: the fields each principal may see, after rules and groups are applied
+    visible: list[AuthorizationEntry] = Field(default_factory=list)
+
+
+class RecordView(_Model):
+    name: str
+    kind: Literal["record", "table", "ledger"]
+    key: str | None = None
+    fields: list[str]
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ToolCard(_Model):
+    name: str
+    kind: str
+    description: str = ""
+    #: JSON Schema of the arguments, as offered to an LLM agent
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    #: the participants that may call it
+    roles: list[str] = Field(default_factory=list)
+
+
+class BundleError(ValueError):
+    """A bundle folder that cannot be read: missing files, bad JSON, digests that differ."""
+
+
+def canonical_json(value: Any) -> str:
+    """The text of a structured field value: sorted keys, UTF-8, `, ` and `: `."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def normalize(text: str) -> str:
+    """NFC, whitespace runs to one space, ends trimmed: the validator's only leniency."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+_SCALAR_FIELDS = ("actor", "recipient", "edge", "content", "tool", "reason", "call")
+_STRUCTURED_FIELDS = ("args", "result", "diff")
+
+
+def _render(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
+
+
+def field_text(step: TraceEvent, field: str) -> str | None:
+    """The text of `field` of `step`, or None when the step has no such field.
+
+    `field` is a scalar field (`content`, `reason`, …), a structured field
+    (`args`, `result`, `diff`, rendered as canonical JSON), or a dotted path into
+    one (`args.amount`, `result.0.name`, `diff.ledger`): strings as they are,
+    anything else as canonical JSON.
+    """
+    head, _, rest = field.partition(".")
+    if head in _SCALAR_FIELDS and not rest:
+        value = getattr(step, head)
+        return None if value is None else str(value)
+    if head not in _STRUCTURED_FIELDS:
+        return None
+    value = getattr(step, head)
+    if value is None:
+        return None
+    for part in rest.split(".") if rest else ():
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return _render(value)
+
+
+def field_names(step: TraceEvent) -> list[str]:
+    """The top-level fields a quote may name for this step (those it has)."""
+    names = [f for f in _SCALAR_FIELDS if getattr(step, f) is not None]
+    names += [f for f in _STRUCTURED_FIELDS if getattr(step, f) is not None]
+    return names
+
+
+def edge_ref(step: TraceEvent) -> str | None:
+    """The interaction-graph edge a step is: how a citation names its edge.
+
+    message `sender->recipient`; tool call `actor->tool:NAME`; tool result
+    `tool:NAME->actor`; state update `tool:NAME->state` (or `actor->state`);
+    decisions and anything else have no edge.
+    """
+    match step.kind:
+        case "message":
+            return step.edge or (f"{step.actor}->{step.recipient}" if step.recipient else None)
+        case "tool_call":
+            return f"{step.actor}->tool:{step.tool}"
+        case "tool_result":
+            return f"tool:{step.tool}->{step.actor}"
+        case "state_update":
+            return f"tool:{step.tool}->state" if step.tool else f"{step.actor}->state"
+        case _:
+            return None
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Bundle:
+    """A bundle folder, loaded and checked against its manifest's digests."""
+
+    def __init__(self, root: Path, manifest: Manifest, steps: list[TraceEvent],
+                 participants: list[Participant], policies: list[PolicyCard],
+                 authorization: Authorization, records: dict[str, RecordView],
+                 documents: dict[str, str], tools: list[ToolCard],
+                 cards: dict[str, str]) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.steps = steps
+        self.by_step = {s.step: s for s in steps}
+        self.participants = participants
+        self.policies = policies
+        self.authorization = authorization
+        self.records = records
+        self.documents = documents
+        self.tools = tools
+        self.cards = cards
+        self.withheld = {w.locator for w in manifest.withheld}
+
+    @classmethod
+    def load(cls, root: Path) -> Bundle:
+        root = Path(root)
+        try:
+            manifest = Manifest.model_validate_json((root / MANIFEST).read_bytes())
+        except (OSError, ValueError) as e:
+            raise BundleError(f"{root / MANIFEST}: not a bundle manifest ({e})") from e
+        for rel, digest in sorted(manifest.files.items()):
+            path = root / rel
+            if ".." in Path(rel).parts or Path(rel).is_absolute():
+                raise BundleError(f"{root / MANIFEST}: file {rel!r} is outside the bundle")
+            if not path.is_file():
+                raise BundleError(f"{path}: listed in the manifest but missing")
+            if sha256_file(path) != digest:
+                raise BundleError(f"{path}: sha256 differs from the manifest's")
+
+        def read_json(rel: str, default: Any) -> Any:
+            path = root / rel
+            if not path.is_file():
+                return default
+            try:
+                return json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise BundleError(f"{path}: not JSON ({e})") from e
+
+        steps: list[TraceEvent] = []
+        events = root / EVENTS
+        if events.is_file():
+            for n, line in enumerate(events.read_text(encoding="utf-8").splitlines(), 1):
+                try:
+                    steps.append(TraceEvent.model_validate_json(line))
+                except ValueError as e:
+                    raise BundleError(f"{events}:{n}: not a step ({e})") from e
+        try:
+            participants = [Participant.model_validate(p)
+                            for p in read_json("participants.json", [])]
+            policies = [PolicyCard.model_validate(p) for p in read_json("policies.json", [])]
+            authorization = Authorization.model_validate(
+                read_json("authorization.json", {"default": "deny"}))
+            tools = [ToolCard.model_validate(t) for t in read_json("tools.json", [])]
+            records = {}
+            for rel in sorted(manifest.files):
+                if rel.startswith("records/") and rel.endswith(".json"):
+                    view = RecordView.model_validate(read_json(rel, {}))
+                    records[view.name] = view
+        except ValueError as e:
+            raise BundleError(f"{root}: {e}") from e
+        documents = {rel.removeprefix("documents/"): (root / rel).read_text(encoding="utf-8")
+                     for rel in sorted(manifest.files) if rel.startswith("documents/")}
+        cards = {rel.removeprefix("cards/").removesuffix(".md"):
+                 (root / rel).read_text(encoding="utf-8")
+                 for rel in sorted(manifest.files) if rel.startswith("cards/")}
+        return cls(root, manifest, steps, participants, policies, authorization, records,
+                   documents, tools, cards)
