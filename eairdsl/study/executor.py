@@ -569,7 +569,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             _open_cassettes(settings, Path(llm.replay), replay=True)
         for w, plan in zip(worlds, plans, strict=True):
             store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
-                                 plan.conditions)
+                                 plan.conditions, w.conditions)
         grid = cells(plans, models)
         agents_of = {m.name: m.agents for m in models}
         history = store.attempts()

@@ -1,8 +1,9 @@
 """The results store: one SQLite file per study (`runs/NAME/results.sqlite`).
 
 One row per episode attempt in `episodes`; one row per world in `worlds`
-(its digest, title and condition order); a `meta` table that says what the
-file is. Only the study's parent process writes, one transaction per
+(its digest, title and condition order); one row per world × condition in
+`conditions` (the condition's `doc` and lever values, for the report); a `meta`
+table that says what the file is. Only the study's parent process writes, one transaction per
 attempt, so a crash loses at most the episodes in flight — which have no row
 and are run again on resume.
 
@@ -19,10 +20,12 @@ import csv
 import importlib
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eairdsl.api import UsageError
+from eairdsl.ir import ConditionIR
 from eairdsl.study.grid import Attempt, Cell
 from eairdsl.vocabulary import MEASUREMENTS
 
@@ -50,6 +53,12 @@ COLUMNS = ("world", "digest", "model", "agents", "condition", "instance", "seed"
            "attempt", "run_seed", "retained", "valid", "validity_reason", *MEASUREMENTS,
            "unassessed", "metrics", "usage", "end_time", "trace_path")
 _MAGIC = b"SQLite format 3\x00"
+#: each condition's description and lever values; added after schema 1 was released, so a
+#: store written before has no such table: `register_world` creates it (IF NOT EXISTS) and
+#: `conditions()` reads an absent one as empty (the report then takes the levers from the
+#: traces' headers and shows no description)
+_CONDITIONS_TABLE = ("conditions (world TEXT NOT NULL, name TEXT NOT NULL, doc TEXT, "
+                     "levers TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (world, name))")
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,6 +75,7 @@ CREATE TABLE episodes (
   unassessed TEXT NOT NULL DEFAULT '{{}}', metrics TEXT NOT NULL DEFAULT '{{}}', usage TEXT,
   end_time REAL, trace_path TEXT,
   UNIQUE (world, model, condition, instance, seed, rep, attempt));
+CREATE TABLE {_CONDITIONS_TABLE};
 """
 
 
@@ -173,8 +183,12 @@ class Store:
 
     # ------------------------------------------------------------ worlds
     def register_world(self, name: str, digest: str, title: str = "", risk: str = "",
-                       conditions: list[str] | None = None) -> None:
-        """Record a world; refuse one whose digest differs from the results already stored."""
+                       conditions: list[str] | None = None,
+                       details: Sequence[ConditionIR] = ()) -> None:
+        """Record a world; refuse one whose digest differs from the results already stored.
+
+        `details` are the world's compiled conditions: each one's `doc` and lever values
+        are kept (for the report) for those named in `conditions`, or all without it."""
         row = self.conn.execute("SELECT digest, conditions FROM worlds WHERE name = ?",
                                 (name,)).fetchone()
         if row is not None and row["digest"] != digest:
@@ -190,6 +204,25 @@ class Store:
                 " ON CONFLICT(name) DO UPDATE SET conditions = excluded.conditions,"
                 " title = excluded.title, risk = excluded.risk",
                 (name, digest, title, risk, json.dumps(order)))
+            if details:
+                self.conn.execute(f"CREATE TABLE IF NOT EXISTS {_CONDITIONS_TABLE}")
+                wanted = set(conditions) if conditions else None
+                self.conn.executemany(
+                    "INSERT INTO conditions (world, name, doc, levers) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT(world, name) DO UPDATE SET doc = excluded.doc,"
+                    " levers = excluded.levers",
+                    [(name, c.name, c.doc, json.dumps(c.levers, sort_keys=True))
+                     for c in details if wanted is None or c.name in wanted])
+
+    def conditions(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(world, condition) → {"doc": str | None, "levers": {...}}; {} for a store written
+        before conditions were kept."""
+        try:
+            found = self.conn.execute("SELECT * FROM conditions ORDER BY world, name").fetchall()
+        except sqlite3.OperationalError:  # no such table: an older store
+            return {}
+        return {(r["world"], r["name"]): {"doc": r["doc"], "levers": json.loads(r["levers"])}
+                for r in found}
 
     def worlds(self) -> list[dict[str, Any]]:
         return [{"name": r["name"], "digest": r["digest"], "title": r["title"],
