@@ -868,6 +868,60 @@ def report(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("check-report")
+def check_report(
+    report_file: Annotated[Path, typer.Argument(metavar="REPORT",
+                                                help="An audit report (JSON, contract v1).")],
+    bundle: Annotated[Path, typer.Option("--bundle", help="The sanitized bundle folder.")],
+    world: Annotated[Path | None, typer.Option(
+        "--world", help="The audited world (.eair or generated dir): plan surfaces are checked "
+        "against its declarations and `protected` list.")] = None,
+    suggest: Annotated[bool, typer.Option(
+        "--suggest", help="Name where a rejected quote does occur verbatim (a hint, never a "
+        "fix).")] = False,
+    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+) -> None:
+    """Validate an audit report against its bundle: schema, steps, edges, verbatim quotes.
+
+    Prints located V8xx diagnostics, then the resolvable-finding and resolvable-unit
+    rates; exit 0 when the report is valid (warnings allowed), 1 when it is not.
+    """
+    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.audit.evidence import BundleError
+    from eairdsl.audit.validate import validate_report
+    from eairdsl.diagnostics import render_all
+    from eairdsl.source import display_name
+
+    try:
+        compiled = resolve_world(world) if world is not None else None
+        result = validate_report(report_file, bundle, compiled, suggest=suggest)
+    except (UsageError, BundleError) as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    name = display_name(report_file)
+    try:
+        lines = {name: report_file.read_text(encoding="utf-8").splitlines()}
+    except (OSError, UnicodeDecodeError):
+        lines = {}
+    items = [d.diagnostic for d in result.diagnostics]
+    if items:
+        _err(render_all(items, lines, limit=max_errors))
+    errors = sum(d.is_error for d in result.diagnostics)
+    if result.schema_valid:
+        typer.echo(f"resolvable findings: {result.findings_resolvable}/{result.findings_total}")
+        typer.echo(f"resolvable evidence units: {result.units_resolvable}/{result.units_total}")
+        if result.unknown_steps:
+            typer.echo(f"unknown steps: {result.unknown_steps}")
+        if world is None:
+            typer.echo("plan surfaces: checked against the bundle's names (no --world: "
+                       "protection not checked)")
+    if errors:
+        _err(f"{name}: {errors} error(s)")
+        raise typer.Exit(EXIT_INPUT)
+    typer.echo(f"{name}: valid ({len(result.diagnostics)} warning(s))")
+    raise typer.Exit(EXIT_OK)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:

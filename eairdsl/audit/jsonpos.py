@@ -1,0 +1,207 @@
+"""A JSON reader that remembers where every value is, so a report's diagnostics are located.
+
+The standard library's `json` gives values without positions. A validator
+diagnostic must point at the offending value (`report.json:41:18`), so this
+reader parses RFC 8259 JSON with `json.decoder.scanstring` and the standard
+number pattern and records, for each value, its span keyed by the path to it
+(`("findings", 0, "evidence", 2, "quote")`). It is strict where `json` is
+lenient: a repeated object key is an error (json keeps the last one silently),
+as are NaN and Infinity. Reports are untrusted input: nesting is bounded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json.decoder
+import json.scanner
+from collections.abc import Callable
+from typing import Any
+
+from eairdsl.source import Span
+
+__all__ = ["JsonPath", "PositionedJson", "JsonSyntaxError", "parse_positioned", "MAX_DEPTH",
+           "format_path"]
+
+JsonPath = tuple[str | int, ...]
+#: deeper nesting than any report needs; beyond it the reader stops (no recursion blow-up)
+MAX_DEPTH = 64
+_WHITESPACE = " \t\n\r"
+_NUMBER = json.scanner.NUMBER_RE
+#: the standard library's string scanner (the C one when available); untyped in typeshed
+_SCANSTRING: Callable[[str, int, bool], tuple[str, int]] = (
+    json.decoder.scanstring)  # type: ignore[attr-defined]
+
+
+class JsonSyntaxError(ValueError):
+    """Text that is not JSON, at a line and column."""
+
+    def __init__(self, message: str, span: Span) -> None:
+        super().__init__(f"{span}: {message}")
+        self.message = message
+        self.span = span
+
+
+class PositionedJson:
+    """A parsed JSON value, the span of every value in it, and keys repeated in an object."""
+
+    def __init__(self, value: Any, spans: dict[JsonPath, Span], keys: dict[JsonPath, Span],
+                 repeated: list[tuple[JsonPath, Span]]) -> None:
+        self.value = value
+        self.spans = spans
+        #: the span of the key naming each object member
+        self.keys = keys
+        self.repeated = repeated
+
+    def locate(self, path: JsonPath, key: bool = False) -> tuple[JsonPath, Span]:
+        """The deepest recorded prefix of `path` and its span (a missing member: its object)."""
+        found: JsonPath = ()
+        for part in path:
+            if (*found, part) in self.spans:
+                found = (*found, part)
+        if key and found in self.keys:
+            return found, self.keys[found]
+        return found, self.spans[found]
+
+
+def format_path(path: JsonPath) -> str:
+    """`findings[0].evidence[2].quote`; the whole report is `report`."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "report"
+
+
+def parse_positioned(text: str, file: str) -> PositionedJson:
+    """Parse `text`; raise JsonSyntaxError located at the first offending character."""
+    return _Parser(text, file).parse()
+
+
+class _Parser:
+    def __init__(self, text: str, file: str) -> None:
+        self.s = text
+        self.n = len(text)
+        self.i = 0
+        self.file = file
+        self.starts = [0] + [k + 1 for k, c in enumerate(text) if c == "\n"]
+        self.spans: dict[JsonPath, Span] = {}
+        self.keys: dict[JsonPath, Span] = {}
+        self.repeated: list[tuple[JsonPath, Span]] = []
+
+    def _where(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, col = self._where(start)
+        end_line, end_col = self._where(max(start + 1, end))
+        return Span(file=self.file, line=line, col=col, end_line=end_line, end_col=end_col)
+
+    def fail(self, message: str, at: int | None = None) -> JsonSyntaxError:
+        at = self.i if at is None else at
+        return JsonSyntaxError(message, self.span(at, at + 1))
+
+    def ws(self) -> None:
+        while self.i < self.n and self.s[self.i] in _WHITESPACE:
+            self.i += 1
+
+    def parse(self) -> PositionedJson:
+        if self.s.startswith("\ufeff"):
+            self.i = 1
+        self.ws()
+        value = self.value((), 0)
+        self.ws()
+        if self.i != self.n:
+            raise self.fail("unexpected text after the JSON value")
+        return PositionedJson(value, self.spans, self.keys, self.repeated)
+
+    def value(self, path: JsonPath, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise self.fail(f"nested deeper than {MAX_DEPTH} levels")
+        start = self.i
+        c = self.s[self.i] if self.i < self.n else ""
+        value: Any
+        if c == "{":
+            value = self.obj(path, depth)
+        elif c == "[":
+            value = self.arr(path, depth)
+        elif c == '"':
+            value = self.string()
+        elif c == "-" or c.isdigit():
+            m = _NUMBER.match(self.s, self.i)
+            if m is None:
+                raise self.fail("malformed number")
+            integer, frac, exp = m.groups()
+            value = float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
+            self.i = m.end()
+        else:
+            for word, const in (("true", True), ("false", False), ("null", None)):
+                if self.s.startswith(word, self.i):
+                    self.i += len(word)
+                    value = const
+                    break
+            else:
+                raise self.fail("expected a JSON value" if c else "unexpected end of the file")
+        self.spans[path] = self.span(start, self.i)
+        return value
+
+    def string(self) -> str:
+        try:
+            text, end = _SCANSTRING(self.s, self.i + 1, True)
+        except json.JSONDecodeError as e:
+            raise self.fail(e.msg, e.pos) from None
+        self.i = end
+        return text
+
+    def obj(self, path: JsonPath, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        self.i += 1
+        self.ws()
+        if self.i < self.n and self.s[self.i] == "}":
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            if self.i >= self.n or self.s[self.i] != '"':
+                raise self.fail("expected a member name in double quotes")
+            key_start = self.i
+            key = self.string()
+            key_span = self.span(key_start, self.i)
+            self.ws()
+            if self.i >= self.n or self.s[self.i] != ":":
+                raise self.fail("expected ':' after the member name")
+            self.i += 1
+            self.ws()
+            member = (*path, key)
+            if key in out:
+                self.repeated.append((member, key_span))
+                self.value((*path, f"{key}#repeated"), depth + 1)
+            else:
+                self.keys[member] = key_span
+                out[key] = self.value(member, depth + 1)
+            self.ws()
+            if self.i < self.n and self.s[self.i] == ",":
+                self.i += 1
+                continue
+            if self.i < self.n and self.s[self.i] == "}":
+                self.i += 1
+                return out
+            raise self.fail("expected ',' or '}' in an object")
+
+    def arr(self, path: JsonPath, depth: int) -> list[Any]:
+        out: list[Any] = []
+        self.i += 1
+        self.ws()
+        if self.i < self.n and self.s[self.i] == "]":
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            out.append(self.value((*path, len(out)), depth + 1))
+            self.ws()
+            if self.i < self.n and self.s[self.i] == ",":
+                self.i += 1
+                continue
+            if self.i < self.n and self.s[self.i] == "]":
+                self.i += 1
+                return out
+            raise self.fail("expected ',' or ']' in an array")
