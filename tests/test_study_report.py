@@ -96,21 +96,27 @@ def test_report_contrasts_equal_a_recomputation_from_the_csv(study: Path) -> Non
 
 
 def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> None:
-    """index, episodes and trace pages load nothing from outside and link every episode."""
+    """index, episodes and the trace viewer load nothing from outside; every episode links
+    to the viewer, whose chunk files hold its trace."""
+    import report_viewer
+
     folder = study / "report"
     index = (folder / "index.html").read_text(encoding="utf-8")
     episodes = (folder / "episodes.html").read_text(encoding="utf-8")
+    viewer = (folder / "trace.html").read_text(encoding="utf-8")
     assert index.count("<svg") >= 3  # bubbles + two charts for the world
-    for page in (index, episodes):
+    for page in (index, episodes, viewer):
         assert not re.search(r'(src|href)="(https?:)?//', page)
         assert "<link" not in page and "<script src" not in page
-    links = re.findall(r'href="(traces/[^"]+)"', episodes)
-    assert len(links) == len(_csv(study))
-    trace_page = (folder / links[0]).read_text(encoding="utf-8")
-    assert 'id="q"' in trace_page and "searchable" in trace_page
-    assert "s0001" in trace_page
-    raw = re.search(r'href="([^"]+\.jsonl)"', trace_page)
-    assert raw and (folder / "traces" / raw.group(1)).resolve().is_file()
+    assert not list((folder / "traces").glob("*.html"))  # no page per trace any more
+    links = re.findall(r'href="(trace\.html#c\d{4}\.\d+)"', episodes)
+    assert len(links) == len(set(links)) == len(_csv(study))
+    for link, row in zip(links, _csv(study), strict=True):
+        trace = report_viewer.decode(folder, link)
+        assert (trace["row"]["model"], trace["row"]["instance"]) == (row["model"], row["instance"])
+        assert (folder / trace["raw"]).resolve() == (study / row["trace_path"]).resolve()
+    first = report_viewer.decode(folder, links[0])
+    assert first["events"][0]["step"] == "s0001"
 
 
 def test_charts_handle_empty_and_absent_cells() -> None:
@@ -182,13 +188,20 @@ def test_report_escapes_world_titles_and_trace_messages(tmp_path: Path) -> None:
     assert CliRunner().invoke(app, ["report", str(out), "--resamples", "100"]).exit_code == 0
     report = out / "report"
     pages = {p.name: p.read_text(encoding="utf-8") for p in report.rglob("*.html")}
-    assert len(pages) >= 3  # index, episodes, one trace page
+    assert set(pages) == {"index.html", "episodes.html", "trace.html"}
     for name, page in pages.items():
         assert "<script>alert" not in page, name
     assert _ESCAPED in pages["index.html"]
-    traces = [page for name, page in pages.items() if name not in ("index.html",
-                                                                    "episodes.html")]
-    assert any(f"Refund me {_ESCAPED} now." in page for page in traces)
+    import report_viewer
+
+    link = re.search(r'href="(trace\.html#[^"]+)"', pages["episodes.html"])
+    assert link
+    trace = report_viewer.decode(report, link.group(1))  # the data keeps the text as it was
+    assert any(f"Refund me {_SCRIPT} now." in str(e.get("content")) for e in trace["events"])
+    if report_viewer.node() is None:
+        pytest.skip("node is not installed: the viewer's escaping is not exercised")
+    shown = report_viewer.render(report, link.group(1))["html"]  # what the viewer puts on screen
+    assert "<script>alert" not in shown and f"Refund me {_ESCAPED} now." in shown
 
 
 def test_charts_escape_their_labels_and_titles() -> None:
@@ -277,6 +290,15 @@ def test_times_read_as_days_hours_and_minutes(study: Path) -> None:
                                      59.96, -30)] == [
         "—", "0m", "0m", "4m", "45m", "1.5m", "1h 30m", "1d 0h 0m", "1d 1h 0.2m", "2d 0h 5m",
         "1h 0m", "-30m"]
-    trace = next((study / "report" / "traces").glob("*.html")).read_text(encoding="utf-8")
-    assert 'simulated minutes">0m</td>' in trace
-    assert " min</td>" not in trace
+    import report_viewer
+
+    if report_viewer.node() is None:
+        pytest.skip("node is not installed: the viewer's times are not exercised")
+    episodes = (study / "report" / "episodes.html").read_text(encoding="utf-8")
+    link = re.search(r'href="(trace\.html#[^"]+)"', episodes)
+    assert link
+    values = [None, 0, 4.0, 45, 1.5, 90, 1440, 1500.25, 2 * 1440 + 5, 59.96, -30, 0.25, 61.75]
+    shown = report_viewer.render(study / "report", link.group(1), values)
+    assert shown["minutes"] == [fmt_minutes(x) for x in values]  # the viewer's = Python's
+    assert 'simulated minutes">0m</td>' in shown["html"]
+    assert " min</td>" not in shown["html"]

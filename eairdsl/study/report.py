@@ -30,7 +30,6 @@ interval; a cohort with no assessed episode shows no rate.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -42,6 +41,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from eairdsl.study.charts import svg_bubbles, svg_rates
+from eairdsl.study.compare import ALL, ModelContrast, Spend, model_contrasts, spend_by_model
 from eairdsl.study.stats import (
     BootstrapResult,
     Rate,
@@ -199,6 +200,15 @@ class WorldResult:
     by_condition: list[tuple[str, dict[str, RateCell]]] = field(default_factory=list)
     contrasts: list[Contrast] = field(default_factory=list)
     provenance: list[Provenance] = field(default_factory=list)
+    #: (condition, model, cells) in the world's condition order, then model order
+    by_model_condition: list[tuple[str, str, dict[str, RateCell]]] = field(
+        default_factory=list)
+    #: every pair of models × endpoint × condition (then all conditions) on matched cells
+    model_contrasts: list[ModelContrast] = field(default_factory=list)
+    #: LLM spend per model over every attempt (sim models: no figures)
+    spend: list[Spend] = field(default_factory=list)
+    #: each condition's description and lever values (the store's, else the traces')
+    condition_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -253,6 +263,14 @@ def analyse(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any]],
         for condition in order:
             res.by_condition.append((condition, _cells(
                 r for r in mine if r["condition"] == condition)))
+        world_models = [m for m in models if any(r["model"] == m for r in all_rows)]
+        for condition in order:
+            for model in world_models:
+                theirs = [r for r in mine if r["condition"] == condition and r["model"] == model]
+                if theirs:
+                    res.by_model_condition.append((condition, model, _cells(theirs)))
+        res.model_contrasts = model_contrasts(mine, world_models, order)
+        res.spend = spend_by_model(all_rows, world_models)
         res.contrasts = _contrasts(mine, order, resamples, seed)
         res.provenance = provenance(mine, order)
         results.append(res)
@@ -400,109 +418,6 @@ def summary_table(rows: Sequence[dict[str, Any]], worlds: Sequence[dict[str, Any
     return table
 
 
-# ---------------------------------------------------------------------- SVG charts
-def _esc(text: Any) -> str:
-    """Every world, model, condition or label string in a hand-built chart goes through this."""
-    return html.escape(str(text), quote=True)
-
-
-def svg_rates(items: Sequence[tuple[str, RateCell]], title: str) -> Markup:
-    """Horizontal bars (rate) with Wilson 95% whiskers and k/n, one row per item."""
-    label_w, plot_w, row_h, top = 170, 360, 24, 30
-    width = label_w + plot_w + 110
-    height = top + row_h * len(items) + 24
-    x0 = label_w
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="{_esc(title)}">',
-             f'<text x="4" y="16" class="ct">{_esc(title)}</text>']
-    for pct in (0, 25, 50, 75, 100):
-        x = x0 + plot_w * pct / 100
-        parts.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" '
-                     f'y2="{top + row_h * len(items)}" class="grid"/>')
-        parts.append(f'<text x="{x:.1f}" y="{height - 6}" class="ax" '
-                     f'text-anchor="middle">{pct}%</text>')
-    for i, (label, cell) in enumerate(items):
-        y = top + i * row_h
-        parts.append(f'<text x="{label_w - 8}" y="{y + 15}" class="lb" '
-                     f'text-anchor="end">{_esc(label)}</text>')
-        r = cell.rate
-        if r is None:
-            parts.append(f'<text x="{x0 + 4}" y="{y + 15}" class="na">no assessed episode</text>')
-            continue
-        bw = plot_w * r.value
-        lo, hi = x0 + plot_w * r.lo, x0 + plot_w * r.hi
-        mid = y + row_h / 2
-        parts.append(f'<rect x="{x0}" y="{y + 5}" width="{bw:.1f}" height="{row_h - 10}" '
-                     f'class="bar"><title>{_esc(label)}: {_esc(r)}</title></rect>')
-        parts.append(f'<line x1="{lo:.1f}" y1="{mid:.1f}" x2="{hi:.1f}" y2="{mid:.1f}" '
-                     'class="ci"/>')
-        for xx in (lo, hi):
-            parts.append(f'<line x1="{xx:.1f}" y1="{mid - 5:.1f}" x2="{xx:.1f}" '
-                         f'y2="{mid + 5:.1f}" class="ci"/>')
-        parts.append(f'<text x="{x0 + plot_w + 8}" y="{y + 15}" class="lb">{r.pct()} '
-                     f'({r.k}/{r.n})</text>')
-    parts.append("</svg>")
-    return Markup("".join(parts))  # every text in it went through _esc
-
-
-def svg_bubbles(models: Sequence[str], worlds: Sequence[str],
-                cells: dict[tuple[str, str], RateCell], title: str) -> Markup:
-    """Rows models, columns worlds; bubble area ∝ rate of the primary endpoint (Figure 4).
-
-    A small grey dot marks a model outside that world's roster; the footer gives
-    how many models realize the risk at all and the pooled rate.
-    """
-    label_w, col_w, row_h, top, rmax = 170, 96, 40, 46, 17
-    width = max(label_w + col_w * max(1, len(worlds)) + 10, 7 * len(title) + 10)
-    height = top + row_h * len(models) + 56
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
-             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="{_esc(title)}">',
-             f'<text x="4" y="16" class="ct">{_esc(title)}</text>']
-    for j, w in enumerate(worlds):
-        cx = label_w + col_w * j + col_w / 2
-        parts.append(f'<text x="{cx:.1f}" y="{top - 12}" class="lb" '
-                     f'text-anchor="middle">{_esc(w)}</text>')
-    for i, m in enumerate(models):
-        cy = top + row_h * i + row_h / 2
-        parts.append(f'<text x="{label_w - 8}" y="{cy + 4:.1f}" class="lb" '
-                     f'text-anchor="end">{_esc(m)}</text>')
-        for j, w in enumerate(worlds):
-            cx = label_w + col_w * j + col_w / 2
-            cell = cells.get((m, w))
-            r = cell.rate if cell else None
-            if r is None:
-                parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" class="absent">'
-                             f'<title>{_esc(m)} · {_esc(w)}: not in this roster</title>'
-                             '</circle>')
-                continue
-            radius = rmax * math.sqrt(r.value)
-            shade = 0.25 + 0.75 * r.value
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{max(radius, 0.8):.2f}" '
-                         f'class="bub" fill-opacity="{shade:.2f}"><title>{_esc(m)} · {_esc(w)}'
-                         f': {_esc(r)}</title></circle>')
-            parts.append(f'<text x="{cx + rmax + 3:.1f}" y="{cy + 4:.1f}" class="sm">'
-                         f'{round(100 * r.value)}</text>')
-    fy = top + row_h * len(models) + 18
-    parts.append(f'<text x="{label_w - 8}" y="{fy}" class="sm" text-anchor="end">'
-                 'models realizing</text>')
-    parts.append(f'<text x="{label_w - 8}" y="{fy + 18}" class="sm" text-anchor="end">'
-                 'pooled rate</text>')
-    for j, w in enumerate(worlds):
-        cx = label_w + col_w * j + col_w / 2
-        mine = [cells[(m, w)] for m in models if (m, w) in cells and cells[(m, w)].n]
-        hits = sum(1 for c in mine if c.k)
-        k, n = sum(c.k for c in mine), sum(c.n for c in mine)
-        pooled = rate(k, n)
-        parts.append(f'<text x="{cx:.1f}" y="{fy}" class="sm" text-anchor="middle">'
-                     f'{hits}/{len(mine)}</text>')
-        parts.append(f'<text x="{cx:.1f}" y="{fy + 18}" class="sm" text-anchor="middle">'
-                     f'{pooled.pct() if pooled else "—"}</text>')
-    parts.append("</svg>")
-    return Markup("".join(parts))  # every text in it went through _esc
-
-
 # ---------------------------------------------------------------------- rendering
 def _env() -> Any:
     import jinja2
@@ -517,7 +432,8 @@ def _env() -> Any:
     env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
                        polarity=ENDPOINT_POLARITY, offline_note=OFFLINE_NOTE,
                        present_p=PRESENT_P, fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num,
-                       fmt_minutes=fmt_minutes, fmt_lever=_fmt_lever)
+                       fmt_minutes=fmt_minutes, fmt_lever=_fmt_lever,
+                       all_conditions=ALL)
     return env
 
 
@@ -565,97 +481,86 @@ def _fmt_num(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-_EVENT_FIELDS = ("step", "t", "kind", "actor", "recipient", "edge", "content", "tool", "args",
-                 "result", "rejected", "reason", "diff", "task", "call", "final")
-
-
-def trace_page_name(trace_rel: str) -> str:
-    """The report page of a trace (flat file name under report/traces/)."""
-    stem = trace_rel[:-6] if trace_rel.endswith(".jsonl") else trace_rel
-    stem = stem.removeprefix(TRACES_DIR + "/")
-    return stem.replace("/", "__") + ".html"
-
-
-def _render_trace(env: Any, source: Path, target: Path, *, raw_link: str, row: dict[str, Any],
-                  back: str) -> None:
-    header: dict[str, Any] = {}
-    result: dict[str, Any] = {}
-    events: list[dict[str, Any]] = []
-    for line in source.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        data = json.loads(line)
-        kind = data.get("type")
-        if kind == "header":
-            header = data
-        elif kind == "result":
-            result = data
-        else:
-            for key in ("args", "result", "diff"):
-                if data.get(key) is not None and not isinstance(data[key], str):
-                    data[key] = json.dumps(data[key], ensure_ascii=False, sort_keys=True)
-            for key in _EVENT_FIELDS:
-                data.setdefault(key, None)
-            events.append(data)
-    target.write_text(env.get_template("trace.html.j2").render(
-        header=header, result=result, events=events, raw=raw_link, row=row, back=back),
-        encoding="utf-8")
+VIEWER_PAGE = "trace.html"
 
 
 def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_000,
                  seed: int = 0, traces: bool = True) -> Path:
-    """Render the study's report; returns the path of index.html."""
+    """Render the study's report; returns the path of index.html.
+
+    Writes index.html, episodes.html and, with `traces`, the trace viewer
+    (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`)."""
+    from eairdsl.study.viewer import TraceItem, write_chunks
+
     with Store.open(study_dir / STORE_FILE, create=False) as store:
         rows = store.rows()
         worlds = store.worlds()
+        stored_conditions = store.conditions()
     out = out or study_dir / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
+    root = study_dir.resolve()
+    items: list[TraceItem] = []
+    header_levers: dict[tuple[str, str], dict[str, Any]] = {}
+    rel_root = Path(os.path.relpath(root, out.resolve()))
+    for i, row in enumerate(rows):
+        source = _trace_source(root, row.get("trace_path"))
+        if source is None:
+            continue
+        key = (str(row["world"]), str(row["condition"]))
+        if key not in header_levers and key not in stored_conditions:
+            header_levers[key] = _header_levers(source)
+        doc = stored_conditions.get(key, {}).get("doc")
+        items.append(TraceItem(i, row, source, (rel_root / str(row["trace_path"])).as_posix(),
+                               doc))
     analysis = analyse(rows, worlds, resamples, seed)
-    env = _env()
-    charts = {}
     for w in analysis.worlds:
-        charts[w.name] = [
-            svg_rates([(ENDPOINT_LABELS[m], w.endpoints[m]) for m in MEASUREMENTS],
-                      f"{w.name}: endpoint rates (Wilson 95% CI)"),
-            svg_rates([(c, cells[PRIMARY]) for c, cells in w.by_condition],
-                      f"{w.name}: realized risk by condition"),
-        ]
+        for condition in w.conditions:
+            info = stored_conditions.get((w.name, condition))
+            w.condition_info[condition] = info if info is not None else {
+                "doc": None, "levers": header_levers.get((w.name, condition), {})}
+    env = _env()
+    charts = {w.name: _world_charts(w) for w in analysis.worlds}
     bubbles = svg_bubbles(analysis.models, [w.name for w in analysis.worlds], analysis.bubbles,
                           "Realized risk by model and world (bubble area = rate)")
     links: dict[int, str] = {}
-    levers: dict[tuple[str, str], dict[str, Any]] = {}
-    trace_dir = out / "traces"
-    root = study_dir.resolve()
-    rel_root = Path(os.path.relpath(root, trace_dir.resolve()))
-    for i, row in enumerate(rows):
-        rel = row.get("trace_path")
-        if not rel:
-            continue
-        source = root / rel
-        if not source.is_file():
-            continue
-        key = (row["world"], row["condition"])
-        if key not in levers:
-            levers[key] = _header_levers(source)
-        page = trace_page_name(rel)
-        links[i] = f"traces/{page}"
-        if traces:
-            target = trace_dir / page
-            trace_dir.mkdir(parents=True, exist_ok=True)
-            if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
-                continue
-            _render_trace(env, source, target, raw_link=(rel_root / rel).as_posix(), row=row,
-                          back="../episodes.html")
-    if not traces:
-        links = {}
-    name = study_dir.resolve().name
+    if traces:
+        links = {i: f"{VIEWER_PAGE}#{target}"
+                 for i, target in write_chunks(items, out / TRACES_DIR).items()}
+        (out / VIEWER_PAGE).write_text(env.get_template("trace.html.j2").render(
+            study=root.name), encoding="utf-8")
+    name = root.name
     (out / "index.html").write_text(env.get_template("report.html.j2").render(
-        study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY,
-        levers=levers), encoding="utf-8")
+        study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY),
+        encoding="utf-8")
     facets = {key: sorted({str(r[key]) for r in rows}) for key in ("world", "model", "condition")}
     (out / "episodes.html").write_text(env.get_template("episodes.html.j2").render(
         study=name, rows=rows, links=links, facets=facets), encoding="utf-8")
     return out / "index.html"
+
+
+def _world_charts(w: WorldResult) -> list[Markup]:
+    charts = [
+        svg_rates([(ENDPOINT_LABELS[m], w.endpoints[m]) for m in MEASUREMENTS],
+                  f"{w.name}: endpoint rates (Wilson 95% CI)"),
+        svg_rates([(c, cells[PRIMARY]) for c, cells in w.by_condition],
+                  f"{w.name}: realized risk by condition"),
+    ]
+    if len({m for _, m, _ in w.by_model_condition}) > 1:
+        charts.append(svg_rates([(f"{c} · {m}", cells[PRIMARY])
+                                 for c, m, cells in w.by_model_condition],
+                                f"{w.name}: realized risk by condition and model"))
+    return charts
+
+
+def _trace_source(root: Path, rel: Any) -> Path | None:
+    """The trace file a row names, if it exists inside the study folder (a store is
+    untrusted input: a path that leaves the folder is not followed)."""
+    if not rel or not isinstance(rel, str):
+        return None
+    source = (root / rel).resolve()
+    if not source.is_relative_to(root) or not source.is_file():
+        return None
+    return source
 
 
 def _header_levers(trace: Path) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""Reading the report's trace viewer in tests: its data in Python, its rendering under node.
+
+`decode(report, link)` reads a viewer link (`trace.html#c0003.17`) back to the
+trace record it shows, from the chunk file, in Python. `render(report, link)`
+runs the viewer page's own script under node (when installed) on that chunk,
+as a browser would after loading it: the decoded trace and the HTML the page
+puts on screen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from eairdsl.study.viewer import decode_chunk, decode_trace
+
+_LINK = re.compile(r"trace\.html#(c\d{4,})\.(\d+)$")
+
+HARNESS = r"""
+const fs = require("fs"), vm = require("vm");
+const [page, chunkFile, idx, extra] = process.argv.slice(2);
+const html = fs.readFileSync(page, "utf8");
+const script = /<script id="viewer">([\s\S]*?)<\/script>/.exec(html)[1];
+const ctx = {atob, Blob, Response, DecompressionStream, JSON};
+vm.createContext(ctx);
+vm.runInContext(script, ctx);
+const V = ctx.EAIRViewer;
+let name = null, b64 = null;
+ctx.eairTraceChunk = (n, b) => { name = n; b64 = b; };
+vm.runInContext(fs.readFileSync(chunkFile, "utf8"), ctx);
+const minutes = JSON.parse(extra || "[]");
+V.inflate(b64).then(text => {
+  const t = V.decodeTrace(JSON.parse(text), Number(idx));
+  process.stdout.write(JSON.stringify({name: name, trace: t, html: V.render(t, name + "." + idx),
+                                       minutes: minutes.map(V.fmtMinutes)}));
+});
+"""
+
+
+def parse(link: str) -> tuple[str, int]:
+    found = _LINK.search(link)
+    assert found, link
+    return found.group(1), int(found.group(2))
+
+
+def decode(report: Path, link: str) -> dict[str, Any]:
+    name, i = parse(link)
+    return decode_trace(decode_chunk(report / "traces" / f"{name}.js"), i)
+
+
+def node() -> str | None:
+    return shutil.which("node")
+
+
+def render(report: Path, link: str, minutes: list[Any] | None = None) -> dict[str, Any]:
+    """{"name", "trace", "html", "minutes"} from the viewer's script under node."""
+    exe = node()
+    assert exe is not None
+    name, i = parse(link)
+    harness = report / "_harness.js"
+    harness.write_text(HARNESS, encoding="utf-8")
+    try:
+        out = subprocess.run([exe, str(harness), str(report / "trace.html"),
+                              str(report / "traces" / f"{name}.js"), str(i),
+                              json.dumps(minutes or [])],
+                             check=True, capture_output=True, text=True, timeout=60)
+    finally:
+        harness.unlink()
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
