@@ -1,0 +1,550 @@
+"""Trace + compiled world -> a sanitized bundle: what an Auditor Agent may see of an episode.
+
+EAIR §4 starts diagnosis from a sanitized workflow record (τ̃, K̃): the steps
+and the organisational knowledge the roles had, with nothing that tells the
+auditor what was manipulated or what the ground truth is. A bundle therefore
+holds the episode's events (no header, no result line, no judge events) and
+the world as the roles could reach it — participants, each role's card as that
+role saw it, policies, the authorization matrix, the documents and records
+reachable through the tools the roles held, and the tools as offered to an LLM
+agent — and withholds condition names, lever names and values, seeds,
+instance ids, measurement names, the world's source, judge rubrics, grader
+markers on record fields and the risk id (`WITHHELD`, which the manifest
+lists whatever the world: the list itself must not say what a world has).
+
+Everything role-visible is taken from the runtime, not re-derived: the cards,
+display names, ranks, principals and tool lists come from an `Episode` built
+for the trace's condition, instance and seed and never run (the state as the
+episode started), and the tool schemas from the LLM agents' schema builder
+(`eairdsl.agents.schema`). Policy rules are printed by `rule_text`.
+
+Bundles are written atomically (a temporary folder renamed into place) and
+deterministically: the same trace and world give byte-identical files, and the
+folder's name, the opaque episode id, is a digest of the sanitized files.
+`OUT/grader-index.json` maps each id back to its trace for graders; it is not
+part of any bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from eairdsl.agents.protocol import ToolSpec
+from eairdsl.agents.schema import tool_definition
+from eairdsl.api import UsageError, resolve_world
+from eairdsl.audit.evidence import (
+    EVENTS,
+    MANIFEST,
+    Authorization,
+    AuthorizationEntry,
+    Manifest,
+    Participant,
+    PolicyCard,
+    RecordView,
+    ToolCard,
+    Withheld,
+)
+from eairdsl.audit.rule_text import RuleWithheld, rule_text
+from eairdsl.ir import AppendEffect, Call, Expr, Ref, ToolIR, World, walk_expr
+from eairdsl.names import safe_filename
+from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
+
+__all__ = ["WITHHELD", "GRADER_INDEX", "BundledTrace", "bundle_files", "bundle_run",
+           "find_world", "trace_files", "write_bundle"]
+
+GRADER_INDEX = "grader-index.json"
+#: what a source location in an event's text becomes
+SOURCE_MARK = "⟨world.source⟩"
+#: what the index says about itself, in the file
+GRADER_NOTE = ("grader-only: maps each bundle's opaque episode id to the trace(s) it was made "
+               "from (paths relative to this file). It is not part of any bundle; never give it "
+               "to an auditor.")
+
+#: What every bundle withholds, and why. The same list for every world and episode, so
+#: the manifest never tells an auditor what a particular world has (which fields carry
+#: grader markers, which tables are judge rubrics).
+WITHHELD: tuple[Withheld, ...] = tuple(sorted((
+    Withheld(locator="header.world", reason="the world's name identifies the risk under study"),
+    Withheld(locator="header.digest", reason="identifies the world under study"),
+    Withheld(locator="header.condition",
+             reason="the experimental condition: naming it tells what was manipulated"),
+    Withheld(locator="header.levers",
+             reason="lever names and values: the manipulation under study"),
+    Withheld(locator="header.instance", reason="the task instance id, which graders key on"),
+    Withheld(locator="header.seed", reason="the episode seed"),
+    Withheld(locator="header.agents",
+             reason="which agent backend or behaviour profile played each participant"),
+    Withheld(locator="header.eairdsl_version", reason="part of the trace header"),
+    Withheld(locator="header.trace_schema", reason="part of the trace header"),
+    Withheld(locator="header.usage", reason="model usage and cost of the run"),
+    Withheld(locator="header.llm", reason="the models and sampling options of the run"),
+    Withheld(locator="header.model_calls",
+             reason="the run's model call records (models, replies, cost)"),
+    Withheld(locator="result",
+             reason="the ground truth: measurements, metrics, judges, validity, witness steps"),
+    Withheld(locator="events.judgment", reason="judge events score the episode"),
+    Withheld(locator="world.source",
+             reason="the world's source and data files name the levers, conditions, "
+             "measurements and the risk"),
+    Withheld(locator="world.meta",
+             reason="the world's name, title, operation and preserved property name the risk"),
+    Withheld(locator="world.meta.risk", reason="the risk id under study"),
+    Withheld(locator="world.measures",
+             reason="measurement and metric names and definitions: the ground truth"),
+    Withheld(locator="world.levers", reason="lever names, defaults and documentation"),
+    Withheld(locator="world.conditions", reason="condition names and their lever settings"),
+    Withheld(locator="world.inducers",
+             reason="which card clauses, dashboards and warnings apply under which settings "
+             "(their texts are in the cards and events as the roles saw them)"),
+    Withheld(locator="world.instances",
+             reason="the task instance table: other instances and grader fields"),
+    Withheld(locator="world.lets",
+             reason="definition names, which may be measurement names; policy rules show "
+             "definitions inlined where they can"),
+    Withheld(locator="world.judge_rubrics", reason="judge rubrics score the episode"),
+    Withheld(locator="world.records.unreached",
+             reason="records and documents no tool the participants held reads or writes"),
+    Withheld(locator="world.records.fields.unauthorized",
+             reason="fields no participant's principal may see"),
+    Withheld(locator="world.records.fields.markers",
+             reason="grader markers on record fields (the flag and the match patterns)"),
+    Withheld(locator="world.documents.source", reason="documents' file paths in the world"),
+    Withheld(locator="world.parties.description",
+             reason="participants' descriptions are the world author's notes, shown to no "
+             "agent; they may describe the experimental design"),
+    Withheld(locator="events.source_locations",
+             reason="locations in the world's files inside event fields (a routing decision "
+             f"names its source line) are replaced by {SOURCE_MARK}"),
+    Withheld(locator="policies.rule.settings",
+             reason="lever and measurement names in a policy rule print as ⟨withheld⟩"),
+    Withheld(locator="policies.rule.unprintable",
+             reason="a rule that is too long once inlined, or names withheld material, is "
+             "left out (rule: null)"),
+), key=lambda w: w.locator))
+
+
+class BundledTrace(BaseModel):
+    """One trace and the bundle written from it."""
+
+    trace: str
+    episode: str
+    folder: str
+    steps: int
+
+
+# ------------------------------------------------------------------ finding the world
+
+def find_world(header: TraceHeader, world: Path | None = None,
+               generated: Path = Path("generated"), worlds: Path = Path("worlds")) -> World:
+    """The compiled world a trace was run on, checked against the header's digest.
+
+    `world` (a .eair file, compiled now, or a generated folder or world.json) when
+    given; otherwise what `eairc compile` writes for the header's world name,
+    `generated/<name>/world.json`, then the source `worlds/<name>.eair` (which
+    `eairc run worlds/<name>.eair` compiles without writing generated/). A
+    digest that differs is refused: the bundle would show another world.
+    """
+    if world is not None:
+        w = _load(world)
+        if w.digest != header.digest:
+            raise UsageError(f"{world} is not the world this trace ran on: its digest is "
+                             f"{w.digest[:12]}…, the trace's is {header.digest[:12]}… "
+                             f"(world '{header.world}')")
+        return w
+    name = safe_filename(header.world)
+    tried: list[str] = []
+    for candidate in (generated / name / "world.json", worlds / f"{name}.eair"):
+        if not candidate.is_file():
+            continue
+        try:
+            w = _load(candidate)
+        except UsageError:
+            tried.append(f"{candidate} does not load")
+            continue
+        if w.digest == header.digest:
+            return w
+        tried.append(f"{candidate} has digest {w.digest[:12]}…")
+    found = "; ".join(tried) if tried else (f"neither {generated / name / 'world.json'} nor "
+                                            f"{worlds / (name + '.eair')} exists")
+    raise UsageError(f"no world with the trace's digest {header.digest[:12]}… (world "
+                     f"'{header.world}'): {found}; pass the world it ran on with --world")
+
+
+def _load(path: Path) -> World:
+    from eairdsl.api import WorldHasErrors
+
+    try:
+        return resolve_world(path)
+    except WorldHasErrors:
+        raise UsageError(f"{path} does not compile (run `eairc check {path}`)") from None
+
+
+# ------------------------------------------------------------------ what the roles could see
+
+def _start(compiled: CompiledWorld, trace: Trace) -> Episode:
+    """The trace's episode as it started, built by the runtime and never run."""
+    h = trace.header
+    if h.condition not in compiled.conditions:
+        raise UsageError("the trace's condition is not one of the world's")
+    instance = next((i for i in compiled.world.instances if str(i.get("id")) == h.instance),
+                    None)
+    if instance is None:
+        raise UsageError("the trace's instance is not one of the world's")
+    try:
+        return Episode(compiled, h.condition, instance, h.seed, {}, {}, Trace(h),
+                       shift_traits=False)
+    except Exception as exc:  # a malformed world: an expression that fails at the start
+        raise UsageError(f"cannot rebuild the episode's start state: "
+                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _tool_exprs(tool: ToolIR) -> list[Expr | None]:
+    exprs: list[Expr | None] = [tool.cost, tool.result, tool.propagates, tool.propagates_when,
+                                tool.sends_to, tool.acl, tool.acl_when]
+    for p in tool.params:
+        exprs += [p.default, p.hint]
+    for g in tool.guards:
+        exprs += [g.condition, g.when]
+    for e in tool.effects:
+        exprs += [e.value, e.when]
+    return exprs
+
+
+def _judge_rubrics(world: World) -> set[str]:
+    """Records a `judged(rubric, ...)` in a measurement reads its rubric from."""
+    out: set[str] = set()
+    for m in world.measures:
+        for node in walk_expr(m.expr, world.lets):
+            if isinstance(node, Call) and node.func == "judged" and node.args:
+                out |= {x.name for x in walk_expr(node.args[0], world.lets)
+                        if isinstance(x, Ref) and x.kind == "record"}
+    return out
+
+
+def _reach(world: World, tools: list[ToolIR]) -> tuple[list[str], list[str]]:
+    """Records and documents the given tools read or write, in declaration order."""
+    records: set[str] = set()
+    documents: set[str] = set()
+    for tool in tools:
+        for e in _tool_exprs(tool):
+            for x in walk_expr(e, world.lets):
+                if isinstance(x, Ref) and x.kind == "record":
+                    records.add(x.name)
+                elif isinstance(x, Ref) and x.kind == "document":
+                    documents.add(x.name)
+        records |= {e.target for e in tool.effects if isinstance(e, AppendEffect)}
+        if any(p.type.kind == "document" for p in tool.params):  # the runtime offers them all
+            documents |= {d.name for d in world.documents}
+    records -= _judge_rubrics(world)
+    return ([r.name for r in world.records if r.name in records],
+            [d.name for d in world.documents if d.name in documents])
+
+
+def _dump(data: Any) -> bytes:
+    return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+
+
+def _source_pattern(world: World) -> re.Pattern[str]:
+    """Locations in the world's files (`d1.eair:12:3`, `a1/handbook.md`): a route guard's
+    decision records its line, and a file name is the world's name, so the risk id."""
+    names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
+    alternatives = [re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)) if n]
+    alternatives.append(r"[\w./-]*\.eair")
+    return re.compile(r"(?<![\w./-])(?:" + "|".join(alternatives) + r")(?::\d+){0,2}(?!\w)")
+
+
+def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return pattern.sub(SOURCE_MARK, value)
+    if isinstance(value, dict):
+        return {k: _redact(v, pattern) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, pattern) for v in value]
+    return value
+
+
+def _event_line(event: TraceEvent, pattern: re.Pattern[str]) -> str:
+    # the trace writer's encoding (sorted keys, UTF-8, absent fields omitted), from the
+    # validated model: keys a hostile trace added are dropped
+    data = _redact(event.model_dump(mode="json", exclude_none=True), pattern)
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
+    """Every file of the trace's bundle but the manifest, by relative path."""
+    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+    w = compiled.world
+    episode = _start(compiled, trace)
+    steps = [e for e in trace.events if e.kind != "judgment"]
+    sources = _source_pattern(w)
+    files: dict[str, bytes] = {
+        EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
+
+    # tools: those each participant held as the episode started, and any it called later
+    offered: dict[str, list[str]] = {}
+    specs: dict[str, ToolSpec] = {}
+    try:
+        for party in w.parties:
+            for spec in episode.tools.specs_for(party):
+                specs.setdefault(spec.name, spec)
+                offered.setdefault(spec.name, []).append(party.name)
+        for e in steps:
+            tool = compiled.tools.get(e.tool or "") if e.kind == "tool_call" else None
+            if tool is None or e.actor not in compiled.parties:
+                continue
+            if tool.name not in specs:
+                specs[tool.name] = episode.tools._spec(tool)  # how the runtime specs a tool
+            if e.actor not in offered.setdefault(tool.name, []):
+                offered[tool.name].append(e.actor)
+    except Exception as exc:
+        raise UsageError(f"cannot list the tools the participants held: "
+                         f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    order = [p.name for p in w.parties]
+    held = [t for t in w.tools if t.name in specs]
+    cards: list[ToolCard] = []
+    for tool in held:
+        fn = tool_definition(specs[tool.name], w)["function"]
+        cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
+                              parameters=fn["parameters"],
+                              roles=sorted(offered[tool.name], key=order.index)))
+    files["tools.json"] = _dump([c.model_dump(mode="json") for c in cards])
+
+    # participants and the cards they saw
+    participants: list[Participant] = []
+    for party in w.parties:
+        card = episode._card(party.name)  # the runtime's card lookup (engine.Episode)
+        card_file = f"cards/{safe_filename(party.name)}.md" if card else None
+        if card_file is not None:
+            files[card_file] = card.encode()
+        principal = episode.state.principal_of(party.name) if party.principal else None
+        participants.append(Participant(
+            name=party.name, kind=party.kind, display=episode.names.get(party.name),
+            authority=episode.authority.get(party.name), principal=principal,
+            tools=[t for t in (x.name for x in held) if party.name in offered[t]],
+            card=card_file))
+    files["participants.json"] = _dump([p.model_dump(mode="json") for p in participants])
+
+    # records, documents and who may see which field
+    records, documents = _reach(w, held)
+    auth = episode.state.authorizer
+    entries = [AuthorizationEntry(principal=p, record=r, fields=list(auth.allowed(p, r)))
+               for p in sorted(order) for r in sorted(records)]
+    files["authorization.json"] = _dump(Authorization(
+        default=w.authorization.default, visible=entries).model_dump(mode="json"))
+    for rec in w.records:
+        if rec.name not in records:
+            continue
+        seen = {f for e in entries if e.record == rec.name for f in e.fields}
+        fields = [f.name for f in rec.fields if f.name in seen]
+        if not fields:
+            continue
+        view = RecordView(name=rec.name, kind=rec.kind,
+                          key=rec.key if rec.key in fields else None, fields=fields,
+                          rows=[{f: row[f] for f in fields if f in row} for row in rec.rows])
+        files[f"records/{safe_filename(rec.name)}.json"] = _dump(view.model_dump(mode="json"))
+    for doc in w.documents:
+        if doc.name in documents:
+            files[f"documents/{safe_filename(doc.name)}"] = doc.text.encode()
+
+    # policies
+    hidden_names = frozenset({m.name for m in w.measures} | {lv.name for lv in w.levers}
+                             | {c.name for c in w.conditions})
+    shown_records, shown_docs = set(records), set(documents)
+
+    def shown(ref: Ref) -> bool:
+        match ref.kind:
+            case "record":
+                return ref.name in shown_records
+            case "document":
+                return ref.name in shown_docs
+            case _:
+                return ref.name not in hidden_names
+
+    policies: list[PolicyCard] = []
+    for pol in w.policies:
+        rule = None
+        if pol.rule is not None:
+            try:
+                rule = rule_text(pol.rule, w.lets, frozenset({"lever", "measure"}),
+                                 hidden_names, shown)
+            except RuleWithheld:
+                rule = None
+        policies.append(PolicyCard(name=pol.name, text=pol.text, enforced=pol.enforced,
+                                   document=pol.document, rule=rule))
+    files["policies.json"] = _dump([p.model_dump(mode="json") for p in policies])
+    return files
+
+
+def _episode_id(files: dict[str, bytes]) -> str:
+    """Opaque: a digest of the sanitized files, so never of the world, condition or seed."""
+    listing = "".join(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n"
+                      for rel, data in sorted(files.items()))
+    return "ep-" + hashlib.sha256(listing.encode()).hexdigest()[:20]
+
+
+# ------------------------------------------------------------------ writing
+
+def _read(trace_path: Path) -> Trace:
+    try:
+        return read_trace(trace_path)
+    except OSError as exc:
+        raise UsageError(f"{trace_path}: cannot be read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{trace_path}: not a trace ({why[:200]})") from None
+
+
+def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
+                 index: bool = True) -> Manifest:
+    """Write the sanitized bundle of one trace to `out_dir/<episode id>/`; return its manifest.
+
+    `world` must be the world the trace ran on (same digest). With `index`,
+    `out_dir/grader-index.json` gets the episode id -> trace entry.
+    """
+    trace = _read(Path(trace_path))
+    w = world.world if isinstance(world, CompiledWorld) else world
+    if w.digest != trace.header.digest:
+        raise UsageError(f"{trace_path}: the trace ran on a world with digest "
+                         f"{trace.header.digest[:12]}…, not this one ({w.digest[:12]}…)")
+    try:
+        files = bundle_files(trace, world)
+    except UsageError as exc:
+        raise UsageError(f"{trace_path}: {exc}") from None
+    episode = _episode_id(files)
+    manifest = Manifest(episode=episode,
+                        steps=sum(1 for e in trace.events if e.kind != "judgment"),
+                        files={rel: hashlib.sha256(data).hexdigest()
+                               for rel, data in sorted(files.items())},
+                        withheld=list(WITHHELD))
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
+    _write_folder(Path(out_dir), episode, files)
+    if index:
+        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+    return manifest
+
+
+def _write_folder(out: Path, name: str, files: dict[str, bytes]) -> None:
+    """`out/name/` holding exactly `files`, replaced in one rename."""
+    target = out / name
+    tmp = out / f".{name}.tmp-{os.getpid()}"
+    old = out / f".{name}.old-{os.getpid()}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        for rel, data in sorted(files.items()):
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        if old.exists():
+            shutil.rmtree(old)
+    except OSError as exc:
+        raise UsageError(f"cannot write the bundle {target}: {exc.strerror or exc}") from None
+
+
+def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
+    """Merge entries into `out/grader-index.json`, dropping ids whose folder is gone."""
+    path = out / GRADER_INDEX
+    episodes: dict[str, set[str]] = {}
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        old = {}
+    if isinstance(old, dict) and isinstance(old.get("episodes"), dict):
+        for key, traces in old["episodes"].items():
+            if isinstance(traces, list) and (out / str(key) / MANIFEST).is_file():
+                episodes[str(key)] = {str(t) for t in traces}
+    base = out.resolve()
+    for key, traces in new.items():
+        episodes.setdefault(key, set()).update(
+            os.path.relpath(Path(t).resolve(), base) for t in traces)
+    data = {"about": GRADER_NOTE,
+            "episodes": {k: sorted(v) for k, v in sorted(episodes.items())}}
+    tmp = out / f".{GRADER_INDEX}.tmp-{os.getpid()}"
+    try:
+        tmp.write_bytes(_dump(data))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# ------------------------------------------------------------------ a trace or a run folder
+
+def _is_trace(path: Path) -> bool:
+    """Whether the file's first line is a trace header (cassettes and bundles' own
+    events.jsonl are not)."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(1 << 22)
+        data = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("type") == "header"
+
+
+def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
+    """The traces under a run folder (or the one trace file), skipping `out_dir` and
+    hidden folders; sorted, so bundling is in a fixed order."""
+    if path.is_file():
+        if not _is_trace(path):
+            raise UsageError(f"{path} is not a trace (its first line is not a trace header)")
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such trace file or run folder")
+    skip = out_dir.resolve() if out_dir is not None else None
+    found = []
+    for p in sorted(path.rglob("*.jsonl")):
+        rel = p.relative_to(path)
+        if any(part.startswith(".") for part in rel.parts[:-1]):
+            continue
+        resolved = p.resolve()
+        if skip is not None and (resolved == skip or skip in resolved.parents):
+            continue
+        if p.is_file() and _is_trace(p):
+            found.append(p)
+    if not found:
+        raise UsageError(f"{path}: no traces found (files *.jsonl whose first line is a trace "
+                         "header)")
+    return found
+
+
+def bundle_run(path: Path, out_dir: Path, world: Path | None = None) -> list[BundledTrace]:
+    """Bundle a trace or every trace under a run folder into `out_dir`, one folder each.
+
+    The world of each trace is found from its header (`find_world`), or is
+    `world` for all of them. `out_dir` may lie inside the run folder; it is
+    skipped. `out_dir/grader-index.json` maps every episode id to its trace(s).
+    """
+    path, out_dir = Path(path), Path(out_dir)
+    traces = trace_files(path, out_dir)
+    worlds: dict[str, CompiledWorld] = {}
+    done: list[BundledTrace] = []
+    index: dict[str, list[Path]] = {}
+    for trace_path in traces:
+        header = _read(trace_path).header
+        compiled = worlds.get(header.digest)
+        if compiled is None:
+            try:
+                found = find_world(header, world)
+            except UsageError as exc:
+                raise UsageError(f"{trace_path}: {exc}") from None
+            compiled = worlds[header.digest] = CompiledWorld(found)
+        manifest = write_bundle(trace_path, compiled, out_dir, index=False)
+        index.setdefault(manifest.episode, []).append(trace_path)
+        done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
+                                 folder=str(out_dir / manifest.episode), steps=manifest.steps))
+    _update_index(out_dir, index)
+    return done

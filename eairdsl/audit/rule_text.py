@@ -1,0 +1,210 @@
+"""A policy's rule as DSL text, for an auditor: an IR expression printed back as `.eair`.
+
+The IR keeps no source text, and the world's source is withheld from a bundle
+(it names levers, conditions and measurements), so a rule is printed from its
+IR: the expression is turned back into syntax-tree nodes and printed by the
+language's own formatter (`eairdsl.syntax.fmt.format_expr`), so the text is
+valid `.eair` with the formatter's minimal parentheses.
+
+Two things differ from the source as written:
+
+- `let` calls are inlined (arguments substituted for parameters, bound
+  variables renamed where an argument would be captured): a definition's name
+  is a world-source identifier that may be a measurement's name (A1's
+  `largest_quarter_total`), and the body is what the rule means;
+- names of the kinds in `hide` (levers, measurements) print as `HIDDEN`, since
+  their names and values are withheld.
+
+Inlining is bounded: a rule that grows past `max_nodes` nodes or `max_chars`
+characters is printed again with its definitions as calls (those whose names
+are withheld still inlined); past the bounds again, or printing a name the
+caller withholds (a record left out of the bundle), it raises `RuleWithheld`
+and the bundle leaves that rule out. The printer never evaluates anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import assert_never
+
+from eairdsl.ir import (
+    Agg,
+    Attr,
+    Binary,
+    Call,
+    Comp,
+    Expr,
+    Index,
+    LetCall,
+    LetIR,
+    ListExpr,
+    Lit,
+    Quant,
+    RecordExpr,
+    Ref,
+    RefKind,
+    Unary,
+)
+from eairdsl.source import Span
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.fmt import FormatterError, format_expr
+
+__all__ = ["HIDDEN", "RuleWithheld", "rule_text"]
+
+#: what a hidden name (a lever, a measurement) prints as
+HIDDEN = "⟨withheld⟩"
+_SPAN = Span(file="<rule>", line=1, col=1, end_line=1, end_col=1)
+
+
+class RuleWithheld(ValueError):
+    """The rule cannot be shown: too large once inlined, or it names withheld material."""
+
+
+class _Printer:
+    def __init__(self, lets: dict[str, LetIR], hide: frozenset[RefKind], max_nodes: int,
+                 keep: frozenset[str] | None, shown: Callable[[Ref], bool]) -> None:
+        self.lets = lets
+        self.shown = shown
+        self.hide = hide
+        #: None: inline every definition; else the definitions printed as calls
+        self.keep = keep
+        self.budget = max_nodes
+        self.depth = 0
+
+    def _tick(self) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise RuleWithheld("the rule is too large once its definitions are inlined")
+
+    def node(self, e: Expr, params: dict[str, A.Expr], rename: dict[str, str],
+             avoid: frozenset[str]) -> A.Expr:
+        """`e` as a syntax-tree node; `params` are a let body's arguments, `rename` its
+        renamed bound variables, `avoid` the variables its arguments use."""
+        self._tick()
+
+        def sub(x: Expr) -> A.Expr:
+            return self.node(x, params, rename, avoid)
+
+        match e:
+            case Lit(type=kind, value=value):
+                return A.LiteralExpr(span=_SPAN, kind=kind, value=value, raw="")
+            case Ref(kind=kind, name=name):
+                if kind in self.hide:
+                    return A.NameExpr(span=_SPAN, id=HIDDEN)
+                if not self.shown(e):
+                    raise RuleWithheld(f"the rule names a {kind} that is withheld")
+                if kind == "param" and name in params:
+                    return params[name]
+                if kind == "local":
+                    return A.NameExpr(span=_SPAN, id=rename.get(name, name))
+                return A.NameExpr(span=_SPAN, id=name)
+            case Attr(obj=obj, name=name):
+                return A.AttrExpr(span=_SPAN, obj=sub(obj), name=name)
+            case Index(obj=obj, index=index):
+                return A.IndexExpr(span=_SPAN, obj=sub(obj), index=sub(index))
+            case Call(func=func, args=args, keys=keys):
+                names = [*keys, *[""] * (len(args) - len(keys))]
+                return A.CallExpr(span=_SPAN, func=func, args=[
+                    A.CallArg(span=_SPAN, name=k or None, value=sub(a))
+                    for k, a in zip(names, args, strict=False)])
+            case Unary(operator=op, operand=operand):
+                return A.UnaryExpr(span=_SPAN, op=op, operand=sub(operand))
+            case Binary(operator=op, left=left, right=right):
+                return A.BinaryExpr(span=_SPAN, op=op, left=sub(left), right=sub(right))
+            case ListExpr(items=items):
+                return A.ListExpr(span=_SPAN, items=[sub(i) for i in items])
+            case RecordExpr(keys=keys, values=values):
+                return A.RecordExpr(span=_SPAN, fields=[
+                    A.FieldInit(span=_SPAN, name=k, value=sub(v))
+                    for k, v in zip(keys, values, strict=False)])
+            case Comp(var=var, source=source, body=body, where=where, group_by=group_by):
+                inner, name = self._bind(var, rename, avoid)
+                return A.ComprehensionExpr(span=_SPAN, body=self.node(body, params, inner, avoid),
+                                           tail=self._tail(name, source, where, group_by,
+                                                           params, rename, inner, avoid))
+            case Agg(func=func, body=body, var=var, source=source, where=where,
+                     group_by=group_by):
+                if var is None or source is None:
+                    return A.AggregateExpr(span=_SPAN, func=func, body=sub(body))
+                inner, name = self._bind(var, rename, avoid)
+                return A.AggregateExpr(span=_SPAN, func=func,
+                                       body=self.node(body, params, inner, avoid),
+                                       tail=self._tail(name, source, where, group_by, params,
+                                                       rename, inner, avoid))
+            case Quant(kind=kind, var=var, source=source, body=body):
+                inner, name = self._bind(var, rename, avoid)
+                return A.QuantifierExpr(span=_SPAN, kind=kind, var=name,
+                                        source=sub(source),
+                                        body=self.node(body, params, inner, avoid))
+            case LetCall(name=name, args=args):
+                return self._inline(name, args, params, rename, avoid)
+            case _:
+                assert_never(e)
+
+    def _bind(self, var: str, rename: dict[str, str],
+              avoid: frozenset[str]) -> tuple[dict[str, str], str]:
+        """A bound variable of a let body, renamed if an argument uses that name."""
+        if var not in avoid:
+            return ({**rename, var: var} if var in rename else rename), var
+        n = 2
+        while f"{var}{n}" in avoid:
+            n += 1
+        return {**rename, var: f"{var}{n}"}, f"{var}{n}"
+
+    def _tail(self, var: str, source: Expr, where: Expr | None, group_by: list[Expr],
+              params: dict[str, A.Expr], outer: dict[str, str], inner: dict[str, str],
+              avoid: frozenset[str]) -> A.CompTail:
+        return A.CompTail(span=_SPAN, var=var, source=self.node(source, params, outer, avoid),
+                          where=None if where is None else self.node(where, params, inner,
+                                                                     avoid),
+                          group_by=[self.node(g, params, inner, avoid) for g in group_by])
+
+    def _inline(self, name: str, args: list[Expr], params: dict[str, A.Expr],
+                rename: dict[str, str], avoid: frozenset[str]) -> A.Expr:
+        let = self.lets.get(name)
+        converted = [self.node(a, params, rename, avoid) for a in args]
+        if let is None or (self.keep is not None and name in self.keep):
+            return A.CallExpr(span=_SPAN, func=name,
+                              args=[A.CallArg(span=_SPAN, name=None, value=c) for c in converted])
+        self.depth += 1
+        if self.depth > 64:
+            raise RuleWithheld("the rule's definitions nest too deeply to inline")
+        # every name the arguments print (an over-approximation of their variables)
+        used = frozenset(x.id for c in converted for x in A.walk_exprs(c)
+                         if isinstance(x, A.NameExpr))
+        body = self.node(let.body, dict(zip(let.params, converted, strict=False)), {}, used)
+        self.depth -= 1
+        return body
+
+
+def rule_text(expr: Expr, lets: dict[str, LetIR], hide: frozenset[RefKind] = frozenset(),
+              must_inline: frozenset[str] = frozenset(),
+              shown: Callable[[Ref], bool] = lambda ref: True, max_nodes: int = 400,
+              max_chars: int = 1200) -> str:
+    """`expr` as `.eair` text with `let` calls inlined and the names of `hide`'s kinds hidden.
+
+    When the fully inlined rule is past the bounds, the rule is printed with its
+    definitions as calls (`crosscheck_supports(r.reviewer, ...)`), except those
+    named in `must_inline` (definitions whose names are themselves withheld, such
+    as a measurement's). A printed name for which `shown` is false (a record the
+    bundle leaves out) withholds the rule too. Raises `RuleWithheld` when the rule
+    cannot be printed either way.
+    """
+    try:
+        return _print(expr, lets, hide, None, shown, max_nodes, max_chars)
+    except RuleWithheld:
+        keep = frozenset(lets) - must_inline
+        return _print(expr, lets, hide, keep, shown, max_nodes, max_chars)
+
+
+def _print(expr: Expr, lets: dict[str, LetIR], hide: frozenset[RefKind],
+           keep: frozenset[str] | None, shown: Callable[[Ref], bool], max_nodes: int,
+           max_chars: int) -> str:
+    printer = _Printer(lets, hide, max_nodes, keep, shown)
+    try:
+        text = format_expr(printer.node(expr, {}, {}, frozenset()))
+    except (FormatterError, RecursionError) as exc:
+        raise RuleWithheld(f"the rule cannot be printed ({type(exc).__name__})") from None
+    if len(text) > max_chars:
+        raise RuleWithheld(f"the rule is longer than {max_chars} characters once inlined")
+    return text
