@@ -202,16 +202,65 @@ def fmt(
     raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
 
 
+def _audit_graph(source: Path, layer: str, world: Path | None, output: Path) -> None:
+    """`eairc graph BUNDLE|TRACE --layer ...`: the audit graph as node-link JSON or a drawing."""
+    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.audit.evidence import BundleError
+    from eairdsl.audit.graph import LAYERS, build_graph, node_link, open_episode, summary
+    from eairdsl.graph import draw, to_dot
+
+    if layer not in LAYERS:
+        _err(f"error: unknown --layer {layer!r}; use {' or '.join(LAYERS)}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        compiled = resolve_world(world) if world is not None else None
+        bundle = open_episode(source, compiled)
+    except (UsageError, BundleError) as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    g = build_graph(bundle, layer)
+    title = f"episode {bundle.manifest.episode} · {layer}"
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if output.suffix == ".json":
+            output.write_text(json.dumps(node_link(g), indent=1, sort_keys=True,
+                                         ensure_ascii=False) + "\n", encoding="utf-8")
+        elif output.suffix == ".dot":
+            output.write_text(to_dot(summary(g), title), encoding="utf-8")
+        else:
+            output.write_bytes(draw(summary(g), title)[0])
+    except OSError as exc:
+        _err(f"error: cannot write {output}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    typer.echo(f"wrote {output} ({layer}: {g.number_of_nodes()} nodes, "
+               f"{g.number_of_edges()} edges over {len(bundle.steps)} steps)")
+    raise typer.Exit(EXIT_OK)
+
+
 @app.command()
 def graph(
     world: Annotated[Path, typer.Argument(
-        help="A world file (its topology) or an episode trace .jsonl (its interactions).")],
+        help="A world file (its topology), an episode trace .jsonl (its interactions) or, "
+        "with --layer, a sanitized bundle folder or trace (the audit graph).")],
     output: Annotated[Path, typer.Option(
-        "--output", "-o", help="Output .svg or .dot file.")] = Path("topology.svg"),
+        "--output", "-o", help="Output .svg or .dot file (.json too with --layer: "
+        "node-link data).")] = Path("topology.svg"),
+    layer: Annotated[str | None, typer.Option(
+        "--layer", help="The audit graph's layer: topology or annotated (F.16); the default "
+        "for a bundle folder is topology.")] = None,
+    of_world: Annotated[Path | None, typer.Option(
+        "--world", help="With --layer and a trace: the episode's world, to bundle the trace "
+        "with its records, documents and authorization.")] = None,
 ) -> None:
-    """Draw a world's topology, or what one episode did (from its trace)."""
+    """Draw a world's topology, what one episode did, or an episode's audit graph."""
     from eairdsl.graph import draw, to_dot, topology_graph
 
+    if layer is not None or (world.is_dir() and (world / "manifest.json").is_file()):
+        if output.suffix not in (".svg", ".dot", ".json"):
+            _err(f"error: cannot write {output.suffix or 'a file without extension'}; use "
+                 ".json, .svg or .dot")
+            raise typer.Exit(EXIT_USAGE)
+        _audit_graph(world, layer or "topology", of_world, output)
     if output.suffix not in (".svg", ".dot"):
         _err(f"error: cannot write {output.suffix or 'a file without extension'}; use .svg or .dot")
         raise typer.Exit(EXIT_USAGE)
