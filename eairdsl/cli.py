@@ -971,6 +971,30 @@ def check_report(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command()
+def bundle(
+    path: Annotated[Path, typer.Argument(help="A trace (.jsonl) or a run folder of traces.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Folder for the bundles (one per trace) and grader-index.json.")],
+    world: Annotated[Path | None, typer.Option(
+        "--world", help="The world the traces ran on (.eair or generated dir or world.json; "
+        "default: found from each trace's header, digest checked).")] = None,
+) -> None:
+    """Write the sanitized audit bundle of each trace: what an auditor may see (docs/audit.md)."""
+    from eairdsl.api import UsageError
+    from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
+
+    try:
+        done = bundle_run(path, out, world)
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    folders = len({d.episode for d in done})
+    typer.echo(f"bundled {len(done)} trace(s) into {folders} bundle folder(s) under {out}/; "
+               f"{out / GRADER_INDEX} maps them to their traces (grader-only)")
+    raise typer.Exit(EXIT_OK)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:
