@@ -87,6 +87,11 @@ Section = Literal["findings", "leads", "out_of_catalogue"]
 _NOT_A_FIX = "a hint, not a fix: the citation stays rejected"
 #: `role assistant` and `actor requester` name a participant declaration
 _KIND_ALIASES = {"role": "participant", "actor": "participant", "simulator": "participant"}
+#: the kinds a plan surface may name before a declaration's name (`tool delegate`)
+DECLARATION_KINDS = frozenset({
+    "world", "condition", "lever", "record", "state", "document", "policy", "inducer", "tool",
+    "measure", "participant", "let", "enum", "schema", "channel", "authorization",
+    "instances"})
 #: protected keywords that stand for a whole block (eairdsl/diff.py)
 _BLOCKS = frozenset({"measure", "instances", "authorization"})
 
@@ -202,11 +207,13 @@ class Declarations:
         """The (kind, name) pairs a plan surface entry names: `NAME` or `KIND NAME`."""
         head, _, rest = entry.strip().partition(" ")
         kind = _KIND_ALIASES.get(head, head)
-        if rest and kind in {k for ks in self.kinds.values() for k in ks} | {"participant"}:
+        if rest and kind in DECLARATION_KINDS:
             name = rest.strip()
-            if kind in self.kinds.get(name, set()):
+            kinds = self.kinds.get(name, set())
+            if kind in kinds:
                 return [(kind, name)]
-            return []
+            # names given without kinds (`from_names`) match a qualified entry by name
+            return [("declaration", name)] if "declaration" in kinds else []
         name = entry.strip()
         return [(k, name) for k in sorted(self.kinds.get(name, set()))]
 
@@ -481,8 +488,12 @@ class _Checker:
             self.emit("V805", f"edge {u.edge!r} is not the edge of step {u.step} "
                       f"({_edge_words(actual)})", (*path, "edge"), section=section, finding=i,
                       finding_id=fid, unit=k)
-        withheld = self.withheld_locator(u.step, u.field)
+        # A withheld locator scoped to the step (`s0007.result.rating`) always counts; a bare
+        # one (`result`: the trace's result line) only when the step has no such field.
+        withheld = self.withheld_locator(f"{u.step}.{u.field}")
         text = None if withheld else field_text(step, u.field)
+        if text is None and not withheld:
+            withheld = self.withheld_locator(u.field)
         if withheld or text is None:
             out.resolvable = False
             why = (f"field {u.field!r} is withheld from the bundle ({withheld})" if withheld
@@ -510,12 +521,11 @@ class _Checker:
                       section=section, finding=i, finding_id=fid, unit=k)
         return out
 
-    def withheld_locator(self, step: str, field_name: str) -> str | None:
-        """The withheld locator a field names, as itself or under its step (`s0007.result`)."""
-        for name in (field_name, f"{step}.{field_name}"):
-            for loc in self.bundle.withheld:
-                if name == loc or name.startswith(loc + "."):
-                    return loc
+    def withheld_locator(self, name: str) -> str | None:
+        """The withheld locator `name` is, or lies under (`header.levers.trust`)."""
+        for loc in sorted(self.bundle.withheld):
+            if name == loc or name.startswith(loc + "."):
+                return loc
         return None
 
     def where_quoted(self, quote: str) -> list[str]:
