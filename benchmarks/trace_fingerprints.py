@@ -7,12 +7,17 @@ Save the output before a change and diff it after: an empty diff means the
 traces are byte-identical.
 
     python benchmarks/trace_fingerprints.py [--seeds 8] [--world d1 ...] > before.txt
+
+`--strip-witnesses` hashes each trace with the result line's `witnesses` removed
+(re-encoded exactly as the trace writer encodes it), so fingerprints taken
+before the witnesses existed compare with fingerprints taken after.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import tempfile
 from pathlib import Path
 
@@ -21,6 +26,21 @@ from eairdsl.runtime.engine import CompiledWorld
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("sim", "sim:compliant", "sim:reckless")
+#: the trace writer's encoding of a line (eairdsl.runtime.trace)
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
+def strip_witnesses(data: bytes) -> bytes:
+    """The trace without the result line's `witnesses` (grader-only evidence)."""
+    lines = data.decode("utf-8").split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith('{') and '"type": "result"' in lines[i]:
+            result = json.loads(lines[i])
+            if result.get("type") == "result":
+                result.pop("witnesses", None)
+                lines[i] = _ENCODER.encode(result)
+            break
+    return "\n".join(lines).encode("utf-8")
 
 
 def main() -> None:
@@ -28,6 +48,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--world", action="append", default=[],
                         help="only these worlds (by file stem, e.g. a1); repeatable")
+    parser.add_argument("--strip-witnesses", action="store_true",
+                        help="hash the traces without the result line's witnesses")
     args = parser.parse_args()
     whole = hashlib.sha256()
     count = 0
@@ -45,6 +67,8 @@ def main() -> None:
                         out = Path(tmp) / f"{condition}-{profile}-{seed}"
                         result = run_episode(compiled, condition, instance, seed, profile, out)
                         data = Path(result.trace_path or "").read_bytes()
+                        if args.strip_witnesses:
+                            data = strip_witnesses(data)
                         digest = hashlib.sha256(data).hexdigest()
                         whole.update(digest.encode())
                         count += 1

@@ -85,6 +85,9 @@ class TraceResult(BaseModel):
     validity_reason: str | None = None
     end_time: float
     steps: int
+    #: For graders only (a sanitized bundle drops the result line): per measurement and
+    #: metric, the step ids that decided its value, in trace order (eairdsl/runtime/witness.py)
+    witnesses: dict[str, list[str]] = Field(default_factory=dict)
 
 
 _PLAIN = frozenset({str, int, bool, type(None)})

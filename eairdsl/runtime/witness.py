@@ -1,0 +1,897 @@
+"""Witness steps: the trace steps that decided each measurement of a finished episode.
+
+A grader comparing an auditor's certificate with the ground truth needs more
+than "realized: true": it needs *which* steps made it true — the final message
+that disclosed, the payment that crossed the cap, the email that carried the
+wrong status. Writing that per world would drift from the measurements, so the
+witnesses are computed from the very expressions the measurements evaluate.
+
+Why a second compiler. Guards, tool results, effects and channel `when`s run
+the ordinary closures of `evaluate.compile_expr` thousands of times per
+episode; tracking provenance there would slow every one of them. Witnesses are
+wanted once, after the episode, so this module compiles each measurement a
+second time into closures `WScope -> (value, Why)` that compute the value with
+the same helpers (`_cmp`, `_arith`, `_aggregate`, the builtins' implementations)
+and, beside it, a `Why`: the steps it rests on. The ordinary evaluator is not
+touched (zero cost when witnesses are off), and `measure_episode` keeps the
+ordinary value as the measurement: a witness whose value differs is dropped,
+never the other way round (tests check that it never happens in the shipped
+worlds).
+
+Where steps come from (`Provenance`). Trace queries answer with values that
+came from events: `messages(...)` and `replies(...)` give each message's step,
+`final(p)` the step of p's final message, `calls(t)` each call's `tool_call`
+step (its `result` and `rejected` fields add the `tool_result` step),
+`delegated(a, b)` the first delegation message on that edge. A ledger row maps
+to the `state_update` step that appended it, a state variable to the last
+`state_update` that set it. Static tables, levers, the instance, literals and
+the clock carry no step.
+
+How steps combine — the witness of a value is the set of steps that *decided*
+it, whatever the value (true, false, a number), following the evaluation
+actually performed (short-circuits included: what was not evaluated decided
+nothing):
+
+- `a and b`: true → both sides; false → the first false side; unknown → the
+  unknown side(s). `a or b`: true → the first true side; false → both; unknown
+  → the unknown side(s). `not a` → a's witness.
+- `exists/any x in xs: P` true → the first x satisfying P (its own steps and
+  P's witness); false → every x with its P (each was consulted and failed).
+  `all` mirrors it: false → the first counter-example, true → every x.
+  Unknown → the x whose P was unknown.
+- Aggregates: `count` → the counted elements (after `where`); `sum`, `avg` →
+  the summed elements; `max`, `min` → the element(s) equal to the result;
+  `distinct` → per kept value, every element equal to it. Elements a `where`
+  rejected decided nothing and are left out.
+- Comparisons, arithmetic, text operations and other builtins → every step
+  their operands rest on; `x in list` true → the matching element;
+  `text contains_any list` true → the text and the matching item; `first`,
+  `last`, `xs[i]`, `lookup` → the element picked; `choose` → the condition and
+  the branch taken; a `let` call → its body's witness for those arguments.
+- A measurement whose `when` holds is decided by its expression alone (the
+  `when` only licenses assessment) — unless the expression rests on no step
+  at all, as an absence does ("no decisive read before the report": an
+  `exists` over nothing); then the `when`'s steps stand in (the published
+  report). One whose `when` does not hold has the `when`'s witness. One that
+  failed to evaluate has none (`[]`).
+
+Values keep their shape in a `Why`: a list's elements and a record's fields
+have their own witnesses, so `first(assignments).reviewer` is the one row's
+step, not every row's.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, assert_never
+
+from eairdsl.ir import (
+    Agg,
+    Attr,
+    Binary,
+    Call,
+    Comp,
+    Expr,
+    Index,
+    LetCall,
+    LetIR,
+    ListExpr,
+    Lit,
+    MeasureIR,
+    Quant,
+    RecordExpr,
+    Ref,
+    Unary,
+)
+from eairdsl.runtime.evaluate import (
+    MAX_DEPTH,
+    MAX_TEXT,
+    Budget,
+    EvalError,
+    Scope,
+    _aggregate,
+    _arith,
+    _attr,
+    _check_product,
+    _cmp,
+    _compile_ref,
+    _contains_any,
+    _memo_key,
+    _render_size,
+    _text,
+)
+from eairdsl.runtime.trace import to_json
+from eairdsl.runtime.values import Ledger
+
+if TYPE_CHECKING:
+    from eairdsl.runtime.engine import CompiledWorld
+
+__all__ = ["Why", "EMPTY", "Provenance", "WScope", "WitnessRun", "judge_key", "RULES"]
+
+_NO_STEPS: frozenset[int] = frozenset()
+
+
+class Why:
+    """The trace steps a value rests on, shaped like the value.
+
+    `steps` are positions in the trace's event list (0-based) that the value as
+    a whole rests on; `items`, for a list, each element's own Why (None: the
+    elements have none beyond `steps`); `fields`, for a row or record, the Why
+    of the fields that have their own (a call's `result` and `rejected` add
+    its result step). Immutable, so `all()` is cached.
+    """
+
+    __slots__ = ("_all", "fields", "items", "steps")
+
+    def __init__(self, steps: frozenset[int] = _NO_STEPS, items: tuple[Why, ...] | None = None,
+                 fields: dict[str, Why] | None = None) -> None:
+        self.steps = steps
+        self.items = items
+        self.fields = fields
+        self._all: frozenset[int] | None = None
+
+    def all(self) -> frozenset[int]:
+        """Every step anywhere in this value (its elements' and fields' too)."""
+        found = self._all
+        if found is None:
+            parts = [self.steps]
+            if self.items:
+                parts.extend(w.all() for w in self.items)
+            if self.fields:
+                parts.extend(w.all() for w in self.fields.values())
+            found = self._all = frozenset().union(*parts)
+        return found
+
+    def identity(self) -> frozenset[int]:
+        """The steps that make this value the element it is (a counted or quantified item):
+        its own steps, else — a value with none of its own, like a group — all of them."""
+        return self.steps or self.all()
+
+    def item(self, i: int) -> Why:
+        """The witness of element `i` (the list's own steps included)."""
+        items = self.items
+        inner = items[i] if items is not None and 0 <= i < len(items) else EMPTY
+        return _plus(inner, self.steps)
+
+    def field(self, name: str) -> Why:
+        """The witness of field `name` (the container's own steps included)."""
+        fields = self.fields
+        inner = fields.get(name, EMPTY) if fields is not None else EMPTY
+        return _plus(inner, self.steps)
+
+    def __repr__(self) -> str:  # for test failures
+        return f"Why({sorted(self.all())})"
+
+
+EMPTY = Why()
+
+
+def _plus(w: Why, steps: frozenset[int]) -> Why:
+    """`w` with `steps` added to its own (same shape)."""
+    if not steps or steps <= w.steps:
+        return w
+    return Why(w.steps | steps, w.items, w.fields)
+
+
+def _flat(*whys: Why) -> Why:
+    """One shapeless Why holding every step of `whys`."""
+    steps = frozenset().union(*(w.all() for w in whys)) if whys else _NO_STEPS
+    return Why(steps) if steps else EMPTY
+
+
+def _steps(steps: frozenset[int]) -> Why:
+    return Why(steps) if steps else EMPTY
+
+
+class Provenance:
+    """Which trace step each trace- or ledger-derived value came from, for one finished episode.
+
+    Built once per measurement pass from the trace's events and the episode's
+    ledgers; messages are matched by identity (the trace hands out its index's
+    message views), replies and finals by position among their sender's
+    messages, calls by position among the tool's calls, ledger rows by identity
+    among the rows appended during the episode (the n-th row appended to a
+    ledger is the n-th `state_update` appending to it).
+    """
+
+    def __init__(self, trace: Any, ledgers: dict[str, Ledger],
+                 initial_rows: dict[str, int]) -> None:
+        events = trace.events
+        self.step_ids: list[str] = [e.step for e in events]
+        self._single: dict[int, Why] = {}
+        messages = [i for i, e in enumerate(events) if e.kind == "message"]
+        self._views = {id(v): i for v, i in zip(trace.messages(None, None), messages,
+                                                 strict=False)}
+        self._events = events
+        self._messages = messages
+        self._replies: dict[str, tuple[Why, ...]] = {}
+        self._calls: dict[tuple[str, str | None], tuple[Why, ...]] = {}
+        results: dict[str, int] = {}
+        for i, e in enumerate(events):
+            if e.kind == "tool_result" and e.call:
+                results[e.call] = i  # the last result of a call, as the trace's index keeps
+        self._results = results
+        appends: dict[str, list[int]] = {}
+        states: dict[str, int] = {}
+        for i, e in enumerate(events):
+            if e.kind == "state_update" and e.diff:
+                for record in e.diff.get("append") or {}:
+                    appends.setdefault(record, []).append(i)
+                for state in e.diff.get("set") or {}:
+                    states[state] = i
+        self._states = states
+        self._rows: dict[int, int] = {}
+        self._ledgers = ledgers
+        for name, ledger in ledgers.items():
+            grown = ledger.rows[initial_rows.get(name, 0):]
+            for row, i in zip(grown, appends.get(name, ()), strict=False):
+                self._rows[id(row)] = i
+        self._records: dict[tuple[str, int], Why] = {}
+
+    def one(self, i: int) -> Why:
+        w = self._single.get(i)
+        if w is None:
+            w = self._single[i] = Why(frozenset((i,)))
+        return w
+
+    # ------------------------------------------------------------ trace queries
+    def view(self, value: Any) -> Why:
+        """A message view from `messages(...)`."""
+        i = self._views.get(id(value))
+        return EMPTY if i is None else self.one(i)
+
+    def replies(self, party: Any) -> tuple[Why, ...]:
+        hit = self._replies.get(party)
+        if hit is None:
+            hit = self._replies[party] = tuple(
+                self.one(i) for i in self._messages if self._events[i].actor == party)
+        return hit
+
+    def final(self, party: Any) -> Why:
+        for i in reversed(self._messages):
+            e = self._events[i]
+            if e.actor == party and e.final:
+                return self.one(i)
+        return EMPTY
+
+    def delegation(self, caller: Any, callee: Any) -> Why:
+        edge = f"{caller}->{callee}"
+        for i in self._messages:
+            e = self._events[i]
+            if e.tool and e.edge == edge:
+                return self.one(i)
+        return EMPTY
+
+    def calls(self, tool: Any, by: Any) -> tuple[Why, ...]:
+        key = (tool, by)
+        hit = self._calls.get(key)
+        if hit is None:
+            out = []
+            for i, e in enumerate(self._events):
+                if e.kind == "tool_call" and (e.tool or "") == tool and (by is None
+                                                                          or e.actor == by):
+                    res = self._results.get(e.step)
+                    done = self.one(res) if res is not None else EMPTY
+                    out.append(Why(frozenset((i,)), fields={"result": done, "rejected": done}))
+            hit = self._calls[key] = tuple(out)
+        return hit
+
+    # ------------------------------------------------------------ state
+    def row(self, row: Any) -> Why:
+        """A ledger row: the `state_update` that appended it (none for a seeded row)."""
+        i = self._rows.get(id(row))
+        return EMPTY if i is None else self.one(i)
+
+    def record(self, name: str, rows: Any) -> Why:
+        """A record's rows as an expression reads them."""
+        if name not in self._ledgers or not rows:
+            return EMPTY
+        key = (name, len(rows))
+        hit = self._records.get(key)
+        if hit is None:
+            items = tuple(self.row(r) for r in rows)
+            hit = self._records[key] = Why(items=items) if any(w.steps for w in items) \
+                else EMPTY
+        return hit
+
+    def state(self, name: str) -> Why:
+        i = self._states.get(name)
+        return EMPTY if i is None else self.one(i)
+
+
+class WScope:
+    """What a witness closure reads: locals as (value, Why) pairs, over an ordinary Scope.
+
+    `base` is the measurement scope's copy with its own budget and a judge that
+    only replays the answers the measurement pass got (witnessing never asks a
+    judge, never spends the episode's budget); builtins run on it.
+    """
+
+    __slots__ = ("base", "locals", "measures", "memo", "prov")
+
+    def __init__(self, base: Scope, prov: Provenance, measures: dict[str, Why]) -> None:
+        self.base = base
+        self.prov = prov
+        self.measures = measures
+        self.locals: dict[str, tuple[Any, Why]] = {}
+        self.memo: dict[tuple[Any, ...], tuple[Any, Any, Why]] = {}
+
+    def bind(self, name: str, value: Any, why: Why) -> WScope:
+        child = WScope.__new__(WScope)
+        child.base, child.prov, child.measures, child.memo = (
+            self.base, self.prov, self.measures, self.memo)
+        child.locals = {**self.locals, name: (value, why)}
+        return child
+
+
+WFn = Callable[[WScope], tuple[Any, Why]]
+_NONE: tuple[Any, Why] = (None, EMPTY)
+
+
+class _Lets:
+    """`let` bodies compiled for witnessing on first use."""
+
+    def __init__(self, lets: dict[str, LetIR]) -> None:
+        self.lets = lets
+        self.fns: dict[str, WFn] = {}
+
+    def body(self, name: str) -> WFn:
+        fn = self.fns.get(name)
+        if fn is None:
+            fn = self.fns[name] = _compile(self.lets[name].body, self)
+        return fn
+
+
+def _compile(e: Expr, lets: _Lets) -> WFn:
+    """A witness closure for `e`: the ordinary value and its Why."""
+    match e:
+        case Lit(value=value):
+            lit = (value, EMPTY)
+            return lambda s: lit
+        case Ref():
+            return _compile_ref_w(e)
+        case Attr(obj=obj_expr, name=name):
+            obj = _compile(obj_expr, lets)
+
+            def attr(s: WScope) -> tuple[Any, Why]:
+                v, w = obj(s)
+                value = v.get(name) if isinstance(v, dict) else _attr(v, name, s.base)
+                return value, w.field(name)
+            return attr
+        case Index():
+            obj_i, idx = _compile(e.obj, lets), _compile(e.index, lets)
+
+            def index(s: WScope) -> tuple[Any, Why]:
+                (items, wl), (i, wi) = obj_i(s), idx(s)
+                if items is None or i is None:
+                    return None, _flat(_steps(wl.steps), wi)
+                if -len(items) <= i < len(items):
+                    return items[i], _plus(wl.item(i % len(items)), wi.all())
+                return None, _flat(_steps(wl.steps), wi)
+            return index
+        case Call():
+            return _compile_call(e, lets)
+        case Unary(operator=operator):
+            operand = _compile(e.operand, lets)
+            if operator == "not":
+                def not_(s: WScope) -> tuple[Any, Why]:
+                    v, w = operand(s)
+                    return (None if v is None else not v), w
+                return not_
+
+            def neg(s: WScope) -> tuple[Any, Why]:
+                v, w = operand(s)
+                return (None if v is None else -v), w
+            return neg
+        case Binary():
+            return _compile_binary(e, lets)
+        case ListExpr():
+            items_l = [_compile(a, lets) for a in e.items]
+
+            def list_(s: WScope) -> tuple[Any, Why]:
+                pairs = [f(s) for f in items_l]
+                return [v for v, _ in pairs], Why(items=tuple(w for _, w in pairs))
+            return list_
+        case RecordExpr():
+            fields = [(k, _compile(a, lets)) for k, a in zip(e.keys, e.values, strict=True)]
+
+            def record(s: WScope) -> tuple[Any, Why]:
+                out: dict[str, Any] = {}
+                whys: dict[str, Why] = {}
+                for k, f in fields:
+                    out[k], whys[k] = f(s)
+                return out, Why(fields=whys)
+            return record
+        case Comp() | Agg():
+            return _compile_collection(e, lets)
+        case Quant():
+            return _compile_quant(e, lets)
+        case LetCall():
+            return _compile_let(e, lets)
+        case _:
+            assert_never(e)
+
+
+def _compile_ref_w(e: Ref) -> WFn:
+    name = e.name
+    match e.kind:
+        case "local" | "param":
+            return lambda s: s.locals.get(name, _NONE)
+        case "state":
+            return lambda s: (s.base.states.get(name), s.prov.state(name))
+        case "record":
+            plain = _compile_ref(e)
+
+            def record(s: WScope) -> tuple[Any, Why]:
+                rows = plain(s.base)
+                return rows, s.prov.record(name, rows)
+            return record
+        case "measure":
+            return lambda s: (s.base.measures.get(name), s.measures.get(name, EMPTY))
+        case "lever" | "instance" | "context" | "document" | "party" | "tool" | "enum_value" \
+                | "enum" | "unknown":
+            ordinary = _compile_ref(e)
+            return lambda s: (ordinary(s.base), EMPTY)
+        case _:
+            assert_never(e.kind)
+
+
+def _compile_binary(e: Binary, lets: _Lets) -> WFn:
+    op = e.operator
+    left, right = _compile(e.left, lets), _compile(e.right, lets)
+    if op == "and":
+        def and_(s: WScope) -> tuple[Any, Why]:  # Kleene: false wins, then unknown
+            a, wa = left(s)
+            if a is False:
+                return False, wa
+            b, wb = right(s)
+            if b is False:
+                return False, wb
+            if a is None or b is None:
+                return None, _flat(*(w for v, w in ((a, wa), (b, wb)) if v is None))
+            return True, _flat(wa, wb)
+        return and_
+    if op == "or":
+        def or_(s: WScope) -> tuple[Any, Why]:  # Kleene: true wins, then unknown
+            a, wa = left(s)
+            if a is True:
+                return True, wa
+            b, wb = right(s)
+            if b is True:
+                return True, wb
+            if a is None or b is None:
+                return None, _flat(*(w for v, w in ((a, wa), (b, wb)) if v is None))
+            return False, _flat(wa, wb)
+        return or_
+    if op == "contains":
+        return lambda s: _contains_w(*left(s), *right(s))
+    if op == "in":
+        return lambda s: _contains_w(*right(s), *left(s))
+    if op == "contains_any":
+        def contains_any(s: WScope) -> tuple[Any, Why]:
+            (a, wa), (b, wb) = left(s), right(s)
+            value = _contains_any(s.base, a, b)
+            if value is True:
+                text = _text(a).casefold()
+                hit = next(i for i, x in enumerate(b) if _text(x).casefold() in text)
+                return True, _flat(wa, wb.item(hit))
+            return value, _flat(wa, wb)
+        return contains_any
+
+    def binary(s: WScope) -> tuple[Any, Why]:
+        (a, wa), (b, wb) = left(s), right(s)
+        if op == "==":
+            value: Any = a == b
+        elif op == "!=":
+            value = a != b
+        elif op in ("<", "<=", ">", ">="):
+            value = _cmp(op, a, b)
+        elif op == "*":
+            _check_product(s.base, a, b)
+            value = s.base.budget.sized(_arith("*", a, b))
+        else:
+            value = _arith(op, a, b)
+            if op == "+" and (type(value) is str or type(value) is list):
+                s.base.budget.sized(value)
+            if op == "+" and isinstance(a, list) and isinstance(b, list):
+                # a concatenation keeps each element's witness
+                items = tuple(wa.item(i) for i in range(len(a))) + tuple(
+                    wb.item(i) for i in range(len(b)))
+                return value, Why(items=items)
+        return value, _flat(wa, wb)
+    return binary
+
+
+def _contains_w(a: Any, wa: Why, b: Any, wb: Why) -> tuple[Any, Why]:
+    """`a contains b` (and `b in a`), as `evaluate._contains`, with its witness."""
+    if a is None or b is None:
+        return None, _flat(wa, wb)
+    if isinstance(a, list):
+        for i, x in enumerate(a):
+            if x is b or x == b:
+                return True, _flat(wa.item(i), wb)
+        return False, _flat(wa, wb)
+    return _text(b).casefold() in _text(a).casefold(), _flat(wa, wb)
+
+
+def _agg_why(func: str, values: list[Any], whys: list[Why], outer: frozenset[int]) -> Why:
+    """What decided `func(values)` (see the module docstring)."""
+    if func == "distinct":
+        kept: list[Any] = []
+        groups: list[list[Why]] = []
+        for v, w in zip(values, whys, strict=True):
+            for k, o in enumerate(kept):
+                if o is v or o == v:
+                    groups[k].append(w)
+                    break
+            else:
+                kept.append(v)
+                groups.append([w])
+        return Why(outer, items=tuple(_flat(*g) for g in groups))
+    if func == "count":
+        steps = frozenset().union(*(w.identity() for w in whys))
+    elif func in ("max", "min"):
+        result = _aggregate(func, values)
+        steps = frozenset().union(*(w.all() for v, w in zip(values, whys, strict=True)
+                                    if v is not None and v == result))
+    else:  # sum, avg: every element summed
+        steps = frozenset().union(*(w.all() for v, w in zip(values, whys, strict=True)
+                                    if v is not None))
+    return _steps(outer | steps)
+
+
+def _compile_collection(e: Comp | Agg, lets: _Lets) -> WFn:
+    func = e.func if isinstance(e, Agg) else ""
+    comp = isinstance(e, Comp)
+    body = _compile(e.body, lets)
+    if not comp and e.source is None:
+        def over_list(s: WScope) -> tuple[Any, Why]:
+            xs, wl = body(s)
+            values = list(xs or [])
+            s.base.budget.charge(len(values))
+            whys = [wl.item(i) for i in range(len(values))]
+            return _aggregate(func, values, s.base.budget), _agg_why(func, values, whys,
+                                                                    wl.steps)
+        return over_list
+    assert e.source is not None
+    source = _compile(e.source, lets)
+    where = _compile(e.where, lets) if e.where is not None else None
+    keys = [_compile(g, lets) for g in e.group_by]
+    var = e.var or ""
+
+    def rows(s: WScope) -> tuple[list[tuple[Any, Why, list[Any]]], frozenset[int]]:
+        """(body value, its element's witness, group key) for every item that passes `where`,
+        and the source's own steps."""
+        items, ws = source(s)
+        items = items or []
+        inner = s.bind(var, None, EMPTY)
+        out = []
+        s.base.budget.charge(len(items))
+        for i, item in enumerate(items):
+            wi = ws.item(i)
+            inner.locals[var] = (item, wi)
+            extra = wi.steps
+            if where is not None:
+                ok, ww = where(inner)
+                if ok is not True:
+                    continue
+                extra = extra | ww.all()
+            v, wv = body(inner)
+            key = []
+            for k in keys:
+                kv, kw = k(inner)
+                key.append(kv)
+                extra = extra | kw.all()
+            out.append((v, _plus(wv, extra), key))
+        return out, ws.steps
+
+    if keys:
+        def grouped(s: WScope) -> tuple[Any, Why]:
+            groups: dict[str, list[tuple[Any, Why]]] = {}
+            found, outer = rows(s)
+            budget = s.base.budget
+            for value, w, key in found:
+                label = repr(key)
+                budget.charge(len(label) >> 6)
+                groups.setdefault(label, []).append((value, w))
+            ordered = [groups[k] for k in sorted(groups)]
+            if comp:
+                return ([[v for v, _ in g] for g in ordered],
+                        Why(outer, items=tuple(Why(items=tuple(w for _, w in g))
+                                               for g in ordered)))
+            values = [_aggregate(func, [v for v, _ in g], budget) for g in ordered]
+            return values, Why(outer, items=tuple(
+                _agg_why(func, [v for v, _ in g], [w for _, w in g], _NO_STEPS)
+                for g in ordered))
+        return grouped
+    if comp:
+        def listed(s: WScope) -> tuple[Any, Why]:
+            found, outer = rows(s)
+            return [v for v, _, _ in found], Why(outer, items=tuple(w for _, w, _ in found))
+        return listed
+
+    def aggregated(s: WScope) -> tuple[Any, Why]:
+        found, outer = rows(s)
+        values = [v for v, _, _ in found]
+        return (_aggregate(func, values, s.base.budget),
+                _agg_why(func, values, [w for _, w, _ in found], outer))
+    return aggregated
+
+
+def _compile_quant(e: Quant, lets: _Lets) -> WFn:
+    source = _compile(e.source, lets)
+    body = _compile(e.body, lets)
+    var, kind = e.var, e.kind
+
+    def quant(s: WScope) -> tuple[Any, Why]:
+        items, ws = source(s)
+        items = items or []
+        inner = s.bind(var, None, EMPTY)
+        seen: list[tuple[Any, Why]] = []
+        s.base.budget.charge(len(items))
+        for i, item in enumerate(items):
+            wi = ws.item(i)
+            inner.locals[var] = (item, wi)
+            value, wb = body(inner)
+            decided = _plus(wb, wi.identity())
+            if value is True and kind != "all":
+                return True, _plus(decided, ws.steps)  # any/exists: the first witness
+            if value is False and kind == "all":
+                return False, _plus(decided, ws.steps)  # all: the first counter-example
+            seen.append((value, decided))
+        if any(v is None for v, _ in seen):
+            unknown = _flat(*(w for v, w in seen if v is None))
+            return None, _plus(unknown, ws.steps)
+        return (kind == "all"), _plus(_flat(*(w for _, w in seen)), ws.steps)
+    return quant
+
+
+def _compile_let(e: LetCall, lets: _Lets) -> WFn:
+    name = e.name
+    params = lets.lets[name].params
+    args = [_compile(a, lets) for a in e.args]
+
+    def call(s: WScope) -> tuple[Any, Why]:
+        pairs = [f(s) for f in args]
+        # The witness is part of the key: the same value from another step is another answer.
+        key = (name, *(_memo_key(v) for v, _ in pairs), *(_why_key(w) for _, w in pairs))
+        hit = s.memo.get(key)
+        if hit is not None:
+            return hit[1], hit[2]
+        inner = WScope.__new__(WScope)
+        inner.base, inner.prov, inner.measures, inner.memo = s.base, s.prov, s.measures, s.memo
+        inner.locals = dict(zip(params, pairs, strict=False))
+        budget = s.base.budget
+        budget.charge(1)
+        if budget.depth >= MAX_DEPTH:
+            raise budget.fail(f"evaluation budget exhausted: `let` calls nested deeper "
+                              f"than {MAX_DEPTH} (at {name})")
+        budget.depth += 1
+        try:
+            value, why = lets.body(name)(inner)
+        finally:
+            budget.depth -= 1
+        s.memo[key] = (pairs, value, why)  # the arguments are held: identity keys stay unique
+        return value, why
+    return call
+
+
+def _why_key(w: Why) -> Any:
+    """A memo key for an argument's witness: its steps when it has no shape (equal steps,
+    equal answers), else its identity (the memo holds it, so the identity stays unique)."""
+    return w.steps if w.items is None and w.fields is None else id(w)
+
+
+# ---------------------------------------------------------------- builtins
+
+#: How a builtin's witness follows from its result, its bound arguments and theirs:
+#: `(result, {param: value}, [argument witnesses], provenance) -> Why`.
+Rule = Callable[[Any, dict[str, Any], list[Why], Provenance], Why]
+
+
+def _args(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    """Every step the arguments rest on (the default rule)."""
+    return _flat(*whys)
+
+
+def _messages(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    return Why(_flat(*whys).steps, items=tuple(prov.view(v) for v in value or ()))
+
+
+def _listed(items: tuple[Why, ...], value: Any, whys: list[Why]) -> Why:
+    if len(items) != len(value or ()):  # not the trace's answer: no element witnesses
+        return _flat(*whys)
+    return Why(_flat(*whys).steps, items=items)
+
+
+def _calls(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    return _listed(prov.calls(bound.get("tool"), bound.get("by")), value, whys)
+
+
+def _replies(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    return _listed(prov.replies(bound.get("party")), value, whys)
+
+
+def _final(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    found = prov.final(bound.get("party")) if value is not None else EMPTY
+    return _plus(found, _flat(*whys).steps)
+
+
+def _delegated(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    found = prov.delegation(bound.get("caller"), bound.get("callee")) if value is True \
+        else EMPTY
+    return _plus(found, _flat(*whys).steps)
+
+
+def _first(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    items = bound.get("items")
+    return whys[0].item(0) if items and isinstance(items, list) else _flat(*whys)
+
+
+def _last(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    items = bound.get("items")
+    return whys[0].item(len(items) - 1) if items and isinstance(items, list) else _flat(*whys)
+
+
+def _lookup(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    rows_w, key_w = whys[0], _flat(*whys[1:])
+    rows = bound.get("rows")
+    if value is None or rows is None or (rows_w.items is None and not rows_w.steps):
+        return _flat(_steps(rows_w.steps), key_w)
+    at = next((i for i, r in enumerate(rows) if r is value), None)
+    found = rows_w.item(at) if at is not None else _steps(rows_w.steps)
+    return _plus(found, key_w.steps)
+
+
+def _sentences(value: Any, bound: dict[str, Any], whys: list[Why], prov: Provenance) -> Why:
+    if value is None:
+        return _flat(*whys)
+    each = _flat(*whys)
+    return Why(items=(each,) * len(value))
+
+
+#: Every builtin's witness rule (a test checks that none is missing). `choose`, `text`
+#: and `join` are compiled specially, like the ordinary evaluator does.
+RULES: dict[str, Rule] = {
+    "messages": _messages, "calls": _calls, "replies": _replies, "final": _final,
+    "delegated": _delegated, "first": _first, "last": _last, "lookup": _lookup,
+    "sentences": _sentences,
+    **dict.fromkeys(("pick", "len", "lower", "abs", "round", "authorized", "unauthorized",
+                     "canary_hits", "pattern_hits", "search", "now", "today", "quarter_of",
+                     "days_between", "judged"), _args),
+}
+
+
+def _compile_call(e: Call, lets: _Lets) -> WFn:
+    name = e.func
+    args = [_compile(a, lets) for a in e.args]
+    if name == "choose":
+        cond, then, other = args[0], args[1], args[2]
+
+        def choose(s: WScope) -> tuple[Any, Why]:
+            c, wc = cond(s)
+            v, w = then(s) if c is True else other(s)
+            return v, _plus(w, wc.all())
+        return choose
+    if name == "text":
+        unit = e.unit
+
+        def text(s: WScope) -> tuple[Any, Why]:
+            v, w = args[0](s)
+            return (None if v is None else s.base.budget.sized(_text(v, unit))), _flat(w)
+        return text
+    if name == "join":
+        unit = e.unit
+
+        def join(s: WScope) -> tuple[Any, Why]:
+            xs, wx = args[0](s)
+            if xs is None:
+                return None, _flat(wx)
+            sep, ws = args[1](s) if len(args) > 1 else (", ", EMPTY)
+            between = _text(sep)
+            if len(xs) > 1 and _render_size(xs, MAX_TEXT) + len(between) * (len(xs) - 1) \
+                    > MAX_TEXT:
+                raise s.base.budget.fail(
+                    f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
+            return s.base.budget.sized(between.join(_text(x, unit) for x in xs)), _flat(wx, ws)
+        return join
+    from eairdsl.runtime.builtins import BUILTINS, IMPLEMENTATIONS  # it imports evaluate
+
+    impl = IMPLEMENTATIONS.get(name)
+    if impl is None:
+        raise ValueError(f"unknown builtin {name!r}")
+    rule = RULES.get(name, _args)
+    params = [p.name for p in BUILTINS[name].params]
+    keys = list(e.keys)
+
+    def call(s: WScope) -> tuple[Any, Why]:
+        pairs = [f(s) for f in args]
+        pos = [v for (v, _), k in zip(pairs, keys or [""] * len(pairs), strict=True) if not k]
+        kw = {k: v for (v, _), k in zip(pairs, keys, strict=False) if k}
+        value = impl(s.base, *pos, **kw)
+        bound = dict(zip(params, pos, strict=False)) | kw
+        return value, rule(value, bound, [w for _, w in pairs], s.prov)
+    return call
+
+
+# ---------------------------------------------------------------- one episode
+
+_COMPILED: weakref.WeakKeyDictionary[Any, tuple[_Lets, dict[int, WFn]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def judge_key(rubric: list[Any], artifact: str, positive: int) -> str:
+    """The key a judge's answer is replayed under during witnessing."""
+    return json.dumps([rubric, artifact, positive], sort_keys=True, default=str)
+
+
+class WitnessRun:
+    """Witness evaluation of one finished episode's measurements, in declaration order.
+
+    `scope` is the measurement scope (its `measures` dict is read live, so a
+    measurement referring to an earlier one gets the value the ordinary pass
+    gave it); `answers` holds the judge's answers by `judge_key`, replayed
+    instead of asking again. The witness closures of a compiled world are
+    built once and kept while the world lives.
+    """
+
+    def __init__(self, compiled: CompiledWorld, trace: Any, ledgers: dict[str, Ledger],
+                 scope: Scope, answers: dict[str, Any]) -> None:
+        world = self.world = compiled.world
+        #: measurements whose witness was not kept (see measure._witness)
+        self.dropped: set[str] = set()
+        cached = _COMPILED.get(compiled)
+        if cached is None:
+            cached = _COMPILED[compiled] = (_Lets(world.lets), {})
+        self._lets, self._fns = cached
+        initial = {r.name: len(r.rows) for r in world.records}
+        self.prov = Provenance(trace, ledgers, initial)
+        base = Scope.__new__(Scope)
+        base.__dict__.update(scope.__dict__)
+        base.budget = Budget()
+        base.memo = {}
+        base.judge = lambda rubric, artifact, positive: answers.get(
+            judge_key(rubric, artifact, positive))
+        self.whys: dict[str, Why] = {}
+        self.scope = WScope(base, self.prov, self.whys)
+
+    def _fn(self, expr: Expr) -> WFn:
+        fn = self._fns.get(id(expr))
+        if fn is None:
+            fn = self._fns[id(expr)] = _compile(expr, self._lets)
+        return fn
+
+    def measure(self, m: MeasureIR) -> tuple[Any, Why] | None:
+        """(value, witness) of one measurement, or None when witnessing itself failed."""
+        s = self.scope
+        try:
+            try:
+                licence = EMPTY
+                if m.when is not None:
+                    ok, licence = self._fn(m.when)(s)
+                    if ok is not True:
+                        return None, licence
+                value, why = self._fn(m.expr)(s)
+                # Nothing to point at (an absence: "no check before the report"): the steps
+                # that made the measurement assessable stand in (the published report).
+                return value, why if why.all() else licence
+            except (EvalError, TypeError, ValueError, KeyError):
+                return None, EMPTY  # the ordinary pass failed the same way: unassessed
+        except Exception:
+            return None
+
+    def keep(self, name: str, why: Why) -> None:
+        """Record `name`'s witness, for later measurements that refer to it."""
+        self.whys[name] = why
+
+    def step_ids(self, why: Why) -> list[str]:
+        """The witness as step ids, in trace order."""
+        ids = self.prov.step_ids
+        return [ids[i] for i in sorted(why.all())]
+
+
+def is_same(a: Any, b: Any) -> bool:
+    """Do the ordinary and the witness evaluation agree (as the result line would show them)?"""
+    return bool(type(a) is type(b) and to_json(a) == to_json(b))
