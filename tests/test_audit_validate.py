@@ -368,3 +368,10 @@ def test_cli_missing_report_is_a_located_v801(tmp_path: Path) -> None:
                   "tests/fixtures/audit/d1/bundle")
     assert proc.returncode == 1
     assert "error[V801]" in proc.stderr
+
+
+def test_every_code_is_documented_in_errors_md() -> None:
+    text = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^### (V8\d\d) — ", text, re.M))
+    assert documented == set(CODES)
+    assert "| V8xx |" in text

@@ -408,8 +408,9 @@ class _Checker:
                           f"({_edge_words(actual)})", (*base, "boundary", "edge"), section=section,
                           finding=i, finding_id=f.id)
             if not self.cross_role(step):
-                self.emit("V811", f"boundary step {b.step} ({step.kind} {_edge_words(actual)}) "
-                          "is not a cross-role step", (*base, "boundary", "step"),
+                self.emit("V811", f"boundary step {b.step} is a {step.kind} "
+                          f"({_edge_words(actual)}), not a cross-role step",
+                          (*base, "boundary", "step"),
                           section=section, finding=i, finding_id=f.id,
                           hint="a boundary is a message between two participants, or an "
                           "action on a tool or record that two or more participants share")
