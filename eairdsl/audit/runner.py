@@ -1,0 +1,227 @@
+"""Audit many episodes: a trace, a run folder or a study folder -> one report per episode.
+
+`audit_episodes(target, out, auditor)` bundles every trace under `target`
+(`bundle.bundle_run`, which names each bundle by a digest of its sanitized
+content, so two traces that read the same are audited once: F.14's "drawn by
+content identity"), hands each bundle — and only the bundle — to the auditor,
+validates the report with the strict validator, and writes:
+
+    OUT/bundles/<episode>/        the sanitized bundle (what the auditor saw)
+    OUT/bundles/grader-index.json episode -> trace(s): grader-only
+    OUT/reports/<episode>.json    the report, exactly as the auditor returned it
+    OUT/reports/<episode>.validation.json   the validator's diagnostics and rates
+    OUT/index.json                one entry per episode (grader-side: it names traces)
+
+Every file is written atomically (temporary file, then rename), so an
+interrupted audit loses at most the report in flight; running the same command
+again resumes: an episode whose report and validation are already on disk is
+not audited again. A report that fails validation is kept, with its
+diagnostics, and counted as invalid: never dropped, never repaired here. An
+auditor that produces no report (`AuditError`: a provider failure, a spent
+budget) is recorded with its reason and retried on the next run.
+
+Wall-clock seconds per audit are kept in the index only; reports of a
+deterministic auditor are byte-identical from run to run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from eairdsl.api import UsageError
+from eairdsl.audit.auditor import AuditError, AuditorAgent
+from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
+from eairdsl.audit.contract import Report, Verdict
+from eairdsl.audit.evidence import Bundle
+from eairdsl.audit.validate import ValidationResult, validate_report
+
+__all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Progress",
+           "report_json", "audit_episodes", "read_index", "grader_traces"]
+
+AUDIT_INDEX = "index.json"
+BUNDLES = "bundles"
+REPORTS = "reports"
+
+#: progress callback: (done, total, entry) after each episode
+Progress = Callable[[int, int, "AuditEntry"], None]
+
+
+class AuditEntry(BaseModel):
+    """One audited episode, as the index records it (grader-side: it names the traces)."""
+
+    episode: str
+    #: the trace(s) the bundle was made from, relative to the audit folder
+    traces: list[str]
+    status: Literal["valid", "invalid", "failed"]
+    verdict: Verdict | None = None
+    findings: int = 0
+    leads: int = 0
+    #: validator errors (V8xx) of the report
+    errors: int = 0
+    findings_resolvable: int = 0
+    findings_total: int = 0
+    units_resolvable: int = 0
+    units_total: int = 0
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tool_calls: int | None = None
+    seconds: float | None = None
+    #: why an auditor produced no report
+    reason: str | None = None
+
+
+class AuditIndex(BaseModel):
+    """`OUT/index.json`: every episode of the audit, sorted by episode id."""
+
+    about: str = ("grader-side index of an audit: each bundle's opaque episode id, the "
+                  "trace(s) it was made from, and the report's verdict and validation; "
+                  "never give it to an auditor")
+    auditor: dict[str, Any] = Field(default_factory=dict)
+    entries: list[AuditEntry] = Field(default_factory=list)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _dump(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def read_index(out: Path) -> AuditIndex:
+    """The audit folder's index (empty when there is none yet)."""
+    path = Path(out) / AUDIT_INDEX
+    if not path.is_file():
+        return AuditIndex()
+    try:
+        return AuditIndex.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise UsageError(f"{path} is not an audit index ({str(exc).splitlines()[0]}); move "
+                         "it away or choose another -o") from None
+
+
+def grader_traces(out: Path) -> dict[str, list[Path]]:
+    """Episode id -> the trace paths it was made from (grader-side)."""
+    bundles = Path(out) / BUNDLES
+    path = bundles / GRADER_INDEX
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {k: [(bundles / t).resolve() for t in v]
+            for k, v in data.get("episodes", {}).items()}
+
+
+def _done(out: Path, episode: str) -> AuditEntry | None:
+    """The entry of an episode already audited in an earlier run, if its files are whole."""
+    report = out / REPORTS / f"{episode}.json"
+    validation = out / REPORTS / f"{episode}.validation.json"
+    if not (report.is_file() and validation.is_file()):
+        return None
+    try:
+        result = ValidationResult.model_validate_json(validation.read_bytes())
+    except ValueError:
+        return None
+    return _entry(episode, [], report, result, None)
+
+
+def _entry(episode: str, traces: list[str], report: Path, result: ValidationResult,
+           seconds: float | None) -> AuditEntry:
+    verdict: Verdict | None = None
+    findings = leads = 0
+    usage: dict[str, Any] = {}
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            v = data.get("verdict")
+            verdict = v if v in ("findings", "no_supported_problem",
+                                 "insufficient_evidence") else None
+            findings = len(data.get("findings") or [])
+            leads = len(data.get("leads") or [])
+            usage = data.get("usage") or {}
+    except (OSError, ValueError):
+        pass
+    return AuditEntry(
+        episode=episode, traces=traces, status="valid" if result.ok else "invalid",
+        verdict=verdict, findings=findings, leads=leads,
+        errors=sum(1 for d in result.diagnostics if d.is_error),
+        findings_resolvable=result.findings_resolvable, findings_total=result.findings_total,
+        units_resolvable=result.units_resolvable, units_total=result.units_total,
+        tokens_in=usage.get("tokens_in"), tokens_out=usage.get("tokens_out"),
+        tool_calls=usage.get("tool_calls"), seconds=seconds)
+
+
+def report_json(report: Report) -> bytes:
+    """A report's file text: the contract's JSON, sorted keys, two-space indent."""
+    return _dump(report.model_dump(mode="json"))
+
+
+def audit_episodes(target: Path, out: Path, auditor: AuditorAgent, *,
+                   world: Path | None = None, describe: dict[str, Any] | None = None,
+                   only: set[str] | None = None,
+                   progress: Progress | None = None) -> AuditIndex:
+    """Audit every episode under `target` into `out` (resumable); return the index.
+
+    `only` restricts the audit to those episode ids (the audit study's sample);
+    `describe` is what the index records about the auditor (kind, model, arms).
+    """
+    out = Path(out)
+    bundles_dir = out / BUNDLES
+    bundled = bundle_run(Path(target), bundles_dir, world)
+    traces: dict[str, list[str]] = {}
+    for b in bundled:
+        rel = os.path.relpath(Path(b.trace).resolve(), out.resolve())
+        traces.setdefault(b.episode, []).append(rel)
+    episodes = sorted(e for e in traces if only is None or e in only)
+    # entries of earlier runs into this folder stay, updated where this run audits them
+    entries = {e.episode: e for e in read_index(out).entries}
+    index = AuditIndex(auditor=dict(describe or {}), entries=sorted(
+        entries.values(), key=lambda e: e.episode))
+    for n, episode in enumerate(episodes, 1):
+        names = sorted(traces[episode])
+        entry = _done(out, episode)
+        if entry is not None:
+            previous = entries.get(episode)
+            entry = entry.model_copy(update={
+                "traces": names, "seconds": previous.seconds if previous else None})
+        else:
+            entry = _audit_one(out, episode, names, auditor)
+        entries[episode] = entry
+        index = AuditIndex(auditor=dict(describe or {}), entries=sorted(
+            entries.values(), key=lambda e: e.episode))
+        _write_atomic(out / AUDIT_INDEX, _dump(index.model_dump(mode="json")))
+        if progress is not None:
+            progress(n, len(episodes), entry)
+    if not episodes:
+        _write_atomic(out / AUDIT_INDEX, _dump(index.model_dump(mode="json")))
+    return index
+
+
+def _audit_one(out: Path, episode: str, traces: list[str], auditor: AuditorAgent) -> AuditEntry:
+    bundle = Bundle.load(out / BUNDLES / episode)
+    started = time.perf_counter()
+    try:
+        report = auditor.audit(bundle)
+    except AuditError as exc:
+        return AuditEntry(episode=episode, traces=traces, status="failed",
+                          reason=str(exc) or type(exc).__name__,
+                          seconds=round(time.perf_counter() - started, 3))
+    seconds = round(time.perf_counter() - started, 3)
+    report_path = out / REPORTS / f"{episode}.json"
+    _write_atomic(report_path, report_json(report))
+    result = validate_report(report_path, bundle)
+    _write_atomic(out / REPORTS / f"{episode}.validation.json",
+                  _dump(result.model_dump(mode="json")))
+    return _entry(episode, traces, report_path, result, seconds)
