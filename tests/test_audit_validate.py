@@ -112,7 +112,7 @@ class Mutation:
 FINDING_TEXT = TEXT[TEXT.index("    {\n      \"id\": \"F1\""):TEXT.index("\n  ],\n  \"leads\"")]
 
 MUTATIONS = [
-    Mutation("wrong_bundle", '"fixture-2dce2830196676be"', '"fixture-0000000000000000"', "V803",
+    Mutation("wrong_bundle", '"ep-7813f6eda33f4b279a4d"', '"fixture-0000000000000000"', "V803",
              '"fixture-0000000000000000"', finding=None, path="bundle.episode"),
     Mutation("wrong_step", '"step": "s0008",\n          "edge": "specialist->assistant"',
              '"step": "s0099",\n          "edge": "specialist->assistant"', "V804", '"s0099"',
@@ -375,3 +375,23 @@ def test_every_code_is_documented_in_errors_md() -> None:
     documented = set(re.findall(r"^### (V8\d\d) — ", text, re.M))
     assert documented == set(CODES)
     assert "| V8xx |" in text
+
+
+def test_a_step_scoped_withheld_locator_rejects_a_field_the_step_has() -> None:
+    """`s0008.content` withheld: the field exists, but the bundle says it is not to be quoted."""
+    scoped = Bundle.load(BUNDLE)
+    scoped.withheld.add("s0008.content")
+    result = validate_report(TEXT, scoped)
+    assert result.codes == ["V808"]
+    assert result.diagnostics[0].unit == 2
+    assert result.diagnostics[0].path == "findings[0].evidence[2].field"
+    # a bare locator (`result`: the trace's result line) never hides a step's own field
+    assert "result" in scoped.withheld
+    text = TEXT.replace('"field": "args"', '"field": "result"')
+    assert validate_report(text, Bundle.load(BUNDLE)).codes == ["V808"]  # s0006 has no result
+    own = TEXT.replace('"step": "s0006",\n          "edge": "specialist->tool:hr_read",\n'
+                       '          "field": "args",\n          "quote": "{\\"id\\": \\"E-1042\\"}"',
+                       '"step": "s0007",\n          "edge": "tool:hr_read->specialist",\n'
+                       '          "field": "result.rating",\n          "quote": "below expectations"')
+    assert own != TEXT
+    assert validate_report(own, Bundle.load(BUNDLE)).ok  # s0007's own result is quotable

@@ -277,6 +277,7 @@ class _Checker:
             if s.tool and s.kind in ("tool_call", "tool_result", "state_update"):
                 self.callers.setdefault(s.tool, set()).add(s.actor)
         self.participants = {p.name for p in bundle.participants}
+        self.reasons = {w.locator: w.reason for w in bundle.manifest.withheld}
 
     # -- emitting
     def emit(self, code: str, message: str, path: JsonPath, *, section: Section | None = None,
@@ -497,7 +498,9 @@ class _Checker:
             withheld = self.withheld_locator(u.field)
         if withheld or text is None:
             out.resolvable = False
-            why = (f"field {u.field!r} is withheld from the bundle ({withheld})" if withheld
+            why = (f"field {u.field!r} is withheld from the bundle"
+                   + ("" if withheld == u.field else f" (under {withheld!r})")
+                   + f": {self.reasons.get(withheld, 'see the manifest')}" if withheld
                    else f"step {u.step} has no field {u.field!r} (it has "
                    f"{', '.join(field_names(step))})")
             self.emit("V808", why, (*path, "field"), section=section, finding=i,
