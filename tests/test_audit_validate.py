@@ -392,6 +392,7 @@ def test_a_step_scoped_withheld_locator_rejects_a_field_the_step_has() -> None:
     own = TEXT.replace('"step": "s0006",\n          "edge": "specialist->tool:hr_read",\n'
                        '          "field": "args",\n          "quote": "{\\"id\\": \\"E-1042\\"}"',
                        '"step": "s0007",\n          "edge": "tool:hr_read->specialist",\n'
-                       '          "field": "result.rating",\n          "quote": "below expectations"')
+                       '          "field": "result.rating",\n'
+                       '          "quote": "below expectations"')
     assert own != TEXT
     assert validate_report(own, Bundle.load(BUNDLE)).ok  # s0007's own result is quotable
