@@ -94,7 +94,7 @@ def _leaves(step: TraceEvent) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # each value is made once: identity is equality
 class _Value:
     """One field value of one row of a bundle record: what the visibility check traces."""
 
@@ -109,6 +109,7 @@ class _Values:
     """The record values long enough to trace, indexed by their first characters."""
 
     by_prefix: dict[str, list[_Value]] = field(default_factory=dict)
+    _memo: dict[str, list[_Value]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, bundle: Bundle) -> _Values:
@@ -133,16 +134,22 @@ class _Values:
         return out
 
     def found_in(self, text: str) -> list[_Value]:
-        """Every value that occurs in `text`, in order of first occurrence, once each."""
-        hits: list[_Value] = []
-        seen: set[_Value] = set()
+        """Every value that occurs in `text` where a word starts, in order of first
+        occurrence, once each (episodes repeat long texts, so answers are kept)."""
+        known = self._memo.get(text)
+        if known is not None:
+            return known
+        hits: dict[_Value, None] = {}
         n = MIN_VALUE_CHARS
+        prefixes = self.by_prefix
         for i in range(len(text) - n + 1):
-            for v in self.by_prefix.get(text[i:i + n], ()):
-                if v not in seen and text.startswith(v.text, i):
-                    seen.add(v)
-                    hits.append(v)
-        return hits
+            if i and text[i - 1].isalnum():
+                continue
+            for v in prefixes.get(text[i:i + n], ()):
+                if v not in hits and text.startswith(v.text, i):
+                    hits[v] = None
+        found = self._memo[text] = list(hits)
+        return found
 
 
 def _participant_kind(p: Participant | None) -> str:
@@ -328,7 +335,7 @@ def _add_node(g: nx.MultiDiGraph, node: str, **attrs: Any) -> None:
 def _summary(text: str) -> tuple[str, bool]:
     if len(text) <= SUMMARY_CHARS:
         return text, False
-    return text[:SUMMARY_CHARS], True
+    return text[:SUMMARY_CHARS].rstrip(), True
 
 
 def build_graph(bundle: Bundle, layer: Layer = "topology") -> nx.MultiDiGraph:
@@ -439,13 +446,17 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
     texts: dict[str, str] = {}
     for s in ep.steps:
         texts[s.step] = _text(s)
-        hits: list[_Value] = []
+        hits: dict[_Value, None] = {}  # in order of first occurrence, once each
         for leaf in _leaves(s):
-            hits.extend(v for v in values.found_in(leaf) if v not in hits)
-        crossed[s.step] = hits
+            hits.update(dict.fromkeys(values.found_in(leaf)))
+        crossed[s.step] = list(hits)
         for v in hits:
             first_seen.setdefault(v, s.step)
     whole_first: dict[str, str] = {}
+    # A matrix that lets no one see anything is no matrix: the world declared none, and
+    # flagging every value as unseeable would drown the edges that matter.
+    declared = bundle.authorization.default == "allow" or any(
+        e.fields for e in bundle.authorization.visible)
 
     def authority(node: str) -> int | None:
         p = ep.participants.get(node)
@@ -470,7 +481,7 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
                 continue  # the same field of the same row under another text
             shown.add((v.record, v.key, v.field))
             visible = None
-            if receiver is not None:
+            if receiver is not None and declared:
                 who = _principals(ep.participants.get(receiver), receiver)
                 visible = v.field in _visible(bundle, who, v.record)
             items.append({"record": v.record, "key": v.key, "field": v.field,

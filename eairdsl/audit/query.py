@@ -524,6 +524,11 @@ def neighbors(bundle: Bundle,
     _fill(answer, items, "neighbors",
           lambda n: f"edges(src={node!r}) and edges(dst={node!r}) list them one by one",
           lambda xs: sorted({s for x in xs for s in x.steps}, key=order.__getitem__))
+    if _size(answer) > budget:  # a node with many tools or obligations
+        answer.attributes = {}
+        answer.truncated = True
+        answer.more.append(f"unconsulted(role={node!r})")
+        answer.note = "the node's attributes were left out to fit the budget"
     return answer
 
 
@@ -642,6 +647,11 @@ def provenance(bundle: Bundle,
           lambda n: f"search(pattern={text!r}) lists every step; from {rest[n].step} on, "
                     f"narrow it with kind/actor/field",
           lambda xs: lead + [h.step for h in xs])
+    while _size(answer) > budget and answer.records:
+        answer.records.pop()
+        answer.truncated = True
+        answer.note = "; ".join(x for x in (answer.note, "record sources cut to fit the budget")
+                                if x)
     if not hits:
         answer.note = "no step contains this text (exact match after whitespace normalisation)"
     return answer
