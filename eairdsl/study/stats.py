@@ -16,8 +16,11 @@ does not exist). The policies that the report follows are fixed here:
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -165,26 +168,42 @@ def clustered_bootstrap_diff(control: Mapping[str, Sequence[float]],
     names = sorted(m for m in control if control[m] and treatment.get(m))
     if not names:
         return None
-    cs = [(float(sum(control[m])), len(control[m])) for m in names]
-    ts = [(float(sum(treatment[m])), len(treatment[m])) for m in names]
+    c_sum = [float(sum(control[m])) for m in names]
+    c_n = [float(len(control[m])) for m in names]
+    t_sum = [float(sum(treatment[m])) for m in names]
+    t_n = [float(len(treatment[m])) for m in names]
 
-    def diff(idx: Iterable[int]) -> float:
-        c_sum = c_n = t_sum = t_n = 0.0
-        for i in idx:
-            c_sum += cs[i][0]
-            c_n += cs[i][1]
-            t_sum += ts[i][0]
-            t_n += ts[i][1]
-        return t_sum / t_n - c_sum / c_n
+    def total(mult: Sequence[int], values: list[float]) -> float:
+        return float(sum(map(operator.mul, mult, values)))
+
+    def diff(mult: Sequence[int]) -> float:
+        return total(mult, t_sum) / total(mult, t_n) - total(mult, c_sum) / total(mult, c_n)
 
     k = len(names)
-    observed = diff(range(k))
-    rng = random.Random(seed)
-    draw = rng.randrange
-    values = sorted(diff([draw(k) for _ in range(k)]) for _ in range(resamples))
+    observed = diff([1] * k)
+    # Each resample is only how often it drew each cluster; resamples that drew the same
+    # clusters give the same diff*, so it is computed once per distinct draw.
+    pairs = sorted((diff(mult), count) for mult, count in _draws(k, resamples, seed))
+    values = [v for v, count in pairs for _ in range(count)]
     alpha = (1 - level) / 2
     return BootstrapResult(observed, quantile(values, alpha), quantile(values, 1 - alpha),
                            resamples, k)
+
+
+@functools.lru_cache(maxsize=32)
+def _draws(k: int, resamples: int, seed: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The bootstrap's draws of k clusters with replacement, `resamples` times, from
+    `random.Random(seed)`: each distinct draw as its per-cluster multiplicities, with how
+    many resamples drew it. The same for every contrast with k clusters: computed once."""
+    rng = random.Random(seed)
+    draw = rng.randrange
+    found: Counter[tuple[int, ...]] = Counter()
+    for _ in range(resamples):
+        mult = [0] * k
+        for _ in range(k):
+            mult[draw(k)] += 1
+        found[tuple(mult)] += 1
+    return tuple(sorted(found.items()))
 
 
 def ranks(values: Sequence[float]) -> list[float]:
