@@ -902,7 +902,7 @@ def report(
         min=0, help="Bootstrap resamples for contrast intervals (0: none).")] = 20_000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     traces: Annotated[bool, typer.Option(
-        "--traces/--no-traces", help="Render every trace as a page.")] = True,
+        "--traces/--no-traces", help="Write the trace viewer (trace.html and its data).")] = True,
 ) -> None:
     """Write a static HTML report of a study (opens from disk; no server)."""
     from eairdsl.api import UsageError
