@@ -2,10 +2,18 @@
 
 `analyse(rows, worlds)` turns the store's rows (the same rows `eairc export`
 writes) into every table of the report; `write_report(study_dir)` renders
-`report/index.html` (rates, contrasts, correlations, inline SVG charts),
-`report/episodes.html` (every attempt, searchable) and one readable page per
-trace under `report/traces/`. The pages use no server, no external script or
-stylesheet: they open from disk.
+`report/index.html` (rates, contrasts, model comparisons, spend, correlations,
+inline SVG charts from `charts`), `report/episodes.html` (every attempt,
+filtered and sorted in the page) and the trace viewer: one page,
+`report/trace.html`, that shows any trace with its model calls, loading it on
+demand from the compressed chunk files under `report/traces/` (`viewer`; one
+HTML page per trace weighed 219 MB at 5,000 episodes). The pages use no
+server, no external script or stylesheet: they open from disk.
+
+Comparing models (`compare`): per world a model × condition table of every
+endpoint, paired model contrasts for every pair of models (exact McNemar on
+cells matched by condition, instance, seed and replicate), and each model's
+calls, tokens and cost.
 
 Where an offline contrast comes from. Sim agents move with the trait
 `shift`s a world declares, so a sim contrast can be the world's mechanics or
