@@ -53,9 +53,10 @@ from eairdsl.audit.evidence import (
     Withheld,
 )
 from eairdsl.audit.rule_text import RuleWithheld, rule_text
-from eairdsl.ir import AppendEffect, Call, Expr, Ref, ToolIR, World, walk_expr
+from eairdsl.ir import AppendEffect, Call, Expr, PartyIR, Ref, ToolIR, World, walk_expr
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "BundledTrace", "bundle_files", "bundle_run",
@@ -207,6 +208,27 @@ def _start(compiled: CompiledWorld, trace: Trace) -> Episode:
                          f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
+def _could_hold(compiled: CompiledWorld, episode: Episode, party: PartyIR) -> list[ToolIR]:
+    """The tools `party` holds at some point of this episode, as far as the start tells.
+
+    A `tools … when` that reads only what cannot change (levers, the instance,
+    static tables) is decided as the episode starts, as the runtime decides it;
+    one that reads the state, the trace or the clock (B1's evidence tools open
+    once an assessment is on file) may open later, so the tool is listed.
+    """
+    out = []
+    for ref in party.tools:
+        tool = compiled.tools.get(ref.name)
+        if tool is None:
+            continue
+        w = compiled.world
+        if ref.when is None or not is_stable(ref.when, w.lets, compiled.mutable) \
+                or reads_trace_or_clock(ref.when, w.lets) \
+                or truthy(compiled.eval(ref.when, episode.state.scope())):
+            out.append(tool)
+    return out
+
+
 def _tool_exprs(tool: ToolIR) -> list[Expr | None]:
     exprs: list[Expr | None] = [tool.cost, tool.result, tool.propagates, tool.propagates_when,
                                 tool.sends_to, tool.acl, tool.acl_when]
@@ -289,22 +311,23 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     files: dict[str, bytes] = {
         EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
 
-    # tools: those each participant held as the episode started, and any it called later
+    # tools: those each participant could hold in this episode, and any it called
     offered: dict[str, list[str]] = {}
     specs: dict[str, ToolSpec] = {}
     try:
         for party in w.parties:
-            for spec in episode.tools.specs_for(party):
-                specs.setdefault(spec.name, spec)
-                offered.setdefault(spec.name, []).append(party.name)
+            for tool in _could_hold(compiled, episode, party):
+                if tool.name not in specs:
+                    specs[tool.name] = episode.tools._spec(tool)  # how the runtime specs one
+                offered.setdefault(tool.name, []).append(party.name)
         for e in steps:
-            tool = compiled.tools.get(e.tool or "") if e.kind == "tool_call" else None
-            if tool is None or e.actor not in compiled.parties:
+            called = compiled.tools.get(e.tool or "") if e.kind == "tool_call" else None
+            if called is None or e.actor not in compiled.parties:
                 continue
-            if tool.name not in specs:
-                specs[tool.name] = episode.tools._spec(tool)  # how the runtime specs a tool
-            if e.actor not in offered.setdefault(tool.name, []):
-                offered[tool.name].append(e.actor)
+            if called.name not in specs:
+                specs[called.name] = episode.tools._spec(called)
+            if e.actor not in offered.setdefault(called.name, []):
+                offered[called.name].append(e.actor)
     except Exception as exc:
         raise UsageError(f"cannot list the tools the participants held: "
                          f"{type(exc).__name__}: {str(exc)[:200]}") from None
@@ -329,7 +352,9 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
         participants.append(Participant(
             name=party.name, kind=party.kind, display=episode.names.get(party.name),
             authority=episode.authority.get(party.name), principal=principal,
-            tools=[t for t in (x.name for x in held) if party.name in offered[t]],
+            tools=[t for t in dict.fromkeys([*(r.name for r in party.tools),
+                                             *(x.name for x in held)])
+                   if party.name in offered.get(t, ())],
             card=card_file))
     files["participants.json"] = _dump([p.model_dump(mode="json") for p in participants])
 
@@ -340,10 +365,15 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
                for p in sorted(order) for r in sorted(records)]
     files["authorization.json"] = _dump(Authorization(
         default=w.authorization.default, visible=entries).model_dump(mode="json"))
+    ruled = {r.record for r in w.authorization.rules}
     for rec in w.records:
         if rec.name not in records:
             continue
-        seen = {f for e in entries if e.record == rec.name for f in e.fields}
+        # A record the matrix's rules name shows the fields some participant may see; one
+        # they do not name (A1 declares no authorization at all) is returned whole by the
+        # tools that read it, so all its fields are reachable.
+        seen = ({f for e in entries if e.record == rec.name for f in e.fields}
+                if rec.name in ruled else {f.name for f in rec.fields})
         fields = [f.name for f in rec.fields if f.name in seen]
         if not fields:
             continue
