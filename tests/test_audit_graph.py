@@ -194,3 +194,66 @@ def test_cli_writes_the_graph_of_a_bundle_or_a_trace(d1: tuple[Bundle, Path],
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     proc = _eairc(str(bundle.root), "--layer", "annotated", "-o", str(tmp_path / "g.png"))
     assert proc.returncode == 2 and ".json, .svg or .dot" in proc.stderr
+
+
+def test_the_drawn_summary_agrees_with_the_episode_diagram(d1: tuple[Bundle, Path],
+                                                           a1: tuple[Bundle, Path]) -> None:
+    """`summary` of a trace's topology draws the same messages, delegations, calls and
+    rejected calls, with the same step ids, as `eairdsl.interaction.episode_graph`."""
+    from eairdsl.interaction import episode_graph
+    from eairdsl.runtime.trace import read_trace
+
+    for _bundle, trace in (d1, a1):
+        mine = {(a, b, d["kind"]): d["steps"]
+                for a, b, d in summary(build_graph(trace_bundle(trace))).edges(data=True)
+                if d["kind"] in ("message", "delegation", "call", "rejected")}
+        theirs = {(a, b, d["kind"]): d["steps"]
+                  for a, b, d in episode_graph(read_trace(trace)).edges(data=True)}
+        assert mine == theirs
+
+
+def test_a_hostile_bundle_gives_a_graph_not_a_crash(d1: tuple[Bundle, Path],
+                                                    tmp_path: Path) -> None:
+    """Odd but schema-valid steps: a diff whose `append` is a string, a result whose row
+    key is a list, a result answering no call, a message to oneself, unknown actors."""
+    from eairdsl.audit import query as q
+    from eairdsl.runtime.trace import TraceEvent
+
+    bundle, _ = d1
+    odd = [TraceEvent(step="x1", t=0, kind="state_update", actor="ghost", diff={"append": "ab"}),
+           TraceEvent(step="x2", t=0, kind="tool_result", actor="ghost", tool="finance_read",
+                      call="nowhere", result=[{"id": ["P-AURORA"], "name": "x"}, 3, None]),
+           TraceEvent(step="x3", t=0, kind="message", actor="ghost", recipient="ghost",
+                      content="executive reserve of $600,000 held against overrun"),
+           TraceEvent(step="x4", t=0, kind="tool_call", actor="nobody", tool="no_such_tool",
+                      args={"a": {"b": [1, {"c": None}]}}),
+           TraceEvent(step="x5", t=0, kind="decision", actor="ghost", content="x")]
+    hostile = Bundle(bundle.root, bundle.manifest, [*bundle.steps, *odd], bundle.participants,
+                     bundle.policies, bundle.authorization, bundle.records, bundle.documents,
+                     bundle.tools, bundle.cards)
+    for layer in ("topology", "annotated"):
+        g = build_graph(hostile, layer)  # type: ignore[arg-type]
+        assert g.nodes["ghost"]["kind"] == "actor"
+    edges = _by_key(build_graph(hostile, "annotated"))
+    assert edges["x3:message"][2]["values"][0]["first_step"] == "s0007"
+    assert "x1" not in {str(d["step"]) for _a, _b, d in edges.values()}
+    for name in q.TOOL_NAMES:
+        for args in ({"step": "x4"}, {"node": "ghost"}, {"role": "ghost"},
+                     {"pattern": "ab"}, {"text": "x"}, {"from_step": "x1", "to_step": "x5"}):
+            assert isinstance(q.call_tool(hostile, name, args), dict)
+
+
+def test_cli_bundles_a_trace_with_its_world(d1: tuple[Bundle, Path], tmp_path: Path) -> None:
+    """With --world the trace is bundled first, so the annotated layer has its matrix."""
+    pytest.importorskip("eairdsl.audit.bundle")
+    _, trace = d1
+    out = tmp_path / "w.json"
+    proc = _eairc(str(trace), "--layer", "annotated", "--world",
+                  str(Path(__file__).resolve().parents[1] / "worlds" / "d1.eair"), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    links = {link["key"]: link for link in json.loads(out.read_text())["links"]}
+    assert links["s0010:message"]["receiver_may_see"] is False
+    assert links["s0007:result"]["receiver_may_see"] is True
+    wrong = _eairc(str(trace), "--layer", "annotated", "--world",
+                   str(Path(__file__).resolve().parents[1] / "worlds" / "a1.eair"), "-o", str(out))
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr

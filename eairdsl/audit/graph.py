@@ -41,6 +41,7 @@ from eairdsl.audit.evidence import (
     BundleError,
     Manifest,
     Participant,
+    canonical_json,
     edge_ref,
     field_text,
     normalize,
@@ -197,6 +198,16 @@ class _Episode:
                    if len(line := normalize(raw)) >= _MIN_LINE_CHARS}
             for name, text in self.documents.items()}
         self.tool_cards = {t.name: t for t in bundle.tools}
+        self._key_cache: dict[str, set[str]] = {}
+
+    def _keys(self, record: str) -> set[str]:
+        """The key values of a record's rows (as canonical JSON: any value is comparable)."""
+        found = self._key_cache.get(record)
+        if found is None:
+            view = self.bundle.records[record]
+            found = self._key_cache[record] = {canonical_json(r.get(view.key))
+                                               for r in view.rows} if view.key else set()
+        return found
 
     def call_of(self, step: TraceEvent) -> TraceEvent | None:
         """The tool call a result answers, or the one a state update came from."""
@@ -237,8 +248,8 @@ class _Episode:
                 if view.key is not None:
                     if view.key not in row:
                         continue
-                    keys = {r.get(view.key) for r in view.rows}
-                    if view.rows and row[view.key] not in keys:
+                    keys = self._keys(name)
+                    if keys and canonical_json(row[view.key]) not in keys:
                         continue
                 score = (len(names & fields), name)
                 if best is None or score[0] > best[0] or (score[0] == best[0]
@@ -275,11 +286,12 @@ class _Episode:
         """The nodes a state update wrote: `record:L` for an append, `state:S` for a set."""
         if step.kind != "state_update" or not step.diff:
             return []
-        out = []
-        for name in sorted(step.diff.get("append") or {}):
-            out.append(f"record:{name}")
-        for name in sorted(step.diff.get("set") or {}):
-            out.append(f"record:{name}" if name in self.bundle.records else f"state:{name}")
+        appended, assigned = step.diff.get("append"), step.diff.get("set")
+        out = [f"record:{name}" for name in sorted(appended)] if isinstance(appended,
+                                                                            dict) else []
+        if isinstance(assigned, dict):
+            out += [f"record:{name}" if name in self.bundle.records else f"state:{name}"
+                    for name in sorted(assigned)]
         return out
 
 
