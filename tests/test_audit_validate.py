@@ -396,3 +396,24 @@ def test_a_step_scoped_withheld_locator_rejects_a_field_the_step_has() -> None:
                        '          "quote": "below expectations"')
     assert own != TEXT
     assert validate_report(own, Bundle.load(BUNDLE)).ok  # s0007's own result is quotable
+
+
+def test_the_hand_written_a1_report_validates() -> None:
+    """A1: a shared action (the payments ledger every paying role writes) is a boundary."""
+    a1 = ROOT / "tests" / "fixtures" / "audit" / "a1"
+    world = resolve_world(ROOT / "worlds" / "a1.eair")
+    bundle = Bundle.load(a1 / "bundle")
+    text = (a1 / "report.json").read_text(encoding="utf-8")
+    result = validate_report(text, bundle, world)
+    assert result.diagnostics == []
+    assert (result.findings_resolvable, result.units_resolvable, result.units_total) == (1, 6, 6)
+    # a two-character quote is accepted only because it is the whole field (args.amount)
+    assert validate_report(text.replace('"quote": "20"', '"quote": "2"'), bundle,
+                           world).codes == ["V807"]  # verbatim, but not the whole field
+    assert validate_report(text.replace('"quote": "20"', '"quote": "21"'), bundle,
+                           world).codes == ["V806"]
+    assert validate_report(text.replace('"field": "args.amount"', '"field": "args"'), bundle,
+                           world).codes == ["V807"]
+    # the ledger itself is ground truth: protected in a1.eair
+    guarded = text.replace('"tool request_approval"', '"ledger payments"')
+    assert validate_report(guarded, bundle, world).codes == ["V816"]

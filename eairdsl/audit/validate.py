@@ -85,8 +85,9 @@ CODES: dict[str, str] = {
 }
 Section = Literal["findings", "leads", "out_of_catalogue"]
 _NOT_A_FIX = "a hint, not a fix: the citation stays rejected"
-#: `role assistant` and `actor requester` name a participant declaration
-_KIND_ALIASES = {"role": "participant", "actor": "participant", "simulator": "participant"}
+#: `role assistant` and `actor requester` name a participant, `ledger payments` a record
+_KIND_ALIASES = {"role": "participant", "actor": "participant", "simulator": "participant",
+                 "table": "record", "ledger": "record"}
 #: the kinds a plan surface may name before a declaration's name (`tool delegate`)
 DECLARATION_KINDS = frozenset({
     "world", "condition", "lever", "record", "state", "document", "policy", "inducer", "tool",
