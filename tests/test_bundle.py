@@ -415,6 +415,10 @@ def test_run_folder_with_the_output_inside_it(compiled: dict[str, World],
             str(Path(d.trace).resolve()) for d in first if d.episode == episode]
         assert GRADER_INDEX not in Bundle.load(out / episode).manifest.files
     assert sorted(p.name for p in out.iterdir()) == sorted([*index["episodes"], GRADER_INDEX])
+    # the run folder itself as the output: its traces are still found, its bundles are not
+    same = bundle_run(run, run, ROOT / "worlds" / "d1.eair")
+    assert [d.trace for d in same] == [d.trace for d in first]
+    assert {d.episode for d in same} == {d.episode for d in first}
 
 
 def test_world_found_from_the_header_and_digests_checked(compiled: dict[str, World],

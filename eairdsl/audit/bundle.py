@@ -513,42 +513,47 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
 
 # ------------------------------------------------------------------ a trace or a run folder
 
-def _is_trace(path: Path) -> bool:
-    """Whether the file's first line is a trace header (cassettes and bundles' own
-    events.jsonl are not)."""
+def _header_line(path: Path) -> str | None:
+    """The file's first line when it is a trace header (cassettes, sidecars and bundles'
+    own events.jsonl are not), else None. Read whole: an LLM trace's header carries its
+    model calls and may be long."""
     try:
         with path.open("rb") as fh:
-            first = fh.readline(1 << 22)
+            first = fh.readline()
         data = json.loads(first)
     except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("type") == "header"
+        return None
+    if isinstance(data, dict) and data.get("type") == "header":
+        return first.decode("utf-8")
+    return None
 
 
 def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
-    """The traces under a run folder (or the one trace file), skipping `out_dir` and
-    hidden folders; sorted, so bundling is in a fixed order."""
+    """The traces under a run folder (or the one trace file), sorted, so bundling goes in
+    a fixed order. Hidden folders (our temporary ones) are skipped, and so is `out_dir`
+    when it lies inside the run folder; symbolic links to folders are not followed."""
     if path.is_file():
-        if not _is_trace(path):
+        if _header_line(path) is None:
             raise UsageError(f"{path} is not a trace (its first line is not a trace header)")
         return [path]
     if not path.is_dir():
         raise UsageError(f"{path}: no such trace file or run folder")
+    root = path.resolve()
     skip = out_dir.resolve() if out_dir is not None else None
+    if skip is not None and root not in skip.parents:
+        skip = None  # the output is the run folder itself or outside it: nothing to skip
     found = []
-    for p in sorted(path.rglob("*.jsonl")):
-        rel = p.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts[:-1]):
-            continue
-        resolved = p.resolve()
-        if skip is not None and (resolved == skip or skip in resolved.parents):
-            continue
-        if p.is_file() and _is_trace(p):
-            found.append(p)
+    for folder, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and (skip is None or (Path(folder) / d).resolve() != skip))
+        for name in names:
+            p = Path(folder) / name
+            if name.endswith(".jsonl") and p.is_file() and _header_line(p) is not None:
+                found.append(p)
     if not found:
         raise UsageError(f"{path}: no traces found (files *.jsonl whose first line is a trace "
                          "header)")
-    return found
+    return sorted(found)
 
 
 def bundle_run(path: Path, out_dir: Path, world: Path | None = None) -> list[BundledTrace]:
@@ -564,7 +569,10 @@ def bundle_run(path: Path, out_dir: Path, world: Path | None = None) -> list[Bun
     done: list[BundledTrace] = []
     index: dict[str, list[Path]] = {}
     for trace_path in traces:
-        header = _read(trace_path).header
+        try:
+            header = TraceHeader.model_validate_json(_header_line(trace_path) or "")
+        except ValueError:
+            header = _read(trace_path).header  # raises the located error
         compiled = worlds.get(header.digest)
         if compiled is None:
             try:
