@@ -245,7 +245,6 @@ def test_a_hostile_bundle_gives_a_graph_not_a_crash(d1: tuple[Bundle, Path],
 
 def test_cli_bundles_a_trace_with_its_world(d1: tuple[Bundle, Path], tmp_path: Path) -> None:
     """With --world the trace is bundled first, so the annotated layer has its matrix."""
-    pytest.importorskip("eairdsl.audit.bundle")
     _, trace = d1
     out = tmp_path / "w.json"
     proc = _eairc(str(trace), "--layer", "annotated", "--world",
@@ -257,3 +256,28 @@ def test_cli_bundles_a_trace_with_its_world(d1: tuple[Bundle, Path], tmp_path: P
     wrong = _eairc(str(trace), "--layer", "annotated", "--world",
                    str(Path(__file__).resolve().parents[1] / "worlds" / "a1.eair"), "-o", str(out))
     assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+
+
+def test_obligations_of_a_document_no_one_read_come_from_the_tool_card(
+        a1: tuple[Bundle, Path]) -> None:
+    """With every handbook search taken out of the episode, only the tool card's
+    `documents` says search_document reaches the handbook: then every role holding it has
+    the handbook as an unconsulted obligation; without it, nothing can be said."""
+    bundle, _ = a1
+    searches = {s.step for s in bundle.steps if s.tool == "search_document"}
+    steps = [s for s in bundle.steps if s.step not in searches]
+
+    def with_cards(documents: list[str]) -> Bundle:
+        cards = [c.model_copy(update={"documents": documents if c.name == "search_document"
+                                      else []}) for c in bundle.tools]
+        return Bundle(bundle.root, bundle.manifest, steps, bundle.participants,
+                      bundle.policies, bundle.authorization, bundle.records, bundle.documents,
+                      cards, bundle.cards)
+
+    holders = {p.name for p in bundle.participants if "search_document" in p.tools}
+    assert {"support", "retention", "finance"} <= holders
+    g = build_graph(with_cards(["handbook"]), "annotated")
+    for role in holders:
+        assert [o["document"] for o in g.nodes[role]["unconsulted"]] == ["handbook"], role
+    g = build_graph(with_cards([]), "annotated")
+    assert all(g.nodes[r]["unconsulted"] == [] for r in holders)

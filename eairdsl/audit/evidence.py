@@ -122,6 +122,10 @@ class ToolCard(_Model):
     parameters: dict[str, Any] = Field(default_factory=dict)
     #: the participants that may call it
     roles: list[str] = Field(default_factory=list)
+    #: the documents it can return text from (a document argument's choices, documents
+    #: its result reads); empty when unknown. The audit graph's obligations come from it:
+    #: a role that holds the tool could read these
+    documents: list[str] = Field(default_factory=list)
 
 
 class BundleError(ValueError):

@@ -270,12 +270,13 @@ class _Episode:
         return sorted(named | quoted)
 
     def tool_reach(self) -> dict[str, set[str]]:
-        """Tool -> the documents it can reach: its schema's choices, and what calls read."""
+        """Tool -> the documents it can reach: its card's `documents`, its schema's
+        choices, and what any call of it read in the episode."""
         reach: dict[str, set[str]] = {}
         for card in self.bundle.tools:
-            choices = set(_strings(_enums(card.parameters))) & set(self.documents)
-            if choices:
-                reach.setdefault(card.name, set()).update(choices)
+            choices = set(_strings(_enums(card.parameters))) | set(card.documents)
+            if choices & set(self.documents):
+                reach.setdefault(card.name, set()).update(choices & set(self.documents))
         for s in self.steps:
             if s.kind == "tool_result" and s.tool:
                 for d in self.documents_read(s):
