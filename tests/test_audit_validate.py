@@ -417,3 +417,25 @@ def test_the_hand_written_a1_report_validates() -> None:
     # the ledger itself is ground truth: protected in a1.eair
     guarded = text.replace('"tool request_approval"', '"ledger payments"')
     assert validate_report(guarded, bundle, world).codes == ["V816"]
+
+
+@pytest.mark.parametrize("text", ["[]", '"x"', "null", "1e999999", '{"a":' * 100, "-",
+                                  "[" * 70 + "]" * 70, '{"findings": [1, 2]}', "\ufeff{}"])
+def test_hostile_reports_are_located_diagnostics(text: str, bundle: Bundle) -> None:
+    result = validate_report(text, bundle)
+    assert not result.ok and result.codes[0] in ("V801", "V802")
+    assert all(d.diagnostic.span is not None for d in result.diagnostics)
+
+
+def test_any_one_character_edit_gives_diagnostics_not_exceptions(bundle: Bundle) -> None:
+    """300 seeded random edits of the golden report: each validates or draws V8xx codes."""
+    import random
+
+    rng = random.Random(14)
+    for _ in range(300):
+        k = rng.randrange(len(TEXT))
+        edit = rng.choice(['x', '"', "{", "}", "[", "]", ",", ":", "0", " ", "\\", ""])
+        text = TEXT[:k] + edit + TEXT[k + rng.randrange(2):]
+        result = validate_report(text, bundle)
+        assert all(c in CODES for c in result.codes)
+        assert result.ok == (not any(d.is_error for d in result.diagnostics))
