@@ -33,17 +33,23 @@ imports `eairdsl.api`) use the time spent waiting on the API. Tokens and cost
 (litellm's cost map, read offline) are summed per participant and per episode
 (`episode_usage`).
 
-litellm is imported on the first live request, never when this module is
-imported, and not at all when a cassette is replayed.
+litellm is imported on the first live request, or before it on a background
+thread (`prefetch_litellm`, which studies and runs of live models call as they
+begin), never when this module is imported, and not at all when a cassette is
+replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import gc
 import hashlib
 import json
 import os
 import random
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -70,7 +76,7 @@ __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LL
            "alternate",
            "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "call_record", "episode_calls",
            "episode_usage", "llm_agents",
-           "load_litellm"]
+           "litellm_ready", "load_litellm", "prefetch_litellm"]
 
 EMPTY_REPLY_TOOL = "__empty_reply__"
 INVALID_JSON_ARG = "__invalid_json__"
@@ -192,19 +198,59 @@ class Usage(BaseModel):
 
 
 _LITELLM: Any = None
+_IMPORT_LOCK = threading.Lock()
+_PREFETCH: threading.Thread | None = None
 
 
 def load_litellm() -> Any:
-    """Import litellm once, offline-friendly: the cost map is the bundled copy."""
+    """Import litellm once, offline-friendly: the cost map is the bundled copy.
+
+    Thread-safe: a call while `prefetch_litellm`'s thread imports waits for it.
+    """
     global _LITELLM  # noqa: PLW0603 - one import per process
     if _LITELLM is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+        with _IMPORT_LOCK:
+            if _LITELLM is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                import litellm
 
-        litellm.suppress_debug_info = True
-        litellm.telemetry = False
-        _LITELLM = litellm
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                # litellm's modules make a heap that the interpreter's last garbage
+                # collections walk at exit (0.7 s on this machine); frozen, they are
+                # skipped. atexit handlers (litellm's own included) still run.
+                atexit.register(gc.freeze)
+                _LITELLM = litellm
     return _LITELLM
+
+
+def prefetch_litellm() -> None:
+    """Start importing litellm on a background thread (several seconds of CPU), so the
+    first request of a run leaves sooner; `load_litellm` waits for it. Idempotent.
+
+    Call it when a run with live LLM models begins (not for a replay, which never
+    imports litellm). A process that forks afterwards calls `litellm_ready()`
+    first: a fork in the middle of an import leaves the child's import locks held.
+    """
+    global _PREFETCH  # noqa: PLW0603 - one prefetch per process
+    with _IMPORT_LOCK:
+        if _LITELLM is not None or _PREFETCH is not None:
+            return
+        _PREFETCH = threading.Thread(target=_prefetch, name="eair-litellm-import",
+                                     daemon=True)
+        _PREFETCH.start()
+
+
+def _prefetch() -> None:
+    with contextlib.suppress(Exception):  # the first real call reports the failure
+        load_litellm()
+
+
+def litellm_ready(timeout: float | None = None) -> None:
+    """Wait for a prefetch under way (no-op when none was started)."""
+    thread = _PREFETCH
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -227,6 +273,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}"
 
 
+#: Per event loop, the semaphore of each provider@endpoint (see `LLMClient.semaphore`).
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                       dict[str, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+
+
 class LLMClient:
     """The transport of one run: cassette, per-provider semaphores, retries, usage."""
 
@@ -239,9 +290,6 @@ class LLMClient:
             self.cassette = Cassette(settings.replay, "replay")
         elif settings.record is not None:
             self.cassette = Cassette(settings.record, "record")
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                                    dict[str, asyncio.Semaphore]] = \
-            weakref.WeakKeyDictionary()
         self.misses: list[str] = []
         self.retries = 0
         self.requests = 0
@@ -251,12 +299,19 @@ class LLMClient:
         return self.cassette is not None and self.cassette.mode == "replay"
 
     def semaphore(self, model: str) -> asyncio.Semaphore:
+        """The bound on requests in flight to `model`'s provider and endpoint.
+
+        Shared by every client of this event loop, so the models of a study that
+        go to one provider (two `openai/...` models on one `--api-base`) share
+        `max_connections` instead of each getting its own.
+        """
         loop = asyncio.get_running_loop()
-        table = self._semaphores.setdefault(loop, {})
+        table = _SEMAPHORES.setdefault(loop, {})
         provider = model.split("/", 1)[0] if "/" in model else model
-        key = f"{provider}@{self.settings.api_base or ''}"
+        limit = max(1, self.settings.max_connections)
+        key = f"{provider}@{self.settings.api_base or ''}#{limit}"
         if key not in table:
-            table[key] = asyncio.Semaphore(max(1, self.settings.max_connections))
+            table[key] = asyncio.Semaphore(limit)
         return table[key]
 
     def request(self, model: str, messages: list[dict[str, Any]],
@@ -318,6 +373,11 @@ class LLMClient:
 
     async def _live(self, request: dict[str, Any], rng: random.Random,
                     meta: dict[str, Any]) -> dict[str, Any]:
+        prefetch = _PREFETCH
+        if _LITELLM is None and prefetch is not None and prefetch.is_alive():
+            # the import is under way on its thread: wait off the loop, so the other
+            # episodes go on setting up meanwhile
+            await asyncio.get_running_loop().run_in_executor(None, litellm_ready)
         litellm = load_litellm()
         s = self.settings
         model = request["model"]

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CASSETTES_DIR",
     "EXECUTORS",
+    "LLM_OPTIONS_KEY",
     "Budget",
     "MAX_LOSSES",
     "TRACES_DIR",
@@ -80,6 +81,8 @@ __all__ = [
     "StudyProgress",
     "StudySummary",
     "WorkerLost",
+    "check_llm_options",
+    "llm_options",
     "run_study",
     "run_task",
     "spend",
@@ -236,6 +239,7 @@ class _Pool:
         self._start()
 
     def _start(self) -> None:
+        _litellm_settled()  # never fork in the middle of the litellm prefetch's import
         ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
         self.pool = cf.ProcessPoolExecutor(self.workers, mp_context=ctx,
                                            initializer=_init_worker,
@@ -558,10 +562,13 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
         raise StudyError(f"cannot create the study folder {out}: {exc.strerror or exc}") from None
     root = out.resolve()
     settings = _llm_settings(models, llm)
+    live = bool(settings) and (llm is None or llm.replay is None)
     store = Store.open(out / STORE_FILE)
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
     parts: dict[str, Path] = {}
     try:
+        if settings:
+            check_llm_options(store, llm_options(models, llm))
         if llm is not None and llm.record is not None:
             _merge_cassettes(Path(llm.record), store)  # what a killed run left behind
             parts = _open_cassettes(settings, Path(llm.record), replay=False)
@@ -587,6 +594,9 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
         progress.start(len(grid), summary.skipped, len(todo))
         llm_todo = deque(a for a in todo if a.agents.startswith(LLM_PREFIX))
         todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
+        pool_first = bool(todo) and executor == "local" and workers > 1
+        if live and llm_todo and not pool_first:
+            _prefetch_litellm()  # its import overlaps the setup and the sim episodes
         if todo:
             needed = {a.cell.world for a in todo}
             texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
@@ -598,6 +608,8 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 backend = _Serial(texts, fn)
             else:
                 backend = _Pool(texts, min(workers, len(todo)), fn)
+            if live and llm_todo and pool_first:
+                _prefetch_litellm()  # after the fork: the pool's workers have started
             summary.executor, summary.workers = backend.name, workers
             cancel = True
             try:
@@ -632,6 +644,83 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             store.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _prefetch_litellm() -> None:
+    from eairdsl.agents.llm import prefetch_litellm
+
+    prefetch_litellm()
+
+
+def _litellm_settled() -> None:
+    """Wait for a litellm prefetch under way (only if this process started one)."""
+    llm = sys.modules.get("eairdsl.agents.llm")
+    if llm is not None:
+        llm.litellm_ready()
+
+
+#: The store's meta key under which a study keeps the LLM options of its first run.
+LLM_OPTIONS_KEY = "llm_options"
+#: Each LLM option a resumed study must repeat, and the flag that sets it.
+_LLM_FLAGS = {"counterpart_model": "--counterpart-model", "judge_model": "--judge-model",
+              "role_models": "--role-model", "temperature": "--temperature",
+              "max_tokens": "--max-tokens", "seed": "--llm-seed", "api_base": "--api-base"}
+
+
+def llm_options(models: Sequence[Model], llm: LLMSettings | None) -> dict[str, Any]:
+    """What decides an LLM episode's answers besides the world: each LLM model column's
+    litellm string, the fixed counterpart, judge and role models, the sampling options
+    and the endpoint. Transport limits (connections, timeout, retries) and cassettes are
+    not in it: they change how a study runs, not what it measures."""
+    out: dict[str, Any] = {"models": {m.name: m.llm for m in models if m.llm is not None}}
+    for key in _LLM_FLAGS:
+        value = getattr(llm, key, None) if llm is not None else None
+        out[key] = (dict(sorted(value.items())) or None) if isinstance(value, dict) else value
+    return out
+
+
+def check_llm_options(store: Store, options: dict[str, Any]) -> None:
+    """Refuse to resume a study with LLM options other than its first run's (one line,
+    each difference named); otherwise keep them, with any new model column added.
+
+    A model column may be added (it starts its own cells) but not given another model;
+    every other option must be the same, since the stored episodes were answered under
+    it.
+    """
+    row = store.conn.execute("SELECT value FROM meta WHERE key = ?",
+                             (LLM_OPTIONS_KEY,)).fetchone()
+    if row is not None:
+        try:
+            first: dict[str, Any] = json.loads(row[0])
+        except json.JSONDecodeError:
+            raise StudyError(f"{store.path}: the stored LLM options are not JSON; the store "
+                             "was edited") from None
+        diffs = []
+        before = first.get("models") or {}
+        for name, model in sorted(options["models"].items()):
+            if name in before and before[name] != model:
+                diffs.append(f"--models {name}={model} (was {name}={before[name]})")
+        for key, flag in _LLM_FLAGS.items():
+            if first.get(key) != options.get(key):
+                diffs.append(f"{flag} {_option_text(options.get(key))} "
+                             f"(was {_option_text(first.get(key))})")
+        if diffs:
+            raise StudyError(f"this study's first run used other LLM options: "
+                             f"{'; '.join(diffs)}; rerun with the first run's options or "
+                             "choose another --out")
+        options = {**options, "models": {**before, **options["models"]}}
+        if options == first:
+            return
+    store.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",  # autocommit
+                       (LLM_OPTIONS_KEY, json.dumps(options, sort_keys=True)))
+
+
+def _option_text(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return str(value)
 
 
 def _llm_settings(models: Sequence[Model], llm: LLMSettings | None) -> dict[str, LLMSettings]:
