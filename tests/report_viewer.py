@@ -41,6 +41,68 @@ V.inflate(b64).then(text => {
 """
 
 
+BROWSER = r"""
+// The viewer page's script with a minimal stand-in for the browser: location.hash is the
+// link's, a <script> element appended to the body is the chunk file run in the same global
+// (as a browser runs traces/cNNNN.js), innerHTML and attributes are recorded.
+const fs = require("fs"), path = require("path"), vm = require("vm");
+const [page, hash] = process.argv.slice(2);
+const folder = path.dirname(page);
+const html = fs.readFileSync(page, "utf8");
+const script = /<script id="viewer">([\s\S]*?)<\/script>/.exec(html)[1];
+const elements = {};
+const loaded = [];
+function element(id) {
+  if (!elements[id]) {
+    elements[id] = {id: id, innerHTML: "", textContent: "", attrs: {}, value: "",
+                    setAttribute(k, v) { this.attrs[k] = v; },
+                    addEventListener() {}, scrollIntoView() {}};
+  }
+  return elements[id];
+}
+const ctx = {atob, Blob, Response, DecompressionStream, JSON, setTimeout};
+ctx.window = ctx;
+ctx.location = {hash: hash};
+ctx.addEventListener = () => {};
+ctx.document = {
+  title: "",
+  getElementById: element,
+  querySelectorAll: () => [],
+  createElement: () => ({}),
+  body: {appendChild(s) {
+    loaded.push(s.src);
+    const file = path.join(folder, s.src);
+    if (!file.startsWith(folder + path.sep) || !fs.existsSync(file)) { s.onerror(); return; }
+    vm.runInContext(fs.readFileSync(file, "utf8"), ctx);
+  }},
+};
+vm.createContext(ctx);
+vm.runInContext(script, ctx);
+setTimeout(() => {
+  process.stdout.write(JSON.stringify({
+    loaded: loaded, title: ctx.document.title, heading: element("title").textContent,
+    raw: element("raw").attrs.href || null, html: element("trace").innerHTML}));
+}, 300);
+"""
+
+
+def open_page(report: Path, link: str) -> dict[str, Any]:
+    """The viewer page opened at `link` (`trace.html#...`) in a stand-in browser under node:
+    which scripts it loaded, its title, the raw trace link and the trace's HTML."""
+    exe = node()
+    assert exe is not None
+    harness = report / "_browser.js"
+    harness.write_text(BROWSER, encoding="utf-8")
+    try:
+        out = subprocess.run([exe, str(harness), str(report / "trace.html"),
+                              "#" + link.split("#", 1)[1]],
+                             check=True, capture_output=True, text=True, timeout=60)
+    finally:
+        harness.unlink()
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
 def parse(link: str) -> tuple[str, int]:
     found = _LINK.search(link)
     assert found, link

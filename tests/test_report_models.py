@@ -424,3 +424,26 @@ def test_llm_models_compared_with_spend_per_model(llm_study: Path) -> None:
     assert {(p[3], p[4]) for p in pairs} == {("careful", "terse")}
     assert {p[2] for p in pairs} == {"canonical", "need_to_know", "all conditions"}
     assert len(_MC.findall(page)) == 2 * 2 * len(MEASUREMENTS)
+
+
+def test_viewer_page_loads_the_linked_trace_on_demand(llm_study: Path) -> None:
+    """Opened at an episode's link, the page loads that chunk's script only and shows the
+    trace with its raw link; a link that names anything but a chunk loads nothing."""
+    if report_viewer.node() is None:
+        pytest.skip("node is not installed: the viewer page is not exercised")
+    report = llm_study / "report"
+    link = _links(llm_study)[-1]
+    name, _ = report_viewer.parse(link)
+    opened = report_viewer.open_page(report, link)
+    assert opened["loaded"] == [f"traces/{name}.js"]
+    trace = report_viewer.decode(report, link)
+    hd = trace["header"]
+    assert opened["heading"] == f"Trace: {hd['world']} · {hd['condition']} · " \
+        f"{hd['instance']} · seed {hd['seed']} · {trace['row']['model']}"
+    assert (report / opened["raw"]).resolve().is_file()
+    assert opened["html"].count('<tr id="s') == len(trace["events"])
+    assert opened["html"].count('<details class="call"') == len(trace["calls"])
+    for bad in ("trace.html#../../x.1", "trace.html#c0001.1x", "trace.html#javascript:1"):
+        assert report_viewer.open_page(report, bad)["loaded"] == []
+    missing = report_viewer.open_page(report, "trace.html#c9999.0")
+    assert missing["loaded"] == ["traces/c9999.js"] and "Cannot load" in missing["html"]
