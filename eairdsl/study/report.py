@@ -553,7 +553,8 @@ def _world_charts(w: WorldResult) -> list[Markup]:
         svg_rates([(c, cells[PRIMARY]) for c, cells in w.by_condition],
                   f"{w.name}: realized risk by condition"),
     ]
-    if len({m for _, m, _ in w.by_model_condition}) > 1:
+    # beside the table, a chart of every model × condition while it stays readable
+    if len({m for _, m, _ in w.by_model_condition}) > 1 and len(w.by_model_condition) <= 60:
         charts.append(svg_rates([(f"{c} · {m}", cells[PRIMARY])
                                  for c, m, cells in w.by_model_condition],
                                 f"{w.name}: realized risk by condition and model"))
