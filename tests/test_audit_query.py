@@ -212,6 +212,7 @@ def test_call_tool_answers_bad_arguments_with_an_error_object(d1: Bundle) -> Non
     assert "JSON object" in q.call_tool(d1, "read", ["s0001"])["error"]
     assert "unknown tool" in q.call_tool(d1, "provenance", {"text": "x"}, layer="topology")[
         "error"]
+    assert "unknown graph layer" in q.call_tool(d1, "edges", {}, layer="full")["error"]  # type: ignore[arg-type]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=_SHARED)

@@ -32,7 +32,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from eairdsl.audit.evidence import Bundle, edge_ref, field_names, field_text, normalize
-from eairdsl.audit.graph import EDGE_KINDS, Layer, build_graph, step_links
+from eairdsl.audit.graph import EDGE_KINDS, LAYERS, Layer, build_graph, step_links
 from eairdsl.runtime.trace import EventKind, TraceEvent
 
 __all__ = ["DEFAULT_BUDGET", "MIN_BUDGET", "MAX_BUDGET", "QueryError", "Answer", "FieldText",
@@ -737,6 +737,8 @@ def query_tools(layer: Layer = "annotated") -> list[dict[str, Any]]:
 def call_tool(bundle: Bundle, name: str, args: Any, layer: Layer = "annotated") -> dict[str, Any]:
     """Run one query tool; bad arguments and unanswerable queries give `{"error": ...}`,
     never an exception, so an LLM auditor can read what went wrong and retry."""
+    if layer not in LAYERS:
+        return {"error": f"unknown graph layer {layer!r}; expected one of {', '.join(LAYERS)}"}
     if not isinstance(name, str) or name not in _offered(layer):
         return {"error": f"unknown tool {name!r}", "tools": _offered(layer)}
     if args is None:
