@@ -481,6 +481,7 @@ def test_cli_done_when_run_then_bundle_into_the_run_folder(tmp_path: Path) -> No
     (lambda t: _write(t / "empty", None), "no traces found"),
     (lambda t: _write(t / "not.jsonl", '{"type": "event"}\n'), "is not a trace"),
     (lambda t: _write(t / "bad.jsonl", '{"type": "header", "world": 3}\n'), "not a trace"),
+    (lambda t: _fifo(t / "fifo.jsonl"), "not a regular file"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_1(make: object, expect: str,
                                              tmp_path: Path) -> None:
@@ -504,9 +505,38 @@ def test_cli_refuses_a_world_with_another_digest(compiled: dict[str, World],
     assert not (tmp_path / "out").exists()
 
 
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)  # opening it would block: it must be refused unread
+    return path
+
+
 def _write(path: Path, text: str | None) -> Path:
     if text is None:
         path.mkdir()
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_a_trace_that_does_not_fit_its_world_is_refused_in_one_line(
+        compiled: dict[str, World], tmp_path: Path) -> None:
+    world = compiled["d1"]
+    trace = _episode(world, tmp_path / "run")
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    for key, value, expect in (("condition", "nope", "condition is not one of the world's"),
+                               ("instance", "zz-9", "instance is not one of the world's")):
+        header = {**json.loads(lines[0]), key: value}
+        bad = tmp_path / f"bad-{key}.jsonl"
+        bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+        with pytest.raises(UsageError, match=expect) as info:
+            write_bundle(bad, world, tmp_path / "out")
+        assert "\n" not in str(info.value) and str(bad) in str(info.value)
+    # a key a hostile trace adds to an event is not carried into the bundle
+    event = {**json.loads(lines[1]), "levers": {"trust": "peer"}, "condition": "canonical"}
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text("\n".join([lines[0], json.dumps(event), *lines[2:]]) + "\n",
+                   encoding="utf-8")
+    manifest = write_bundle(odd, world, tmp_path / "out")
+    events = (tmp_path / "out" / manifest.episode / "events.jsonl").read_text(encoding="utf-8")
+    assert "levers" not in events and "canonical" not in events
+    assert manifest.episode == write_bundle(trace, world, tmp_path / "out").episode

@@ -536,6 +536,8 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
         if _header_line(path) is None:
             raise UsageError(f"{path} is not a trace (its first line is not a trace header)")
         return [path]
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path} is not a regular file or a folder")
     if not path.is_dir():
         raise UsageError(f"{path}: no such trace file or run folder")
     root = path.resolve()
