@@ -447,3 +447,29 @@ def test_viewer_page_loads_the_linked_trace_on_demand(llm_study: Path) -> None:
         assert report_viewer.open_page(report, bad)["loaded"] == []
     missing = report_viewer.open_page(report, "trace.html#c9999.0")
     assert missing["loaded"] == ["traces/c9999.js"] and "Cannot load" in missing["html"]
+
+
+def test_place_calls_skips_routed_calls_and_leaves_judges_unplaced() -> None:
+    """A guard's routed call is not a decision; a failed call goes under its task's last
+    event; a judge's call (a rubric, no task) and a call with no event of its task stay
+    unplaced."""
+    from eairdsl.study.viewer import place_calls
+
+    events = [
+        {"step": "s0001", "kind": "message", "actor": "user", "task": 1},
+        {"step": "s0002", "kind": "tool_call", "actor": "agent", "task": 1, "tool": "pay"},
+        {"step": "s0003", "kind": "decision", "actor": "agent", "task": 1,
+         "content": "routed to approve"},
+        {"step": "s0004", "kind": "tool_call", "actor": "agent", "task": 1, "tool": "approve"},
+        {"step": "s0005", "kind": "tool_result", "actor": "agent", "task": 1, "call": "s0004"},
+        {"step": "s0006", "kind": "message", "actor": "agent", "task": 2, "tool": "delegation"},
+        {"step": "s0007", "kind": "message", "actor": "agent", "task": 1},
+        {"step": "s0008", "kind": "message", "actor": "helper", "task": 2},
+    ]
+    calls = [{"participant": "agent", "task": 1, "step": 0},
+             {"participant": "agent", "task": 1, "step": 1},
+             {"participant": "helper", "task": 2, "step": 0},
+             {"participant": "helper", "task": 2, "step": 1, "error": "down"},
+             {"participant": "other", "task": 9, "step": 0},
+             {"model": "judge-model", "rubric": "disclosure"}]
+    assert place_calls(events, calls) == ["s0002", "s0007", "s0008", "s0008", None, None]
