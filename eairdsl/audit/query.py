@@ -458,7 +458,8 @@ def read(bundle: Bundle, step: StepId,
                                    f"offset={offset + len(cell.text)})")
                 rest = names[i + 1:]
                 if rest:
-                    answer.more.append(f"read(step={s.step!r}, fields={rest!r})")
+                    at = f", offset={offset}" if offset else ""
+                    answer.more.append(f"read(step={s.step!r}, fields={rest!r}{at})")
                 break
         if answer.truncated:
             _left_out(answer, chosen, n + 1, fields)
