@@ -439,3 +439,14 @@ def test_any_one_character_edit_gives_diagnostics_not_exceptions(bundle: Bundle)
         result = validate_report(text, bundle)
         assert all(c in CODES for c in result.codes)
         assert result.ok == (not any(d.is_error for d in result.diagnostics))
+
+
+def test_a_report_on_another_bundle_stops_at_v803() -> None:
+    other = Bundle.load(ROOT / "tests" / "fixtures" / "audit" / "a1" / "bundle")
+    result = validate_report(REPORT, other)
+    assert result.codes == ["V803", "V803"]
+    assert result.schema_valid and not result.citations_checked
+    proc = _eairc("check-report", REPORT.relative_to(ROOT), "--bundle",
+                  "tests/fixtures/audit/a1/bundle")
+    assert proc.returncode == 1
+    assert "citations not checked: the report is about another bundle" in proc.stdout

@@ -135,8 +135,11 @@ class ValidationResult(BaseModel):
     unknown_steps: int = 0
     #: (kept, merged) finding paths of duplicates
     merged: list[tuple[str, str]] = []
-    #: whether the report followed the schema (else no rate was computed)
+    #: whether the report followed the schema (else nothing further was checked)
     schema_valid: bool = False
+    #: whether its citations were checked: schema-valid and about this bundle (V803);
+    #: the rates mean something only then
+    citations_checked: bool = False
     #: what plan surfaces were checked against: a world, or only the bundle's names
     surface_checked_against: Literal["world", "bundle"] = "bundle"
 
@@ -305,7 +308,6 @@ class _Checker:
     # -- the report
     def run(self) -> tuple[int, int, int, int, list[tuple[str, str]]]:
         r = self.report
-        self.check_bundle_ref()
         ids: dict[str, JsonPath] = {}
         findings_ok: list[tuple[Finding, JsonPath, bool]] = []
         units_ok = units_total = 0
@@ -749,8 +751,12 @@ def validate_report(report: str | Path | dict[str, Any], bundle: Bundle | Path,
         case _:
             raise TypeError(f"world must be a World or Declarations, not {type(world).__name__}")
     checker = _Checker(parsed, bundle, positions, name, decls, suggest)
+    checker.check_bundle_ref()
+    if checker.out:  # another bundle's report: its citations would all be noise
+        return ValidationResult(diagnostics=checker.out, schema_valid=True,
+                                surface_checked_against=decls.source)
     f_ok, f_total, u_ok, u_total, merged = checker.run()
     return ValidationResult(diagnostics=checker.out, findings_resolvable=f_ok,
                             findings_total=f_total, units_resolvable=u_ok, units_total=u_total,
                             unknown_steps=checker.unknown, merged=merged, schema_valid=True,
-                            surface_checked_against=decls.source)
+                            citations_checked=True, surface_checked_against=decls.source)
