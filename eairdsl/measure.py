@@ -48,7 +48,7 @@ def measure_episode(episode: Episode, judge: Judge | None = None,
     def recording(rubric: list[Any], artifact: str, positive: int) -> Any:
         judged_by.add(current[0])
         answer = None if judge is None else judge(rubric, artifact, positive)
-        if witnesses:
+        if witnesses and judge is not None:  # no judge: the witness pass answers none too
             answers[judge_key(rubric, artifact, positive)] = answer
         return answer
 

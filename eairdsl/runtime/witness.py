@@ -68,6 +68,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, assert_never
 
 from eairdsl.ir import (
+    EXPR_NODES,
     Agg,
     Attr,
     Binary,
@@ -84,12 +85,14 @@ from eairdsl.ir import (
     RecordExpr,
     Ref,
     Unary,
+    walk_expr,
 )
 from eairdsl.runtime.evaluate import (
     MAX_DEPTH,
     MAX_TEXT,
     Budget,
     EvalError,
+    LetTable,
     Scope,
     _aggregate,
     _arith,
@@ -101,9 +104,10 @@ from eairdsl.runtime.evaluate import (
     _memo_key,
     _render_size,
     _text,
+    compile_expr,
 )
 from eairdsl.runtime.trace import to_json
-from eairdsl.runtime.values import Ledger
+from eairdsl.runtime.values import Ledger, Row, StaticRows
 
 if TYPE_CHECKING:
     from eairdsl.runtime.engine import CompiledWorld
@@ -123,14 +127,15 @@ class Why:
     its result step). Immutable, so `all()` is cached.
     """
 
-    __slots__ = ("_all", "fields", "items", "steps")
+    __slots__ = ("_all", "_bare", "fields", "items", "steps")
 
     def __init__(self, steps: frozenset[int] = _NO_STEPS, items: tuple[Why, ...] | None = None,
                  fields: dict[str, Why] | None = None) -> None:
         self.steps = steps
         self.items = items
         self.fields = fields
-        self._all: frozenset[int] | None = None
+        self._all: frozenset[int] | None = None if items or fields else steps
+        self._bare: Why | None = self if items is None and fields is None else None
 
     def all(self) -> frozenset[int]:
         """Every step anywhere in this value (its elements' and fields' too)."""
@@ -149,17 +154,27 @@ class Why:
         its own steps, else — a value with none of its own, like a group — all of them."""
         return self.steps or self.all()
 
+    def bare(self) -> Why:
+        """Only this value's own steps, without its shape (kept: one object per value)."""
+        found = self._bare
+        if found is None:
+            found = self._bare = Why(self.steps) if self.steps else EMPTY
+        return found
+
     def item(self, i: int) -> Why:
         """The witness of element `i` (the list's own steps included)."""
         items = self.items
-        inner = items[i] if items is not None and 0 <= i < len(items) else EMPTY
+        if items is None:
+            return self.bare()
+        inner = items[i] if 0 <= i < len(items) else EMPTY
         return _plus(inner, self.steps)
 
     def field(self, name: str) -> Why:
         """The witness of field `name` (the container's own steps included)."""
         fields = self.fields
-        inner = fields.get(name, EMPTY) if fields is not None else EMPTY
-        return _plus(inner, self.steps)
+        if fields is None:
+            return self.bare()
+        return _plus(fields.get(name, EMPTY), self.steps)
 
     def __repr__(self) -> str:  # for test failures
         return f"Why({sorted(self.all())})"
@@ -177,8 +192,18 @@ def _plus(w: Why, steps: frozenset[int]) -> Why:
 
 def _flat(*whys: Why) -> Why:
     """One shapeless Why holding every step of `whys`."""
-    steps = frozenset().union(*(w.all() for w in whys)) if whys else _NO_STEPS
-    return Why(steps) if steps else EMPTY
+    found: Why = EMPTY
+    steps: frozenset[int] | None = None
+    for w in whys:
+        got = w.all()
+        if not got:
+            continue
+        if steps is None:  # the common case: one operand carries steps, kept as it is
+            steps, found = got, w.bare() if w.items is None and w.fields is None else Why(got)
+        elif not got <= steps:
+            steps = steps | got
+            found = Why(steps)
+    return found
 
 
 def _steps(steps: frozenset[int]) -> Why:
@@ -209,10 +234,14 @@ class Provenance:
         self._replies: dict[str, tuple[Why, ...]] = {}
         self._calls: dict[tuple[str, str | None], tuple[Why, ...]] = {}
         results: dict[str, int] = {}
+        by_tool: dict[str, list[int]] = {}
         for i, e in enumerate(events):
             if e.kind == "tool_result" and e.call:
                 results[e.call] = i  # the last result of a call, as the trace's index keeps
+            elif e.kind == "tool_call":
+                by_tool.setdefault(e.tool or "", []).append(i)
         self._results = results
+        self._by_tool = by_tool
         appends: dict[str, list[int]] = {}
         states: dict[str, int] = {}
         for i, e in enumerate(events):
@@ -269,9 +298,9 @@ class Provenance:
         hit = self._calls.get(key)
         if hit is None:
             out = []
-            for i, e in enumerate(self._events):
-                if e.kind == "tool_call" and (e.tool or "") == tool and (by is None
-                                                                          or e.actor == by):
+            for i in self._by_tool.get(tool, ()):
+                e = self._events[i]
+                if by is None or e.actor == by:
                     res = self._results.get(e.step)
                     done = self.one(res) if res is not None else EMPTY
                     out.append(Why(frozenset((i,)), fields={"result": done, "rejected": done}))
@@ -330,12 +359,53 @@ WFn = Callable[[WScope], tuple[Any, Why]]
 _NONE: tuple[Any, Why] = (None, EMPTY)
 
 
-class _Lets:
-    """`let` bodies compiled for witnessing on first use."""
+#: trace queries: their values carry steps
+_TRACE_QUERIES = frozenset({"messages", "calls", "replies", "final", "delegated"})
 
-    def __init__(self, lets: dict[str, LetIR]) -> None:
+
+class _Lets:
+    """`let` bodies compiled for witnessing on first use, and which expressions are *free*.
+
+    A free expression reads no trace query, no state variable, no ledger, no
+    measurement and no local or parameter: nothing in it can carry a step, so
+    its witness is empty and its value is the ordinary closure's (evaluated on
+    the measurement scope, sharing its `let` memo: the ordinary pass has
+    usually computed it already). Exact, and most of a world's static
+    arithmetic (caps, phrase lists, rubric rows) costs nothing extra.
+    """
+
+    def __init__(self, lets: dict[str, LetIR], ordinary: LetTable, mutable: set[str]) -> None:
         self.lets = lets
+        self.ordinary = ordinary
+        self.mutable = mutable
         self.fns: dict[str, WFn] = {}
+        self._free_lets: dict[str, bool] = {}
+
+    def free(self, e: Expr) -> bool:
+        for node in _children_first(e):
+            match node:
+                case Ref(kind="local" | "param" | "state" | "measure"):
+                    return False
+                case Ref(kind="record", name=name) if name in self.mutable:
+                    return False
+                case Call(func=func) if func in _TRACE_QUERIES:
+                    return False
+                case LetCall(name=name) if not self._free_let(name):
+                    return False
+        return True
+
+    def _free_let(self, name: str) -> bool:
+        """Does the body of `name` read anything but its parameters and static data?"""
+        hit = self._free_lets.get(name)
+        if hit is None:
+            self._free_lets[name] = True  # a recursive definition: decided by its other parts
+            # its own locals and parameters are its business: the call's arguments are checked
+            hit = self._free_lets[name] = not any(
+                (isinstance(x, Ref) and (x.kind in ("state", "measure") or (
+                    x.kind == "record" and x.name in self.mutable)))
+                or (isinstance(x, Call) and x.func in _TRACE_QUERIES)
+                for x in walk_expr(self.lets[name].body, self.lets))
+        return hit
 
     def body(self, name: str) -> WFn:
         fn = self.fns.get(name)
@@ -344,8 +414,30 @@ class _Lets:
         return fn
 
 
+def _children_first(e: Expr) -> list[Expr]:
+    """Every node of `e` (not following `let` calls)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        for value in node.__dict__.values():
+            if isinstance(value, EXPR_NODES):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, EXPR_NODES))
+    return out
+
+
 def _compile(e: Expr, lets: _Lets) -> WFn:
     """A witness closure for `e`: the ordinary value and its Why."""
+    if not isinstance(e, Lit) and lets.free(e):
+        ordinary = compile_expr(e, lets.ordinary)
+        return lambda s: (ordinary(s.base), EMPTY)
+    return _compile_node(e, lets)
+
+
+def _compile_node(e: Expr, lets: _Lets) -> WFn:
     match e:
         case Lit(value=value):
             lit = (value, EMPTY)
@@ -357,8 +449,9 @@ def _compile(e: Expr, lets: _Lets) -> WFn:
 
             def attr(s: WScope) -> tuple[Any, Why]:
                 v, w = obj(s)
-                value = v.get(name) if isinstance(v, dict) else _attr(v, name, s.base)
-                return value, w.field(name)
+                value = v.get(name) if type(v) is Row or isinstance(v, dict) \
+                    else _attr(v, name, s.base)
+                return value, (w.field(name) if w is not EMPTY else EMPTY)
             return attr
         case Index():
             obj_i, idx = _compile(e.obj, lets), _compile(e.index, lets)
@@ -561,16 +654,26 @@ def _compile_collection(e: Comp | Agg, lets: _Lets) -> WFn:
     keys = [_compile(g, lets) for g in e.group_by]
     var = e.var or ""
 
+    equality = _field_equality_w(e.where, var, lets)
+
     def rows(s: WScope) -> tuple[list[tuple[Any, Why, list[Any]]], frozenset[int]]:
         """(body value, its element's witness, group key) for every item that passes `where`,
         and the source's own steps."""
         items, ws = source(s)
         items = items or []
+        by_row = False
+        if equality is not None and items and type(items) is StaticRows:
+            # As the ordinary evaluator does: the table's index gives the candidates, `where`
+            # still decides; a candidate's witness is its row's (found by identity).
+            candidates = _candidates_w(items, equality, s)
+            by_row = candidates is not items
+            items = candidates
         inner = s.bind(var, None, EMPTY)
         out = []
         s.base.budget.charge(len(items))
+        prov = s.prov
         for i, item in enumerate(items):
-            wi = ws.item(i)
+            wi = _plus(prov.row(item), ws.steps) if by_row else ws.item(i)
             inner.locals[var] = (item, wi)
             extra = wi.steps
             if where is not None:
@@ -618,6 +721,35 @@ def _compile_collection(e: Comp | Agg, lets: _Lets) -> WFn:
         return (_aggregate(func, values, s.base.budget),
                 _agg_why(func, values, [w for _, w, _ in found], outer))
     return aggregated
+
+
+def _field_equality_w(where: Expr | None, var: str, lets: _Lets) -> tuple[str, WFn] | None:
+    """`evaluate._field_equality` for witness closures: (field, value) when `where` is, or
+    starts with, `var.field == value` with `value` free of `var`."""
+    if isinstance(where, Binary) and where.operator == "and":
+        return _field_equality_w(where.left, var, lets)
+    if not isinstance(where, Binary) or where.operator != "==":
+        return None
+    for side, other in ((where.left, where.right), (where.right, where.left)):
+        match side:
+            case Attr(obj=Ref(kind="local" | "param", name=bound), name=field_name) \
+                    if bound == var and not any(
+                        isinstance(x, Ref) and x.name == var and x.kind in ("local", "param")
+                        for x in walk_expr(other, lets.lets)):
+                return field_name, _compile(other, lets)
+    return None
+
+
+def _candidates_w(rows: StaticRows, equality: tuple[str, WFn], s: WScope) -> Any:
+    field_name, value_of = equality
+    value, _ = value_of(s)
+    index = rows.by_field(field_name)
+    if index is None:
+        return rows
+    try:
+        return index.get(value, [])
+    except TypeError:  # an unhashable value (a list or a row): scan
+        return rows
 
 
 def _compile_quant(e: Quant, lets: _Lets) -> WFn:
@@ -844,16 +976,18 @@ class WitnessRun:
         self.dropped: set[str] = set()
         cached = _COMPILED.get(compiled)
         if cached is None:
-            cached = _COMPILED[compiled] = (_Lets(world.lets), {})
+            cached = _COMPILED[compiled] = (_Lets(world.lets, compiled.lets, compiled.mutable),
+                                            {})
         self._lets, self._fns = cached
         initial = {r.name: len(r.rows) for r in world.records}
         self.prov = Provenance(trace, ledgers, initial)
         base = Scope.__new__(Scope)
         base.__dict__.update(scope.__dict__)
         base.budget = Budget()
-        base.memo = {}
+        # The measurement pass's `let` memo is shared: values are pure, and the free parts
+        # of the measurements (see _Lets) find what the ordinary pass already computed.
         base.judge = lambda rubric, artifact, positive: answers.get(
-            judge_key(rubric, artifact, positive))
+            judge_key(rubric, artifact, positive)) if answers else None
         self.whys: dict[str, Why] = {}
         self.scope = WScope(base, self.prov, self.whys)
 
