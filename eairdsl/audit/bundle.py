@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -338,7 +339,8 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
         fn = tool_definition(specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
-                              roles=sorted(offered[tool.name], key=order.index)))
+                              roles=sorted(offered[tool.name], key=order.index),
+                              documents=_reach(w, [tool])[1]))
     files["tools.json"] = _dump([c.model_dump(mode="json") for c in cards])
 
     # participants and the cards they saw
@@ -558,23 +560,24 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
     return sorted(found)
 
 
-def bundle_run(path: Path, out_dir: Path, world: Path | None = None) -> list[BundledTrace]:
-    """Bundle a trace or every trace under a run folder into `out_dir`, one folder each.
+def bundle_run(path: Path | Sequence[Path], out_dir: Path,
+               world: Path | None = None) -> list[BundledTrace]:
+    """Bundle a trace, every trace under a run folder, or the given traces into `out_dir`.
 
     The world of each trace is found from its header (`find_world`), or is
     `world` for all of them. `out_dir` may lie inside the run folder; it is
     skipped. `out_dir/grader-index.json` maps every episode id to its trace(s).
     """
-    path, out_dir = Path(path), Path(out_dir)
-    traces = trace_files(path, out_dir)
+    out_dir = Path(out_dir)
+    if isinstance(path, (str, Path)):
+        traces = trace_files(Path(path), out_dir)
+    else:
+        traces = [q for p in path for q in trace_files(Path(p))]
     worlds: dict[str, CompiledWorld] = {}
     done: list[BundledTrace] = []
     index: dict[str, list[Path]] = {}
     for trace_path in traces:
-        try:
-            header = TraceHeader.model_validate_json(_header_line(trace_path) or "")
-        except ValueError:
-            header = _read(trace_path).header  # raises the located error
+        header = _read(trace_path).header
         compiled = worlds.get(header.digest)
         if compiled is None:
             try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +63,8 @@ class AuditEntry(BaseModel):
     verdict: Verdict | None = None
     findings: int = 0
     leads: int = 0
+    #: whether the report followed contract v1's schema
+    schema_valid: bool = False
     #: validator errors (V8xx) of the report
     errors: int = 0
     findings_resolvable: int = 0
@@ -156,6 +158,7 @@ def _entry(episode: str, traces: list[str], report: Path, result: ValidationResu
     return AuditEntry(
         episode=episode, traces=traces, status="valid" if result.ok else "invalid",
         verdict=verdict, findings=findings, leads=leads,
+        schema_valid=result.schema_valid,
         errors=sum(1 for d in result.diagnostics if d.is_error),
         findings_resolvable=result.findings_resolvable, findings_total=result.findings_total,
         units_resolvable=result.units_resolvable, units_total=result.units_total,
@@ -168,18 +171,20 @@ def report_json(report: Report) -> bytes:
     return _dump(report.model_dump(mode="json"))
 
 
-def audit_episodes(target: Path, out: Path, auditor: AuditorAgent, *,
+def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAgent, *,
                    world: Path | None = None, describe: dict[str, Any] | None = None,
                    only: set[str] | None = None,
                    progress: Progress | None = None) -> AuditIndex:
-    """Audit every episode under `target` into `out` (resumable); return the index.
+    """Audit every episode of `target` (a trace, a run or study folder, or a list of
+    traces) into `out` (resumable); return the index.
 
     `only` restricts the audit to those episode ids (the audit study's sample);
     `describe` is what the index records about the auditor (kind, model, arms).
     """
     out = Path(out)
     bundles_dir = out / BUNDLES
-    bundled = bundle_run(Path(target), bundles_dir, world)
+    bundled = bundle_run(target if isinstance(target, Path) else list(target), bundles_dir,
+                         world)
     traces: dict[str, list[str]] = {}
     for b in bundled:
         rel = os.path.relpath(Path(b.trace).resolve(), out.resolve())
