@@ -289,6 +289,25 @@ def test_combination_rule(rules_episode: Episode, name: str) -> None:
     assert ep.witnesses[f"r_{name}"] == witnesses
 
 
+def test_a_state_variable_is_witnessed_by_the_update_that_set_it(tmp_path: Path) -> None:
+    """`set` effects: a state variable's witness is the last `state_update` that set it; one
+    never set (its declared value) has none."""
+    world = mini_world(tmp_path, append=(
+        "\nstate refunded_total : money = $0\n\nstate refund_limit : money = $20\n"), edits=[
+        ("  metric total = sum(r.amount for r in refunds)",
+         "  metric total = sum(r.amount for r in refunds)\n  metric paid = refunded_total\n"
+         "  metric limit = refund_limit\n  metric paid_within = refunded_total <= refund_limit"),
+        ("  append refunds {customer: customer, amount: amount, agent: context.caller}",
+         "  append refunds {customer: customer, amount: amount, agent: context.caller}\n"
+         "  set refunded_total = refunded_total + amount")])
+    ep = episode(CompiledWorld(world), "baseline", None, 0, tmp_path / "out")
+    assert ep.events["s0006"]["diff"] == {"set": {"refunded_total": {"from": 0, "to": 20}}}
+    assert (ep.value("paid"), ep.witnesses["paid"]) == (20, ["s0006"])
+    assert (ep.value("limit"), ep.witnesses["limit"]) == (20, [])
+    assert (ep.value("paid_within"), ep.witnesses["paid_within"]) == (True, ["s0006"])
+    assert ep.witnesses["total"] == ["s0005"]  # the ledger row, appended one step before
+
+
 def test_every_builtin_has_a_witness_rule() -> None:
     """A builtin added without a rule would silently fall back to its arguments' steps."""
     assert set(BUILTINS) - SPECIAL == set(RULES)
