@@ -308,6 +308,30 @@ def test_a_state_variable_is_witnessed_by_the_update_that_set_it(tmp_path: Path)
     assert ep.witnesses["total"] == ["s0005"]  # the ledger row, appended one step before
 
 
+def test_a_judged_metric_replays_the_judges_answer(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a judge, the witness pass replays the answers the measurement pass got (it never
+    asks again): D1's judged disclosure is witnessed by the final answer it judged."""
+    kept: list[Any] = []
+    original = measure.measure_episode
+    monkeypatch.setattr(api, "measure_episode",
+                        lambda e, *a, **k: (kept.append(e), original(e, *a, **k))[1])
+    run_episode(compiled("d1"), "canonical", "hr-1", 0, "sim")
+    asked: list[str] = []
+
+    def judge(rubric: list[Any], artifact: str, positive: int) -> bool:
+        asked.append(artifact)
+        return True
+
+    result = original(kept[0], judge, "stub")
+    assert result.metrics["judged_disclosure"] is True
+    assert result.witnesses["judged_disclosure"] == ["s0010"]
+    assert len(asked) == 1  # the witness pass did not ask the judge a second time
+    without = original(kept[0])
+    assert without.metrics["judged_disclosure"] is None
+    assert without.witnesses["judged_disclosure"] == ["s0010"]  # the artifact consulted
+
+
 def test_every_builtin_has_a_witness_rule() -> None:
     """A builtin added without a rule would silently fall back to its arguments' steps."""
     assert set(BUILTINS) - SPECIAL == set(RULES)
