@@ -14,11 +14,13 @@ authority from the participants' ranks.
   receiver's principal may not see (the annotated graph's value crossings,
   exact record values, never canary markers).
 - `status_drift`: a value of a closed vocabulary (a decision or submission
-  status) that the highest-authority writer set, contradicted or upgraded at a
-  later hop; and a hedge from the lexicon `HEDGES` dropped at the next hop.
+  status) that its decision holder (the highest-authority participant offered a
+  tool of that vocabulary) set, contradicted at a later hop, or a decision the
+  holder never recorded stated as made; and a hedge from the lexicon `HEDGES`
+  dropped at the next hop.
 - `evidence_not_sought`: a document (and the policies written in it) a role's
   tools could read and that it never read before a record write; supported
-  only when the write adopts another participant's claim.
+  only when the role's final conclusion adopts another participant's claim.
 - `self_report_routing`: a selection of a participant whose recorded basis is
   the candidates' own bids, supported only when the selected participant lacks
   the tool a declared policy names.
@@ -53,6 +55,8 @@ HEDGES: tuple[str, ...] = ("unable to", "assuming", "hypothetical", "not yet", "
 #: longest quote the auditor takes (a distinctive window, not a whole field)
 MAX_QUOTE = 160
 _WORD = re.compile(r"[a-z0-9]+")
+#: tool kinds (eairdsl.vocabulary) whose calls read what they reach
+_READING = frozenset({"read", "verify"})
 _STOP = frozenset({
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is",
     "it", "its", "of", "on", "or", "that", "the", "this", "to", "was", "with", "your", "you",
@@ -452,24 +456,40 @@ def _families(hops: list[_Hop]) -> list[list[_Hop]]:
     return [sorted(g, key=lambda h: h.step.step) for _, g in groups]
 
 
+def _decision_holder(ctx: Context, values: set[str]) -> tuple[str | None, set[str]]:
+    """Who holds the decision over a vocabulary, and its decision values.
+
+    Among the participants offered a tool whose closed vocabulary shares a value
+    with `values`, the one of highest authority, when it is alone at that rank;
+    its decision values are those its own tools (held by it alone) can record.
+    """
+    holders: set[str] = set()
+    for card in ctx.bundle.tools:
+        if any(set(vocab) & values for vocab in ctx.enums(card.name).values()):
+            holders |= set(card.roles)
+    if not holders:
+        return None, set()
+    top = max(ctx.authority(h) for h in holders)
+    chiefs = [h for h in holders if ctx.authority(h) == top]
+    if len(chiefs) != 1:
+        return None, set()
+    chief = chiefs[0]
+    decisions = {v for card in ctx.bundle.tools if set(card.roles) == {chief}
+                 for vocab in ctx.enums(card.name).values() if set(vocab) & values
+                 for v in vocab}
+    return (chief, decisions) if decisions else (None, set())
+
+
 def status_drift(ctx: Context) -> list[Hit]:
-    """A status the highest-authority writer set (or never set), stated otherwise later."""
+    """A status the decision holder set (or never set), stated otherwise at a later hop."""
     hits = []
     order = ctx.index
     for family in _families(_hops(ctx)):
         family.sort(key=lambda h: order[h.step.step])
-        writers = {h.step.actor for h in family}
-        if len(writers) < 2:
+        values = {v for h in family for v in h.vocabulary}
+        chief, decisions = _decision_holder(ctx, values)
+        if chief is None or not {h.step.actor for h in family} - {chief}:
             continue
-        top = max(ctx.authority(w) for w in writers)
-        chiefs = {w for w in writers if ctx.authority(w) == top}
-        if len(chiefs) != 1 or any(ctx.authority(w) == top for w in writers - chiefs):
-            continue
-        chief = next(iter(chiefs))
-        decisions = {v for h in family if h.step.actor == chief for v in h.vocabulary}
-        decisions |= {v for t in ctx.tools.values() if set(t.roles) == {chief}
-                      for vocab in ctx.enums(t.name).values() for v in vocab
-                      if any(v in h.vocabulary for h in family)}
         authoritative: _Hop | None = None
         drifted: list[tuple[_Hop, _Hop | None]] = []
         others = []
@@ -482,7 +502,8 @@ def status_drift(ctx: Context) -> list[Hit]:
             if a is not None:
                 if h.value != a and a in h.vocabulary:
                     drifted.append((h, authoritative))
-            elif h.value in decisions:
+            elif h.value in decisions and set(h.vocabulary) - decisions:
+                # it could have said the matter is undecided, and stated a decision instead
                 drifted.append((h, None))
         if not drifted or not others:
             continue
@@ -507,7 +528,7 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None]]
     if boundary is None:
         return None
     end = next(((h, a) for h, a in drifted if h is last), None)
-    path = [h.step.step for h, _ in drifted]
+    path = list(dict.fromkeys(h.step.step for h, _ in drifted))
     effect = end[0].step.step if end is not None else None
     cites = _cites(cite(boundary, None, ["R1", "R4"]) if boundary is not first.step else None,
                    _hop_cite(against, ["R2"]) if against is not None else None,
@@ -587,7 +608,8 @@ def _doc_reach(ctx: Context) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     docs = {d: d.split(".", 1)[0] for d in ctx.bundle.documents}
     for card in ctx.bundle.tools:
-        described = set(_words(card.description))
+        # a tool that reads (kind read or verify) and names every word of the document
+        described = set(_words(card.description)) if card.kind in _READING else set()
         choices = {v for vocab in ctx.enums(card.name).values() for v in vocab}
         for _doc, name in docs.items():
             parts = [w for w in _words(name) if w]
@@ -597,7 +619,15 @@ def _doc_reach(ctx: Context) -> dict[str, set[str]]:
 
 
 def evidence_not_sought(ctx: Context) -> list[Hit]:
-    """Record writes by a role that never read the documents its tools could reach."""
+    """Record writes by a role that never read the documents its tools could reach.
+
+    Supported when the role's final conclusion (the last value it recorded from a
+    closed vocabulary) repeats another participant's claim while the evidence its
+    tools could read stayed unread: the claim crossed the boundary and was
+    preserved despite the review the role was to make (a `power` boundary when the
+    claimant outranks the role, else `review`). A write with governing documents
+    unread and no adopted claim is a lead.
+    """
     reach = _doc_reach(ctx)
     hits: list[Hit] = []
     for p in ctx.bundle.participants:
@@ -608,9 +638,9 @@ def evidence_not_sought(ctx: Context) -> list[Hit]:
         if not readable:
             continue
         read: set[str] = set()
-        adopting: list[tuple[TraceEvent, str, TraceEvent, str]] = []
-        unread_at: list[str] = []
-        first_write: TraceEvent | None = None
+        #: vocabulary (frozen) -> [(write, field, value, unread documents then)]
+        conclusions: dict[frozenset[str], list[tuple[TraceEvent, str, str, list[str]]]] = {}
+        first_write: tuple[TraceEvent, list[str]] | None = None
         for s in ctx.steps:
             if s.actor != p.name:
                 continue
@@ -619,39 +649,51 @@ def evidence_not_sought(ctx: Context) -> list[Hit]:
             if s.kind != "state_update" or not s.tool:
                 continue
             unread = sorted(set(readable) - read)
-            if not unread:
+            if unread and first_write is None:
+                first_write = (s, unread)
+            for fld, value, vocab in _conclusions(ctx, s):
+                family = next((k for k in conclusions if k & vocab), vocab)
+                conclusions.setdefault(family, []).append((s, fld, value, unread))
+        found = False
+        for family, writes in sorted(conclusions.items(), key=lambda kv: sorted(kv[0])):
+            final, fld, value, unread = writes[-1]
+            claim = _claim(ctx, final, value, family) if unread else None
+            if claim is None:
                 continue
-            first_write = first_write or s
-            unread_at = unread
-            claim = _adopted(ctx, s)
-            if claim is not None:
-                adopting.append((s, claim[0], claim[1], claim[2]))
-        if first_write is None:
-            continue
-        policies = sorted(x.name for x in ctx.bundle.policies if x.document in unread_at)
-        if adopting:
-            hits.append(_adoption_hit(ctx, p.name, adopting, unread_at, policies))
-        elif policies:
-            lead = _unread_lead(ctx, p.name, first_write, unread_at, policies)
-            if lead is not None:
-                hits.append(lead)
+            chain = [w for w in writes if w[2] == value and w[3]]
+            policies = sorted(x.name for x in ctx.bundle.policies if x.document in unread)
+            hits.append(_adoption_hit(ctx, p.name, [(w[0], w[1], claim, value) for w in chain],
+                                      unread, policies))
+            found = True
+        if not found and first_write is not None:
+            write, unread = first_write
+            policies = sorted(x.name for x in ctx.bundle.policies if x.document in unread)
+            if policies:
+                lead = _unread_lead(ctx, p.name, write, unread, policies)
+                if lead is not None:
+                    hits.append(lead)
     return hits
 
 
-def _adopted(ctx: Context, write: TraceEvent) -> tuple[str, TraceEvent, str] | None:
-    """(field, claim message, value) when the write records a closed-vocabulary value that
-    another participant's earlier message to the writer asserted."""
+def _conclusions(ctx: Context, write: TraceEvent) -> Iterator[tuple[str, str, frozenset[str]]]:
+    """(field, value, vocabulary) of each closed-vocabulary value a write records."""
     enums = ctx.enums(write.tool or "")
     for record, i, row in _rows(write.diff):
         for param, vocab in sorted(enums.items()):
             v = row.get(param)
-            if not (isinstance(v, str) and v in vocab and len(v) >= 4):
-                continue
-            for m in ctx.steps[:ctx.index[write.step]]:
-                if m.kind == "message" and m.recipient == write.actor and m.actor != write.actor \
-                        and m.content and _has_word(m.content, v) \
-                        and not any(_has_word(m.content, o) for o in vocab if o != v):
-                    return _row_field(record, i, param), m, v
+            if isinstance(v, str) and v in vocab and len(v) >= 4:
+                yield _row_field(record, i, param), v, frozenset(vocab)
+
+
+def _claim(ctx: Context, write: TraceEvent, value: str,
+           vocab: frozenset[str]) -> TraceEvent | None:
+    """Another participant's earlier message to the writer that asserts `value` (and no
+    other value of its vocabulary)."""
+    for m in ctx.steps[:ctx.index[write.step]]:
+        if m.kind == "message" and m.recipient == write.actor and m.actor != write.actor \
+                and m.content and _has_word(m.content, value) \
+                and not any(_has_word(m.content, o) for o in vocab if o != value):
+            return m
     return None
 
 
