@@ -385,7 +385,7 @@ def test_long_traces_are_read_in_windows_with_global_step_ids(provider: Scripted
     for arm in ("none", "annotated"):
         provider.script = turns(
             lambda m, p: respond(calls=[("read", {"step": "s0001", "through": "s0010",
-                                                  "budget": 50000})]),
+                                                  "budget": "50000"})]),
             lambda m, p: respond(calls=[("build_graph", {"budget": 50000})]),
             lambda m, p: respond(calls=[("read_context", {"item": "card:specialist",
                                                           "budget": 50000})]),

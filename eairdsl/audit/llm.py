@@ -518,10 +518,12 @@ class _Run:
                              + (f"submit your report with {SUBMIT_TOOL}" if a.contract == "full"
                                 else "give your audit in plain text"), "tool": name}, None
         s.investigation_calls += 1
-        if "budget" in args and isinstance(args["budget"], int) \
-                and not isinstance(args["budget"], bool):
-            args = {**args, "budget": clamp_budget(args["budget"], a.window)}
-        elif a.window < DEFAULT_BUDGET:
+        budget = args.get("budget")
+        if isinstance(budget, str) and budget.strip().isdigit():
+            budget = int(budget)  # the query API would coerce it past the window otherwise
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            args = {**args, "budget": clamp_budget(budget, a.window)}
+        elif "budget" not in args and a.window < DEFAULT_BUDGET:
             args = {**args, "budget": a.window}
         if name == GRAPH_TOOL:
             result = self.graph_tool(args)
