@@ -559,3 +559,24 @@ def test_nothing_sent_to_the_model_names_withheld_data(provider: Scripted, tmp_p
             assert "witnesses" not in text and "canary" not in text.lower()
             assert json.dumps(result["measurements"], sort_keys=True) not in text
             assert header["digest"] not in text and header["instance"] not in text
+
+
+#: per world, the identifiers the fixed prompts and tool schemas cannot avoid: the
+#: contract's field names `objective` (a D1 lever) and `verdict` (a C1 metric), and B1's
+#: one-letter condition names (the schema's id patterns say `[A-Za-z0-9]`)
+FIXED_ALLOWED = {"a1": set(), "b1": set("ABCDEFGH"), "c1": {"verdict"}, "d1": {"objective"},
+                 "f1": set()}
+
+
+@pytest.mark.parametrize("contract", ["full", "none"])
+def test_the_fixed_prompts_are_world_blind(contract: str) -> None:
+    """The system prompt and tool schemas are the same for every world; they name no
+    shipped world's condition, lever or measurement beyond the unavoidable ones."""
+    auditor = LLMAuditor(MODEL, contract=contract, settings=settings())  # type: ignore[arg-type]
+    fixed = auditor.system + json.dumps(auditor.tools, ensure_ascii=False)
+    for name, allowed in sorted(FIXED_ALLOWED.items()):
+        world = resolve_world(ROOT / "worlds" / f"{name}.eair")
+        names = ({c.name for c in world.conditions} | {lv.name for lv in world.levers}
+                 | {m.name for m in world.measures})
+        found = {n for n in names if _word(n).search(fixed)}
+        assert found <= allowed, (name, sorted(found - allowed))
