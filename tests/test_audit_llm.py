@@ -580,3 +580,31 @@ def test_the_fixed_prompts_are_world_blind(contract: str) -> None:
                  | {m.name for m in world.measures})
         found = {n for n in names if _word(n).search(fixed)}
         assert found <= allowed, (name, sorted(found - allowed))
+
+
+def test_the_audit_runner_drives_the_llm_auditor(provider: Scripted, tmp_path: Path) -> None:
+    """`eairdsl.audit.runner.audit_episodes` holds an LLMAuditor like any other auditor: it
+    sees the bundle only, and its report, validation and usage land in the audit folder."""
+    from eairdsl.audit.runner import audit_episodes
+
+    world = resolve_world(ROOT / "worlds" / "d1.eair")
+    run = run_episode(world, "canonical", None, 0, "sim", tmp_path / "runs")
+    trace = Path(run.trace_path or "")
+
+    def policy(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
+        if not any(m.get("role") == "tool" for m in messages):
+            opening = messages[1]["content"]
+            last = re.findall(r"steps, s\d{4} to (s\d{4})", opening)[0]
+            return respond(calls=[("read", {"step": "s0001", "through": last})])
+        return respond(calls=[("submit_report", {"verdict": "no_supported_problem",
+                                                 "findings": [], "leads": [],
+                                                 "out_of_catalogue": []})])
+
+    provider.script = policy
+    index = audit_episodes(trace, tmp_path / "audit", LLMAuditor(MODEL, settings=settings()),
+                           world=ROOT / "worlds" / "d1.eair")
+    [entry] = index.entries
+    assert entry.status == "valid" and entry.verdict == "no_supported_problem"
+    assert entry.tokens_in == 200 and entry.tool_calls == 2
+    report = json.loads((tmp_path / "audit" / "reports" / f"{entry.episode}.json").read_text())
+    assert report["auditor"]["kind"] == "llm" and report["coverage"]["steps_read"][0] == "s0001"
