@@ -391,8 +391,9 @@ def test_long_traces_are_read_in_windows_with_global_step_ids(provider: Scripted
                                                           "budget": 50000})]),
             lambda m, p: respond(calls=[("submit_report", good_submission())]))
         provider.requests = []
-        LLMAuditor(MODEL, settings=settings(), graph=arm,  # type: ignore[arg-type]
-                   window_chars=window).audit(bundle)
+        auditor = LLMAuditor(MODEL, settings=settings(), graph=arm,  # type: ignore[arg-type]
+                             window_chars=window)
+        auditor.audit(bundle)
         user = provider.requests[0]["messages"][1]["content"]
         trace_part = user.split("\n## ")[-1].split("\n", 1)[1].split("\n\n")[0]
         assert len(trace_part) <= window and '"truncated":true' in trace_part
@@ -400,6 +401,12 @@ def test_long_traces_are_read_in_windows_with_global_step_ids(provider: Scripted
         tool_messages = [m["content"] for r in provider.requests for m in r["messages"]
                          if m["role"] == "tool"]
         assert tool_messages and all(len(t) <= window for t in tool_messages)
+        session = auditor.last_session
+        assert session is not None
+        assert session.longest_message == max(len(user), *map(len, tool_messages))
+        assert session.chars_sent > sum(len(m["content"]) for r in provider.requests
+                                        for m in r["messages"]
+                                        if isinstance(m.get("content"), str))
     read_answer = json.loads(tool_messages[0])
     assert read_answer["truncated"] and read_answer["more"]
     assert read_answer["steps"][0] == "s0001"  # the window keeps the trace's own ids

@@ -206,6 +206,10 @@ class AuditSession(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    #: characters of the messages sent, summed over requests (what input tokens are made of)
+    chars_sent: int = 0
+    #: the longest user or tool message sent (the window bound: no whole-trace prompt)
+    longest_message: int = 0
     submissions: list[Submission] = Field(default_factory=list)
     #: the model's final plain-text answer (contract none)
     free_text: str | None = None
@@ -459,7 +463,12 @@ class _Run:
                 tools = [t for t in a.tools if t["function"]["name"] == SUBMIT_TOOL]
             else:
                 choice = "none"
-        request = a.client.request(a.model, alternate(self.messages), tools, choice)
+        messages = alternate(self.messages)
+        request = a.client.request(a.model, messages, tools, choice)
+        s.chars_sent += len(to_json(messages))
+        s.longest_message = max([s.longest_message] + [
+            len(m["content"]) for m in messages
+            if m["role"] in ("user", "tool") and isinstance(m.get("content"), str)])
         if a.seed is not None:
             request["seed"] = a.seed
         meta: dict[str, Any] = {}
