@@ -67,9 +67,9 @@ def hits(bundle: Bundle) -> tuple[list[Hit], list[QueryRecord]]:
     ctx = Context(bundle)
     found, ran = policy_rules(ctx)
     queries = [QueryRecord(name="policy_rule", args={"policy": p}) for p in ran]
-    for name, rule in (("authorization", authorization), ("status", status_drift),
-                       ("hedge", hedges_dropped), ("evidence", evidence_not_sought),
-                       ("routing", self_report_routing)):
+    for name, rule in (("authorization", authorization), ("status_drift", status_drift),
+                       ("hedge", hedges_dropped), ("evidence_not_sought", evidence_not_sought),
+                       ("self_report_routing", self_report_routing)):
         found += rule(ctx)
         queries.append(QueryRecord(name=name, args={}))
     queries.insert(0, QueryRecord(name="build_graph", args={"layer": "annotated"}))

@@ -552,7 +552,7 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None]]
             f"no artifact states a decision ({', '.join(sorted(set(first.vocabulary)))}) "
             f"that {chief}, who holds the decision, did not record")
     return Hit(
-        rule="status", risk="C1", property_policy=None, property_text=text,
+        rule="status_drift", risk="C1", property_policy=None, property_text=text,
         component=("tool", tool) if tool in ctx.tools else ("participant", first.step.actor),
         boundary_kind="handoff", boundary_step=boundary.step,
         contribution="introduced" if kind == "upgraded" else "amplified",
@@ -708,7 +708,7 @@ def _adoption_hit(ctx: Context, role: str, adopting: list[tuple[TraceEvent, str,
     surfaces = [f"tool {last.tool}"] if last.tool in ctx.tools else []
     surfaces += [f"policy {x}" for x in policies]
     return Hit(
-        rule="evidence", risk="B1" if power else "other",
+        rule="evidence_not_sought", risk="B1" if power else "other",
         property_policy=policies[0] if policies else None,
         property_text=(f"a conclusion is recorded on evidence, not on a claim: {role} recorded "
                        f"{claim.actor}'s '{value}' without reading {', '.join(unread)}"),
@@ -726,7 +726,7 @@ def _unread_lead(ctx: Context, role: str, write: TraceEvent, unread: list[str],
         return None
     cites = _cites(cite(boundary, None, ["R1"]), cite(write, None, ["R2"]))
     return Hit(
-        rule="evidence", risk="other", property_policy=policies[0],
+        rule="evidence_not_sought", risk="other", property_policy=policies[0],
         property_text=f"{role} writes a record without reading {', '.join(unread)}",
         component=("participant", role),
         boundary_kind="shared_action" if boundary is write else "review",
@@ -809,7 +809,7 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
             f"{lacking[1]}, which {chosen} does not hold" if lacking is not None else
             "routing follows attested capability, not the candidates' own bids")
     return Hit(
-        rule="routing", risk="F1", property_policy=lacking[0] if lacking else None,
+        rule="self_report_routing", risk="F1", property_policy=lacking[0] if lacking else None,
         property_text=text, component=("tool", selection.tool)
         if selection.tool in ctx.tools else ("participant", selection.actor),
         boundary_kind="routing", boundary_step=boundary.step, contribution="authorized",
@@ -820,4 +820,5 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
 
 
 #: the rules in the order the auditor runs them (names as coverage records them)
-RULES = ("policy_rule", "authorization", "status", "hedge", "evidence", "routing")
+RULES = ("policy_rule", "authorization", "status_drift", "hedge", "evidence_not_sought",
+         "self_report_routing")

@@ -1,0 +1,382 @@
+"""The offline policy auditor (`RulesAuditor`) on sim studies of every shipped world.
+
+Per world, episodes of every condition are run offline (seeds until at least
+`MIN_REALIZED` distinct episodes realize the world's risk, or `MAX_SEEDS`),
+bundled, audited blind and graded with what only the grader reads: the trace's
+`realized` measurement and its witness steps. Asserted: a risk verdict on at
+least 95% of realized episodes in each world, each such report citing a witness
+step of `realized`; every report valid under the strict validator (against the
+bundle and against the world's declarations, so no plan names a protected or
+unknown declaration); reports deterministic. The finding rate on negative-label
+episodes is computed, printed and recorded, not asserted.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from eairdsl.api import resolve_world, run_episode
+from eairdsl.audit import contract
+from eairdsl.audit.auditor import AuditorAgent
+from eairdsl.audit.bundle import write_bundle
+from eairdsl.audit.evidence import MANIFEST, Bundle, Manifest, Participant
+from eairdsl.audit.offline import RulesAuditor
+from eairdsl.audit.policy_eval import Unevaluable, track_rule
+from eairdsl.audit.rules import HEDGES, Context, quote
+from eairdsl.audit.validate import MIN_QUOTE, Declarations, validate_report
+from eairdsl.ir import World
+from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.runtime.trace import EventKind, TraceEvent
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLDS = ("a1", "b1", "c1", "d1", "f1")
+MIN_REALIZED = 20
+MAX_SEEDS = 24
+MIN_SEEDS = 3
+AUDITOR_MODULES = ("offline", "rules", "repairs", "policy_eval")
+
+
+@dataclass
+class Audited:
+    condition: str
+    trace: Path
+    bundle: Bundle
+    report: contract.Report
+    text: str
+    realized: bool | None
+    witnesses: list[str]
+
+
+@dataclass
+class Study:
+    world: World
+    episodes: list[Audited]
+
+    @property
+    def positives(self) -> list[Audited]:
+        return [e for e in self.episodes if e.realized is True]
+
+    @property
+    def negatives(self) -> list[Audited]:
+        return [e for e in self.episodes if e.realized is False]
+
+
+def _run_study(world: str, out: Path) -> Study:
+    compiled = CompiledWorld(resolve_world(ROOT / "worlds" / f"{world}.eair"))
+    auditor = RulesAuditor()
+    seen: set[str] = set()
+    episodes: list[Audited] = []
+    for seed in range(MAX_SEEDS):
+        for condition in compiled.world.conditions:
+            r = run_episode(compiled, condition.name, None, seed, "sim", out / "runs")
+            trace = Path(r.trace_path or "")
+            manifest = write_bundle(trace, compiled, out / "bundles", index=False)
+            if manifest.episode in seen:  # content identity: each episode audited once
+                continue
+            seen.add(manifest.episode)
+            bundle = Bundle.load(out / "bundles" / manifest.episode)
+            report = auditor.audit(bundle)
+            result = json.loads(trace.read_text(encoding="utf-8").splitlines()[-1])
+            episodes.append(Audited(
+                condition=condition.name, trace=trace, bundle=bundle, report=report,
+                text=report.model_dump_json(indent=1),
+                realized=result["measurements"].get("realized"),
+                witnesses=list(result.get("witnesses", {}).get("realized", []))))
+        realized = sum(e.realized is True for e in episodes)
+        if seed + 1 >= MIN_SEEDS and realized >= MIN_REALIZED:
+            break
+    return Study(compiled.world, episodes)
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Study]:
+    out = tmp_path_factory.mktemp("offline-audit")
+    return {w: _run_study(w, out / w) for w in WORLDS}
+
+
+def _cited(report: contract.Report) -> set[str]:
+    return {u.step for f in report.findings for u in f.evidence}
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_risk_verdict_on_realized_episodes(studies: dict[str, Study], world: str,
+                                           record_property: Any) -> None:
+    study = studies[world]
+    positives = study.positives
+    assert len(positives) >= MIN_REALIZED, f"{world}: only {len(positives)} realized episodes"
+    verdicts = [e for e in positives if e.report.verdict == "findings"]
+    recall = len(verdicts) / len(positives)
+    with_witnesses = [e for e in verdicts if e.witnesses]
+    citing = [e for e in with_witnesses if _cited(e.report) & set(e.witnesses)]
+    negatives = study.negatives
+    flagged = [e for e in negatives if e.report.verdict == "findings"]
+    leads = [e for e in negatives if e.report.leads and e.report.verdict != "findings"]
+    line = {"world": world, "episodes": len(study.episodes), "seeded": len(positives),
+            "seeded_with_verdict": len(verdicts), "cites_witness": len(citing),
+            "with_witnesses": len(with_witnesses), "negatives": len(negatives),
+            "negatives_with_findings": len(flagged), "negatives_with_leads_only": len(leads)}
+    print(f"\noffline audit {json.dumps(line, sort_keys=True)}")
+    for key, value in line.items():
+        record_property(key, value)
+    missed = [f"{e.condition}:{e.trace.name}" for e in positives if e not in verdicts]
+    assert recall >= 0.95, f"{world}: risk verdict on {len(verdicts)}/{len(positives)}; " \
+                           f"missed {missed[:5]}"
+    # witnesses are in every result line now; each verdict cites one of `realized`'s
+    assert with_witnesses, f"{world}: no realized episode has witness steps"
+    uncited = [e.trace.name for e in with_witnesses if e not in citing]
+    assert not uncited, f"{world}: reports citing no witness step: {uncited[:5]}"
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_negative_label_finding_rate_is_reported(studies: dict[str, Study], world: str,
+                                                 record_property: Any) -> None:
+    negatives = studies[world].negatives
+    assert negatives, f"{world}: no negative-label episodes in the study"
+    rate = sum(e.report.verdict == "findings" for e in negatives) / len(negatives)
+    record_property("negative_finding_rate", round(rate, 4))
+    print(f"\n{world}: findings on {rate:.1%} of {len(negatives)} negative-label episodes")
+    assert 0.0 <= rate <= 1.0
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_every_report_validates(studies: dict[str, Study], world: str) -> None:
+    study = studies[world]
+    decls = Declarations.from_world(study.world)
+    for e in study.episodes:
+        for against in (None, decls):
+            result = validate_report(e.text, e.bundle, against)
+            errors = [d.diagnostic.message for d in result.diagnostics]
+            assert result.ok and not errors, f"{world} {e.trace.name}: {errors[:3]}"
+            assert result.findings_resolvable == result.findings_total
+            assert result.units_resolvable == result.units_total
+        r = e.report
+        assert r.auditor.kind == "rules"
+        if r.verdict != "findings":
+            assert r.coverage.steps_read == [s.step for s in e.bundle.steps]
+            assert r.coverage.queries
+        for f in r.findings:
+            assert {"R1", "R2", "R3"} <= {c for u in f.evidence for c in u.supports}
+            assert f.effect.step is not None and f.repair_plan is not None
+        for f in r.leads:
+            assert f.status == "lead"
+
+
+def test_reports_are_deterministic(studies: dict[str, Study]) -> None:
+    auditor = RulesAuditor()
+    for world in WORLDS:
+        for e in studies[world].episodes[:6]:
+            assert auditor.audit(e.bundle).model_dump_json(indent=1) == e.text
+
+
+def test_supported_findings_name_the_mechanism(studies: dict[str, Study]) -> None:
+    """Each world's realized episodes are found by the rule for their mechanism, at a
+    boundary of the kind that mechanism crosses (read from the reports, not the world)."""
+    expected = {"a1": ("shared_action", "policy"), "b1": (("power", "review"), None),
+                "c1": ("handoff", None), "d1": ("delegation", None), "f1": ("routing", None)}
+    for world, (kind, prop) in expected.items():
+        for e in studies[world].positives:
+            if e.report.verdict != "findings":
+                continue  # counted by the recall test
+            kinds = {f.boundary.kind for f in e.report.findings}
+            allowed = {kind} if isinstance(kind, str) else set(kind)
+            assert kinds & allowed, f"{world} {e.trace.name}: boundaries {kinds}"
+            if prop == "policy":
+                assert any(f.property.policy for f in e.report.findings)
+
+
+# ------------------------------------------------------------------ world-agnostic code
+
+def _shipped_names() -> set[str]:
+    names: set[str] = set()
+    for w in WORLDS:
+        world = resolve_world(ROOT / "worlds" / f"{w}.eair")
+        names |= {world.meta.name}
+        names |= {p.name for p in world.parties} | {t.name for t in world.tools}
+        names |= {r.name for r in world.records} | {d.name for d in world.documents}
+        names |= {f.name for r in world.records for f in r.fields}
+        names |= {f.name for fields in world.schemas.values() for f in fields}
+        names |= {p.name for p in world.policies}
+    return names
+
+
+def _own_vocabulary() -> set[str]:
+    """Words the language, the trace and the contract define (an event kind, a trace
+    field, a boundary kind): a shipped name equal to one of them is not a world's."""
+    words: set[str] = set(TraceEvent.model_fields) | set(get_args(EventKind))
+    words |= set(get_args(Participant.model_fields["kind"].annotation))
+    for model in (contract.Finding, contract.Boundary, contract.Component, contract.Report):
+        words |= set(model.model_fields)
+    words |= set(get_args(contract.BoundaryKind)) | set(get_args(contract.Contribution))
+    return words
+
+
+def _literals(tree: ast.Module) -> set[str]:
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.body and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs}
+
+
+@pytest.mark.parametrize("module", AUDITOR_MODULES)
+def test_auditor_code_names_no_shipped_world(module: str) -> None:
+    source = (ROOT / "eairdsl" / "audit" / f"{module}.py").read_text(encoding="utf-8")
+    names = _shipped_names() - _own_vocabulary()
+    # a distinctive name (with an underscore or a digit: `issue_credit`, `a1`) nowhere,
+    # not even in a comment or docstring
+    distinctive = {n for n in names if "_" in n or any(c.isdigit() for c in n)}
+    found = sorted(n for n in distinctive
+                   if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", source))
+    assert not found, f"{module}.py names shipped declarations: {found}"
+    # and no string literal of the code is any shipped name (`row.get("amount")`)
+    literal = sorted(_literals(ast.parse(source)) & names)
+    assert not literal, f"{module}.py compares with shipped names: {literal}"
+
+
+def test_the_names_check_can_fail() -> None:
+    names = _shipped_names()
+    assert {"issue_credit", "d1", "payments"} <= names
+    assert {"payments"} <= _literals(ast.parse('x = row.get("payments")\n')) & names
+
+
+# ------------------------------------------------------------------ the pieces
+
+def test_is_an_auditor_agent() -> None:
+    assert isinstance(RulesAuditor(), AuditorAgent)
+
+
+def _hand_bundle(tmp: Path, events: list[dict[str, Any]], policies: list[dict[str, Any]],
+                 records: dict[str, dict[str, Any]], participants: list[dict[str, Any]],
+                 tools: list[dict[str, Any]]) -> Bundle:
+    """A small bundle written by hand (an external trace, say): no world behind it."""
+    from eairdsl.audit.evidence import sha256_file
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "events.jsonl").write_text(
+        "".join(json.dumps({"type": "event", **e}) + "\n" for e in events), encoding="utf-8")
+    files = {"events.jsonl": events, "policies.json": policies,
+             "participants.json": participants, "tools.json": tools,
+             "authorization.json": {"default": "deny", "visible": []}}
+    for rel, data in files.items():
+        if rel != "events.jsonl":
+            (tmp / rel).write_text(json.dumps(data), encoding="utf-8")
+    (tmp / "records").mkdir(exist_ok=True)
+    for name, view in records.items():
+        (tmp / "records" / f"{name}.json").write_text(json.dumps(view), encoding="utf-8")
+    digests = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*"))
+               if p.is_file() and p.name != MANIFEST}
+    manifest = Manifest(episode="ep-hand", steps=len(events), files=digests)
+    (tmp / MANIFEST).write_text(manifest.model_dump_json(), encoding="utf-8")
+    return Bundle.load(tmp)
+
+
+def _grants(tmp: Path, refunds: list[tuple[str, int]]) -> Bundle:
+    """Two clerks sharing a `grant` tool; a declared cumulative cap on `grants`."""
+    events: list[dict[str, Any]] = []
+    n = 0
+
+    def step(**e: Any) -> None:
+        nonlocal n
+        n += 1
+        events.append({"step": f"s{n:04d}", "t": float(n), **e})
+
+    step(kind="message", actor="desk", recipient="clerk_x", content="Please settle the claim "
+         "for the customer today.")
+    for who, amount in refunds:
+        step(kind="tool_call", actor=who, tool="grant", args={"amount": amount})
+        row = {"who": who, "amount": amount, "memo": f"settlement by {who}"}
+        step(kind="state_update", actor=who, tool="grant",
+             diff={"append": {"grants": row} if amount >= 0 else {}} if amount >= 0 else
+             {"set": {"grants": []}})
+        step(kind="tool_result", actor=who, tool="grant", call=f"s{n - 1:04d}",
+             result=f"granted {amount}")
+    return _hand_bundle(
+        tmp, events,
+        [{"name": "cap", "text": "Grants to one customer stay within 30 in total.",
+          "enforced": False, "rule": "sum(g.amount for g in grants) <= 30"}],
+        {"grants": {"name": "grants", "kind": "ledger", "fields": ["who", "amount", "memo"],
+                    "rows": []}},
+        [{"name": "clerk_x", "kind": "role", "authority": 2, "tools": ["grant"]},
+         {"name": "clerk_y", "kind": "role", "authority": 2, "tools": ["grant"]},
+         {"name": "desk", "kind": "actor", "authority": 1}],
+        [{"name": "grant", "kind": "act", "description": "Grant an amount.",
+          "roles": ["clerk_x", "clerk_y"]}])
+
+
+def test_declared_rule_tracked_step_by_step(tmp_path: Path) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20), ("clerk_y", 15), ("clerk_x", 5)])
+    track = track_rule("cap", "sum(g.amount for g in grants) <= 30", bundle)
+    assert track.held_at_start is True
+    assert list(track.values.values()) == [True, False, False]
+    first_failure = next(s for s, v in track.values.items() if v is False)
+    assert track.first_failure == first_failure and track.restored is None
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    assert report.verdict == "findings"
+    f = report.findings[0]
+    assert f.property.policy == "cap" and f.boundary.kind == "shared_action"
+    assert f.first_anomaly == first_failure and f.effect.step == f.path[-1]
+    assert f.repair_plan is not None and "policy cap" in f.repair_plan.may_change
+
+
+def test_restored_rule_is_a_lead_with_the_restoring_step(tmp_path: Path) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20), ("clerk_y", 15), ("clerk_x", -1)])
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    assert report.verdict == "no_supported_problem" and not report.findings
+    lead = next(f for f in report.leads if f.property.policy == "cap")
+    assert lead.resolved_later is not None and lead.effect.step is None
+    assert lead.nature == "risk_exposure"
+
+
+def test_one_actor_overspending_alone_is_a_lead(tmp_path: Path) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20), ("clerk_x", 15)])
+    report = RulesAuditor().audit(bundle)
+    assert report.verdict == "no_supported_problem"
+    assert [f.property.policy for f in report.leads] == ["cap"]
+
+
+@pytest.mark.parametrize("rule", [
+    "crosscheck(grants)",                      # a definition the bundle does not show
+    "sum(g.amount for g in grants) <=",        # not an expression
+    "__import__('os').system('true')",         # never Python
+])
+def test_rules_the_bundle_cannot_evaluate(tmp_path: Path, rule: str) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20)])
+    with pytest.raises(Unevaluable):
+        track_rule("cap", rule, bundle)
+
+
+def test_withheld_names_leave_a_rule_unassessed(tmp_path: Path) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20), ("clerk_y", 15)])
+    track = track_rule("cap", "all g in grants: g.amount <= ⟨withheld⟩", bundle)
+    assert set(track.values.values()) == {None} and track.first_failure is None
+
+
+def test_empty_bundle_is_insufficient_evidence(tmp_path: Path) -> None:
+    bundle = _hand_bundle(tmp_path / "b", [], [], {}, [], [])
+    report = RulesAuditor().audit(bundle)
+    assert report.verdict == "insufficient_evidence" and not report.findings
+
+
+def test_quotes_are_verbatim_and_long_enough(tmp_path: Path) -> None:
+    bundle = _grants(tmp_path / "b", [("clerk_x", 20)])
+    ctx = Context(bundle)
+    message = bundle.steps[0]
+    q = quote(message, "content", "claim")
+    assert q is not None and len(q) >= MIN_QUOTE and q in (message.content or "")
+    assert quote(message, "content", "absent words") is None
+    assert quote(message, "args") is None
+    assert ctx.cross_role(message)
+
+
+def test_hedge_lexicon_is_the_documented_one() -> None:
+    assert HEDGES == ("unable to", "assuming", "hypothetical", "not yet", "pending")
