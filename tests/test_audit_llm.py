@@ -31,7 +31,13 @@ from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit.auditor import AuditError, AuditorAgent
 from eairdsl.audit.bundle import write_bundle
 from eairdsl.audit.evidence import Bundle
-from eairdsl.audit.llm import SUBMITTED_FIELDS, LLMAuditor, system_prompt
+from eairdsl.audit.llm import (
+    SUBMITTED_FIELDS,
+    LLMAuditError,
+    LLMAuditor,
+    audit_with_llm,
+    system_prompt,
+)
 from eairdsl.audit.llm_tools import context_items
 from eairdsl.audit.naive import UNKNOWN_STEP, extract, naive_report
 from eairdsl.audit.validate import validate_report
@@ -615,3 +621,16 @@ def test_the_audit_runner_drives_the_llm_auditor(provider: Scripted, tmp_path: P
     assert entry.tokens_in == 200 and entry.tool_calls == 2
     report = json.loads((tmp_path / "audit" / "reports" / f"{entry.episode}.json").read_text())
     assert report["auditor"]["kind"] == "llm" and report["coverage"]["steps_read"][0] == "s0001"
+
+
+def test_library_entry_point_reads_a_bundle_folder(provider: Scripted) -> None:
+    provider.script = lambda m, p: respond(calls=[("submit_report", good_submission())])
+    report, session = audit_with_llm(FIXTURE / "bundle", MODEL, settings=settings(),
+                                     graph="topology")
+    assert session.accepted and session.graph == "topology"
+    assert report.bundle.episode == session.episode
+    provider.script = lambda m, p: respond(calls=[("submit_report", {"verdict": "?"})])
+    with pytest.raises(AuditError) as caught:
+        audit_with_llm(FIXTURE / "bundle", MODEL, settings=settings(), max_revisions=0)
+    assert isinstance(caught.value, LLMAuditError) and caught.value.session is not None
+    assert caught.value.session.submissions[0].schema_valid is False

@@ -111,8 +111,9 @@ from eairdsl.audit.validate import ValidationResult, validate_report
 from eairdsl.check.references import RISKS
 
 __all__ = ["ContractArm", "CONTRACT_ARMS", "OnBudget", "PROMPT_VERSION", "SUBMIT_TOOL",
-           "SUBMITTED_FIELDS", "Submission", "AuditSession", "LLMAuditor", "system_prompt",
-           "submit_tool"]
+           "SUBMITTED_FIELDS", "Submission", "AuditSession", "LLMAuditor", "LLMAuditError",
+           "audit_with_llm",
+           "system_prompt", "submit_tool"]
 
 ContractArm = Literal["full", "none"]
 CONTRACT_ARMS: tuple[ContractArm, ...] = ("full", "none")
@@ -234,6 +235,14 @@ def _safe_id(text: str) -> str:
     return cleaned[:40]
 
 
+class LLMAuditError(AuditError):
+    """An LLM audit that produced no report; `session` is what it did until then."""
+
+    def __init__(self, message: str, session: AuditSession | None = None) -> None:
+        super().__init__(message)
+        self.session = session
+
+
 # ---------------------------------------------------------------- the auditor
 
 class LLMAuditor:
@@ -263,9 +272,10 @@ class LLMAuditor:
       `<episode>.<contract>-<graph>.json`.
 
     `audit(bundle)` runs the audit synchronously (`asyncio.run`); in a running
-    event loop use `await audit_async(bundle)`. Raises `AuditError` when no report
-    can be produced, and `CassetteError` (a ValueError) at construction for a bad
-    cassette setting.
+    event loop use `await audit_async(bundle)`. Raises `LLMAuditError` (an
+    `AuditError` whose `session` says what happened) when no report can be
+    produced, and `CassetteError` (a ValueError) at construction for a bad cassette
+    setting.
     """
 
     def __init__(self, model: str, contract: ContractArm = "full",
@@ -322,6 +332,8 @@ class LLMAuditor:
         run = _Run(self, bundle)
         try:
             return await run.go()
+        except AuditError as exc:
+            raise LLMAuditError(str(exc), run.session) from None
         finally:
             self.last_session = run.session
             if self.transcripts is not None:
@@ -611,6 +623,21 @@ class _Run:
             raise AuditError(f"audit of {s.episode}: budget spent ({why}) before a report "
                              "was submitted")
         return self.empty_report()
+
+
+def audit_with_llm(bundle: Bundle | Path, model: str, **options: Any
+                   ) -> tuple[Report, AuditSession]:
+    """One LLM audit of a bundle (a loaded `Bundle` or its folder) without `eairc`:
+    `LLMAuditor(model, **options).audit(...)`, returning the report and the session.
+
+    Raises `LLMAuditError` (an `AuditError` carrying the session) when no report could
+    be produced, `evidence.BundleError` for an unreadable folder.
+    """
+    loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(Path(bundle))
+    auditor = LLMAuditor(model, **options)
+    report = auditor.audit(loaded)
+    assert auditor.last_session is not None
+    return report, auditor.last_session
 
 
 def _parse_args(text: Any) -> tuple[dict[str, Any] | None, str | None, str]:
