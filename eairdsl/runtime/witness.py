@@ -112,7 +112,8 @@ from eairdsl.runtime.values import Ledger, Row, StaticRows
 if TYPE_CHECKING:
     from eairdsl.runtime.engine import CompiledWorld
 
-__all__ = ["Why", "EMPTY", "Provenance", "WScope", "WitnessRun", "judge_key", "RULES"]
+__all__ = ["Why", "EMPTY", "Provenance", "WScope", "WitnessRun", "judge_key", "RULES",
+           "is_same"]
 
 _NO_STEPS: frozenset[int] = frozenset()
 
@@ -192,18 +193,23 @@ def _plus(w: Why, steps: frozenset[int]) -> Why:
 
 def _flat(*whys: Why) -> Why:
     """One shapeless Why holding every step of `whys`."""
-    found: Why = EMPTY
-    steps: frozenset[int] | None = None
+    only: Why | None = None
+    parts: list[frozenset[int]] | None = None
     for w in whys:
         got = w.all()
         if not got:
             continue
-        if steps is None:  # the common case: one operand carries steps, kept as it is
-            steps, found = got, w.bare() if w.items is None and w.fields is None else Why(got)
-        elif not got <= steps:
-            steps = steps | got
-            found = Why(steps)
-    return found
+        if only is None:  # the common case: one operand carries steps, kept as it is
+            only = w
+        else:
+            if parts is None:
+                parts = [only.all()]
+            parts.append(got)
+    if only is None:
+        return EMPTY
+    if parts is None:
+        return only if only.items is None and only.fields is None else Why(only.all())
+    return Why(frozenset().union(*parts))
 
 
 def _steps(steps: frozenset[int]) -> Why:
@@ -573,28 +579,41 @@ def _compile_binary(e: Binary, lets: _Lets) -> WFn:
             return value, _flat(wa, wb)
         return contains_any
 
-    def binary(s: WScope) -> tuple[Any, Why]:
-        (a, wa), (b, wb) = left(s), right(s)
-        if op == "==":
-            value: Any = a == b
-        elif op == "!=":
-            value = a != b
-        elif op in ("<", "<=", ">", ">="):
-            value = _cmp(op, a, b)
-        elif op == "*":
+    if op in ("==", "!=", "<", "<=", ">", ">="):
+        equal, compare = op == "==", op not in ("==", "!=")
+
+        def comparison(s: WScope) -> tuple[Any, Why]:
+            (a, wa), (b, wb) = left(s), right(s)
+            value = _cmp(op, a, b) if compare else (a == b) if equal else (a != b)
+            if wb is EMPTY:  # the common case: a comparison with a constant
+                return value, wa.bare() if wa.items is None and wa.fields is None \
+                    else _flat(wa)
+            return value, _flat(wa, wb)
+        return comparison
+    if op == "*":
+        def times(s: WScope) -> tuple[Any, Why]:
+            (a, wa), (b, wb) = left(s), right(s)
             _check_product(s.base, a, b)
-            value = s.base.budget.sized(_arith("*", a, b))
-        else:
-            value = _arith(op, a, b)
-            if op == "+" and (type(value) is str or type(value) is list):
+            return s.base.budget.sized(_arith("*", a, b)), _flat(wa, wb)
+        return times
+    if op == "+":
+        def plus(s: WScope) -> tuple[Any, Why]:
+            (a, wa), (b, wb) = left(s), right(s)
+            value = _arith("+", a, b)
+            if type(value) is str or type(value) is list:
                 s.base.budget.sized(value)
-            if op == "+" and isinstance(a, list) and isinstance(b, list):
+            if isinstance(a, list) and isinstance(b, list):
                 # a concatenation keeps each element's witness
                 items = tuple(wa.item(i) for i in range(len(a))) + tuple(
                     wb.item(i) for i in range(len(b)))
                 return value, Why(items=items)
-        return value, _flat(wa, wb)
-    return binary
+            return value, _flat(wa, wb)
+        return plus
+
+    def arithmetic(s: WScope) -> tuple[Any, Why]:
+        (a, wa), (b, wb) = left(s), right(s)
+        return _arith(op, a, b), _flat(wa, wb)
+    return arithmetic
 
 
 def _contains_w(a: Any, wa: Why, b: Any, wb: Why) -> tuple[Any, Why]:
@@ -680,13 +699,15 @@ def _compile_collection(e: Comp | Agg, lets: _Lets) -> WFn:
                 ok, ww = where(inner)
                 if ok is not True:
                     continue
-                extra = extra | ww.all()
+                if ww is not EMPTY:
+                    extra = extra | ww.all()
             v, wv = body(inner)
             key = []
             for k in keys:
                 kv, kw = k(inner)
                 key.append(kv)
-                extra = extra | kw.all()
+                if kw is not EMPTY:
+                    extra = extra | kw.all()
             out.append((v, _plus(wv, extra), key))
         return out, ws.steps
 
