@@ -464,8 +464,16 @@ def run_episodes(world: World, condition: str | None = None, instance: str | Non
                  seed: int = 0, episodes: int = 1, agents: str = "sim",
                  out: Path | None = None, llm: LLMSettings | None = None) -> list[EpisodeResult]:
     if llm is not None or agents == "llm":  # one event loop, episodes concurrent
-        return asyncio.run(run_episodes_concurrently(world, condition, instance, seed, episodes,
-                                                     agents=agents, out=out, llm=llm))
+        carrier = _begin_live(llm)
+        try:
+            return asyncio.run(run_episodes_concurrently(world, condition, instance, seed,
+                                                         episodes, agents=agents, out=out,
+                                                         llm=llm))
+        finally:
+            if carrier:
+                from eairdsl.agents import transport
+
+                transport.stop()
     compiled = _compiled(world)
     return [run_episode(compiled, condition, instance, seed + i, agents, out)
             for i in range(episodes)]
@@ -498,6 +506,26 @@ async def run_episodes_concurrently(
                                            llm=settings)
 
     return list(await asyncio.gather(*(one(s) for s in order)))
+
+
+def _begin_live(llm: LLMSettings | None) -> bool:
+    """Before live LLM episodes: start the litellm transport process (True: its child
+    imports litellm on another core meanwhile; see `eairdsl.agents.transport`) or, where
+    it could answer otherwise than this process, prefetch litellm on a thread here.
+    Nothing for a replay, which never imports litellm."""
+    if llm is None or llm.replay is not None or not llm.active:
+        return False
+    from eairdsl.agents import transport
+    from eairdsl.agents.llm import prefetch_litellm
+
+    if transport.transport_usable(llm.completion_kwargs, llm.transport):
+        try:
+            transport.start()
+            return True
+        except OSError:
+            pass
+    prefetch_litellm()
+    return False
 
 
 def _compiled(world: World) -> World | CompiledWorld:

@@ -136,6 +136,10 @@ class LLMSettings(BaseModel):
     replay: Path | None = None
     #: Extra keyword arguments for litellm.acompletion (e.g. api_key, mock_response).
     completion_kwargs: dict[str, Any] = {}
+    #: Live requests through litellm transport processes (`eairdsl.agents.transport`),
+    #: which studies and runs start: None where they answer as this process would
+    #: (litellm not imported here), True always, False never (every call in-process).
+    transport: bool | None = None
 
     _client: LLMClient | None = PrivateAttr(default=None)
 
@@ -256,6 +260,9 @@ def litellm_ready(timeout: float | None = None) -> None:
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True
+    retryable = getattr(exc, "retryable", None)  # a TransportError: classified in the child
+    if isinstance(retryable, bool):
+        return retryable
     if "missing credentials" in str(exc).lower():  # some providers report it as a 500
         return False
     name = type(exc).__name__
@@ -269,6 +276,9 @@ def _retryable(exc: BaseException) -> bool:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "Timeout: no answer within the per-request timeout"
+    described = getattr(exc, "description", None)  # a TransportError: described in the child
+    if isinstance(described, str):
+        return described
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:200]}"
 
@@ -373,18 +383,15 @@ class LLMClient:
 
     async def _live(self, request: dict[str, Any], rng: random.Random,
                     meta: dict[str, Any]) -> dict[str, Any]:
-        prefetch = _PREFETCH
-        if _LITELLM is None and prefetch is not None and prefetch.is_alive():
-            # the import is under way on its thread: wait off the loop, so the other
-            # episodes go on setting up meanwhile
-            await asyncio.get_running_loop().run_in_executor(None, litellm_ready)
-        litellm = load_litellm()
+        from eairdsl.agents import transport as transports
+
         s = self.settings
         model = request["model"]
         kwargs: dict[str, Any] = {**request, "timeout": s.timeout, "num_retries": 0,
                                   "drop_params": True, **s.completion_kwargs}
         if s.api_base:
             kwargs.setdefault("api_base", s.api_base)
+        usable = s.transport is not False and transports.json_only(s.completion_kwargs)
         semaphore = self.semaphore(model)
         spent = 0.0
         attempts = 0
@@ -396,6 +403,12 @@ class LLMClient:
                 started = time.monotonic()
                 try:
                     self.requests += 1
+                    # each attempt picks its carrier: a transport that died since leaves
+                    # the retry to this process
+                    carrier = transports.active() if usable else None
+                    if carrier is not None:  # litellm's CPU in the transport's process
+                        return await asyncio.wait_for(carrier.call(kwargs), s.timeout)
+                    litellm = await _litellm()
                     raw = await asyncio.wait_for(litellm.acompletion(**kwargs), s.timeout)
                     return _normalise(raw, model, litellm)
                 except Exception as exc:  # classified below
@@ -414,6 +427,15 @@ class LLMClient:
             self.retries += 1
             await asyncio.sleep(delay)
             spent += delay
+
+
+async def _litellm() -> Any:
+    """litellm for an in-process call; while `prefetch_litellm`'s thread imports it, the
+    wait is off the event loop, so the other episodes go on setting up meanwhile."""
+    prefetch = _PREFETCH
+    if _LITELLM is None and prefetch is not None and prefetch.is_alive():
+        await asyncio.get_running_loop().run_in_executor(None, litellm_ready)
+    return load_litellm()
 
 
 def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:

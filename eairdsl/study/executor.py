@@ -566,6 +566,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     store = Store.open(out / STORE_FILE)
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
     parts: dict[str, Path] = {}
+    carrier = False
     try:
         if settings:
             check_llm_options(store, llm_options(models, llm))
@@ -596,7 +597,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
         todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
         pool_first = bool(todo) and executor == "local" and workers > 1
         if live and llm_todo and not pool_first:
-            _prefetch_litellm()  # its import overlaps the setup and the sim episodes
+            carrier = _begin_llm(llm)  # litellm's import overlaps the setup and sim episodes
         if todo:
             needed = {a.cell.world for a in todo}
             texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
@@ -609,7 +610,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             else:
                 backend = _Pool(texts, min(workers, len(todo)), fn)
             if live and llm_todo and pool_first:
-                _prefetch_litellm()  # after the fork: the pool's workers have started
+                carrier = _begin_llm(llm)  # after the fork: the pool's workers have started
             summary.executor, summary.workers = backend.name, workers
             cancel = True
             try:
@@ -638,6 +639,8 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 backend.close(cancel=cancel)
     finally:
         try:
+            if carrier:
+                _stop_transport()
             if parts and llm is not None and llm.record is not None:
                 _merge_cassettes(Path(llm.record), store)
         finally:
@@ -646,10 +649,32 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     return summary
 
 
-def _prefetch_litellm() -> None:
+def _begin_llm(llm: LLMSettings | None) -> bool:
+    """As live LLM episodes are about to run: start the litellm transport process (True),
+    whose child imports litellm on the other core while this process sets up, or where
+    it cannot answer as this process would, prefetch litellm on a thread here (False).
+
+    `llm` may be None (the models' defaults) or hold no model (the executor sets one per
+    column): only its transport choice and extra kwargs matter here.
+    """
+    from eairdsl.agents import transport
     from eairdsl.agents.llm import prefetch_litellm
 
+    if transport.transport_usable(llm.completion_kwargs if llm is not None else {},
+                                  llm.transport if llm is not None else None):
+        try:
+            transport.start()
+            return True
+        except OSError:
+            pass
     prefetch_litellm()
+    return False
+
+
+def _stop_transport() -> None:
+    from eairdsl.agents import transport
+
+    transport.stop()
 
 
 def _litellm_settled() -> None:
