@@ -998,6 +998,231 @@ def bundle(
     raise typer.Exit(EXIT_OK)
 
 
+_AUDITOR_HELP = ("offline (default: deterministic rules, no network), llm (--model) or "
+                 "oracle (grader-side witness steps; a pipeline check, not an auditor)")
+
+
+def _audit_llm(model: str | None, out: Path, record: bool, replay: Path | None,
+               api_base: str | None, timeout: float, retries: int, max_connections: int,
+               temperature: float | None, max_tokens: int | None,
+               llm_seed: int | None) -> Any:
+    """The LLMSettings of an LLM auditor (cassettes under OUT/cassettes), else None."""
+    if model is None:
+        return None
+    from eairdsl.agents.llm import LLMSettings
+    from eairdsl.api import UsageError
+
+    if record and replay is not None:
+        raise UsageError("--record and --replay exclude each other")
+    replay_dir = None
+    if replay is not None:
+        replay_dir = replay / "cassettes" if (replay / "cassettes").is_dir() else replay
+    return LLMSettings(model=model, api_base=api_base, timeout=timeout, retries=retries,
+                       max_connections=max_connections, temperature=temperature,
+                       max_tokens=max_tokens, seed=llm_seed,
+                       record=out / "cassettes" if record else None, replay=replay_dir)
+
+
+class _AuditBar:
+    """Progress of an audit on stderr (the audit library only calls back)."""
+
+    def __init__(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.progress = Progress("[progress.description]{task.description}", BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=Console(stderr=True), transient=True)
+        self.task = self.progress.add_task(label, total=None)
+
+    def __enter__(self) -> _AuditBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int, entry: Any) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+
+@app.command()
+def audit(
+    target: Annotated[Path, typer.Argument(
+        metavar="TRACE|RUN_DIR|STUDY_DIR", help="A trace, a run folder or a study folder.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Audit folder: bundles/, reports/, index.json (default for a "
+        "study folder: STUDY_DIR/audit/ARM).")] = None,
+    auditor: Annotated[str, typer.Option(help=_AUDITOR_HELP)] = "offline",
+    model: Annotated[str | None, typer.Option(
+        help="litellm model string of an LLM auditor.")] = None,
+    contract: Annotated[str, typer.Option(
+        help="LLM arm: full (contract v1, submit_report validated) or none (free text).")
+    ] = "full",
+    graph: Annotated[str, typer.Option(
+        help="LLM arm: annotated, topology or none (which graph tools are offered).")
+    ] = "annotated",
+    world: Annotated[Path | None, typer.Option(
+        "--world", help="The world the traces ran on (default: found from each header).")
+    ] = None,
+    record: Annotated[bool, typer.Option(
+        "--record", help="Record the LLM auditor's calls to OUT/cassettes.")] = False,
+    replay: Annotated[Path | None, typer.Option(
+        metavar="AUDIT_DIR", help="Replay an earlier audit's cassettes (offline).")] = None,
+    api_base: Annotated[str | None, typer.Option(
+        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
+    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per LLM request.")] = 60.0,
+    retries: Annotated[int, typer.Option(min=0, help="Retries per LLM request.")] = 4,
+    max_connections: Annotated[int, typer.Option(
+        min=1, help="Concurrent LLM requests per provider.")] = 8,
+    temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1)] = None,
+    llm_seed: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Audit every episode: one contract-v1 report per episode, validated (docs/audit.md).
+
+    Each auditor sees only the episode's sanitized bundle. Rerun the same command
+    to resume; reports already written are kept.
+    """
+    from eairdsl.api import UsageError
+    from eairdsl.audit.auditors import arm_name, make_auditor
+    from eairdsl.audit.evidence import BundleError
+    from eairdsl.audit.runner import audit_episodes
+    from eairdsl.study.store import STORE_FILE
+
+    arm = arm_name(auditor, model, contract, graph)
+    if out is None:
+        if not (target / STORE_FILE).is_file():
+            _err("error: --out is needed unless the target is a study folder")
+            raise typer.Exit(EXIT_USAGE)
+        out = target / "audit" / arm
+    try:
+        settings = _audit_llm(model if auditor == "llm" else None, out, record, replay,
+                              api_base, timeout, retries, max_connections, temperature,
+                              max_tokens, llm_seed)
+        agent, describe = make_auditor(auditor, out, model=model, contract=contract,
+                                       graph=graph, settings=settings, world=world)
+        with _AuditBar(f"audit ({arm})") as bar:
+            index = audit_episodes(target, out, agent, world=world,
+                                   describe={"arm": arm, **describe}, progress=bar)
+    except (UsageError, BundleError) as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    except KeyboardInterrupt:
+        _err(f"interrupted: reports written so far are in {out}; rerun the same command to "
+             "resume")
+        raise typer.Exit(130) from None
+    entries = index.entries
+    valid = sum(e.status == "valid" for e in entries)
+    failed = [e for e in entries if e.status == "failed"]
+    verdicts: dict[str, int] = {}
+    for e in entries:
+        if e.verdict:
+            verdicts[e.verdict] = verdicts.get(e.verdict, 0) + 1
+    f_ok = sum(e.findings_resolvable for e in entries)
+    f_all = sum(e.findings_total for e in entries)
+    u_ok = sum(e.units_resolvable for e in entries)
+    u_all = sum(e.units_total for e in entries)
+    typer.echo(f"audited {len(entries)} episode(s) with {arm}: {valid} valid report(s), "
+               f"{len(entries) - valid - len(failed)} invalid, {len(failed)} without a report")
+    typer.echo("verdicts: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+                               or "none"))
+    typer.echo(f"resolvable findings {f_ok}/{f_all}, evidence units {u_ok}/{u_all}")
+    typer.echo(f"reports: {out / 'reports'}/; index: {out / 'index.json'} (grader-side)")
+    for e in failed[:5]:
+        _err(f"no report for {e.episode}: {e.reason}")
+    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
+@app.command("audit-study")
+def audit_study_command(
+    study_dir: Annotated[Path, typer.Argument(metavar="STUDY_DIR", help="A study folder.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Audit-study folder (default STUDY_DIR/audit-study).")] = None,
+    per_world: Annotated[int, typer.Option(min=1, help="Trajectories per world.")] = 20,
+    positives: Annotated[int, typer.Option(
+        min=0, help="Of them, with the seeded target realized (F1 may have fewer).")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed of the cohort's draw.")] = 0,
+    auditor: Annotated[str, typer.Option(help="offline (default) or llm.")] = "offline",
+    model: Annotated[str | None, typer.Option(
+        help="litellm model string of an LLM auditor.")] = None,
+    contract: Annotated[str, typer.Option(help="LLM arm: full or none.")] = "full",
+    graph: Annotated[str, typer.Option(help="LLM arm: annotated, topology or none.")
+                     ] = "annotated",
+    world: Annotated[Path | None, typer.Option("--world")] = None,
+    record: Annotated[bool, typer.Option("--record")] = False,
+    replay: Annotated[Path | None, typer.Option(metavar="DIR")] = None,
+    api_base: Annotated[str | None, typer.Option()] = None,
+    timeout: Annotated[float, typer.Option(min=0.001)] = 60.0,
+    retries: Annotated[int, typer.Option(min=0)] = 4,
+    max_connections: Annotated[int, typer.Option(min=1)] = 8,
+    temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1)] = None,
+    llm_seed: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """The audit study (EAIR F.14): a cohort by content identity, blind audits, grading.
+
+    Prints the Table-3-style summary; DIR/summary.json holds it per arm and world.
+    Run again with another --auditor/--model/--contract/--graph to add an arm on the
+    same cohort.
+    """
+    from eairdsl.api import UsageError
+    from eairdsl.audit.auditors import arm_name, make_auditor
+    from eairdsl.audit.cohort import audit_study
+    from eairdsl.audit.evidence import BundleError
+
+    if auditor == "oracle":
+        _err("error: the oracle reads the grader's witness steps: it is not an arm of the "
+             "audit study (use `eairc audit --auditor oracle` to check the pipeline)")
+        raise typer.Exit(EXIT_USAGE)
+    out = out if out is not None else study_dir / "audit-study"
+    arm = arm_name(auditor, model, contract, graph)
+    arm_dir = out / "arms" / arm
+    try:
+        settings = _audit_llm(model if auditor == "llm" else None, arm_dir, record, replay,
+                              api_base, timeout, retries, max_connections, temperature,
+                              max_tokens, llm_seed)
+        agent, describe = make_auditor(auditor, arm_dir, model=model, contract=contract,
+                                       graph=graph, settings=settings, world=world)
+        with _AuditBar(f"audit study ({arm})") as bar:
+            summary = audit_study(study_dir, out, agent, arm, describe=describe,
+                                  per_world=per_world, positives=positives, seed=seed,
+                                  world=world, progress=bar)
+    except (UsageError, BundleError) as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    except KeyboardInterrupt:
+        _err(f"interrupted: rerun the same command to resume ({out})")
+        raise typer.Exit(130) from None
+    from rich.console import Console
+    from rich.table import Table
+
+    def pct(k: float, n: float) -> str:
+        return f"{int(k)}/{int(n)}" + (f" {100 * k / n:.1f}%" if n else "")
+
+    table = Table(title=f"Audit study, arm {arm} (EAIR Table 3 / Table 14)")
+    for col in ("world", "seeded with verdict", "cite a witness", "negatives with findings",
+                "resolvable findings", "resolvable units", "tokens in", "s / audit"):
+        table.add_column(col, justify="left" if col == "world" else "right")
+    rows = [*sorted(summary.worlds.items()), ("all", summary.totals)]
+    for name, g in rows:
+        table.add_row(name, pct(g["seeded_with_verdict"], g["seeded"]),
+                      pct(g["cites_witness"], g["seeded_with_verdict"]),
+                      pct(g["negatives_with_findings"], g["negatives"]),
+                      pct(g["resolvable_findings"], g["findings"]),
+                      pct(g["resolvable_units"], g["evidence_units"]),
+                      str(int(g["tokens_in"])),
+                      f"{g['seconds'] / g['reports']:.3f}" if g["reports"] else "—")
+    Console().print(table)
+    typer.echo(f"summary: {out / 'summary.json'}; cohort (grader-side): {out / 'cohort.json'}")
+    missing = int(summary.totals.get("seeded", 0) + summary.totals.get("negatives", 0)
+                  - summary.totals.get("reports", 0))
+    if missing:
+        _err(f"{missing} audit(s) produced no report; rerun the same command to retry them")
+        raise typer.Exit(EXIT_INPUT)
+    raise typer.Exit(EXIT_OK)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:

@@ -196,7 +196,8 @@ def grade(member: CohortMember, entry: AuditEntry | None,
     else:
         g["negatives_with_findings"] = int(bool(report.get("findings")))
     findings = report.get("findings") or []
-    g["findings"] = len(findings)
+    # filed findings and leads, duplicates once: what the validator's rates count
+    g["findings"] = entry.findings_total
     g["resolvable_findings"] = entry.findings_resolvable
     g["evidence_units"] = entry.units_total
     g["resolvable_units"] = entry.units_resolvable

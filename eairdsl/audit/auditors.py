@@ -1,0 +1,77 @@
+"""Choosing an Auditor Agent by name: what `eairc audit` and `eairc audit-study` build.
+
+Three kinds, one protocol (`auditor.AuditorAgent`):
+
+- `offline` (the default): the deterministic rules auditor (`offline.RulesAuditor`);
+  no network, reads only the bundle.
+- `llm`: any litellm model with the query API as tools (`llm.LLMAuditor`), arms
+  `contract` full|none and `graph` annotated|topology|none.
+- `oracle`: certificates from the grader's witness steps (`oracle.OracleAuditor`).
+  Grader-side only — for testing the pipeline and as an upper bound — so the
+  audit study refuses it as an arm.
+
+Each is imported only when chosen: the offline path never loads litellm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from eairdsl.api import UsageError
+from eairdsl.audit.auditor import AuditorAgent
+
+if TYPE_CHECKING:
+    from eairdsl.agents.llm import LLMSettings
+
+__all__ = ["AUDITOR_KINDS", "AuditorKind", "ContractArm", "GraphArm", "arm_name",
+           "make_auditor"]
+
+AuditorKind = Literal["offline", "llm", "oracle"]
+AUDITOR_KINDS: tuple[str, ...] = get_args(AuditorKind)
+ContractArm = Literal["full", "none"]
+GraphArm = Literal["annotated", "topology", "none"]
+
+
+def arm_name(kind: str, model: str | None, contract: str, graph: str) -> str:
+    """The arm's folder name: auditor × contract × graph (and the model for llm)."""
+    if kind != "llm":
+        return kind
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (model or "model"))
+    return f"llm-{safe}-contract_{contract}-graph_{graph}"
+
+
+def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: str = "full",
+                 graph: str = "annotated", settings: LLMSettings | None = None,
+                 world: Path | None = None, **llm_options: Any
+                 ) -> tuple[AuditorAgent, dict[str, Any]]:
+    """The auditor of `kind` for an audit into `out`, and what the index records of it."""
+    if kind not in AUDITOR_KINDS:
+        raise UsageError(f"unknown auditor '{kind}'; choose {', '.join(AUDITOR_KINDS)}")
+    if contract not in get_args(ContractArm):
+        raise UsageError(f"--contract is full or none, not '{contract}'")
+    if graph not in get_args(GraphArm):
+        raise UsageError(f"--graph is annotated, topology or none, not '{graph}'")
+    if kind != "llm" and (model is not None or contract != "full" or graph != "annotated"):
+        raise UsageError("--model, --contract and --graph choose an LLM auditor's arm; add "
+                         "--auditor llm")
+    match kind:
+        case "offline":
+            from eairdsl.audit.offline import RulesAuditor
+
+            return RulesAuditor(), {"kind": "offline"}
+        case "oracle":
+            from eairdsl.audit.oracle import OracleAuditor
+
+            return OracleAuditor.for_audit(out, world), {"kind": "oracle", "grader_side": True}
+        case _:
+            if not model:
+                raise UsageError("--auditor llm needs --model (a litellm model string, e.g. "
+                                 "openai/gpt-4o-mini or ollama_chat/qwen2.5)")
+            from eairdsl.audit.llm import LLMAuditor
+
+            auditor = LLMAuditor(model, contract=contract,  # type: ignore[arg-type]
+                                 graph=graph,  # type: ignore[arg-type]
+                                 settings=settings, **llm_options)
+            return auditor, {"kind": "llm", "model": model, "contract": contract,
+                             "graph": graph}
