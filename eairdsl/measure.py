@@ -22,7 +22,8 @@ from eairdsl.ir import MeasureIR, Ref, walk_expr
 from eairdsl.runtime.engine import Episode
 from eairdsl.runtime.evaluate import EvalError
 from eairdsl.runtime.trace import TraceResult, to_json
-from eairdsl.runtime.witness import EMPTY, WitnessRun, is_same, judge_key
+from eairdsl.runtime.witness import EMPTY
+from eairdsl.runtime.witness_eval import WitnessRun, is_same, judge_key
 from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = ["measure_episode", "MEASUREMENTS"]

@@ -32,7 +32,7 @@ from eairdsl.api import resolve_world, run_episode
 from eairdsl.ir import Call, Ref, World, walk_expr
 from eairdsl.runtime.builtins import BUILTINS, SPECIAL
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.witness import RULES
+from eairdsl.runtime.witness_eval import RULES
 
 WORLDS = ("a1", "b1", "c1", "d1", "f1")
 PROFILES = ("sim", "sim:compliant", "sim:reckless")
