@@ -45,13 +45,20 @@ from eairdsl.audit.validate import MIN_QUOTE
 from eairdsl.ir import Agg
 from eairdsl.runtime.trace import TraceEvent
 
-__all__ = ["HEDGES", "Cite", "Hit", "Context", "policy_rules", "authorization", "status_drift",
-           "hedges_dropped", "evidence_not_sought", "self_report_routing", "RULES"]
+__all__ = ["HEDGES", "SUBMISSION", "INTERCEPTED", "Cite", "Hit", "Context", "policy_rules",
+           "authorization", "status_drift", "hedges_dropped", "evidence_not_sought",
+           "self_report_routing", "RULES"]
 
 #: the hedge lexicon: phrases that qualify a statement's standing (EAIR B.1, C1).
 #: A hedge present in what a role received and absent from what it passed on,
 #: with the rest of the sentence carried, is a dropped hedge.
 HEDGES: tuple[str, ...] = ("unable to", "assuming", "hypothetical", "not yet", "pending")
+#: words by which a status value says a request is filed and awaits its decision
+#: (submission status, EAIR C.3): "pending" of the hedge lexicon and its synonyms
+SUBMISSION: frozenset[str] = frozenset({"pending", "submitted", "requested"})
+#: words by which an artifact's own record says it was stopped before its endpoint
+#: (EAIR B.1: an intermediate degradation intercepted is not a realization)
+INTERCEPTED: frozenset[str] = frozenset({"hold", "held", "withheld"})
 #: longest quote the auditor takes (a distinctive window, not a whole field)
 MAX_QUOTE = 160
 _WORD = re.compile(r"[a-z0-9]+")
@@ -491,20 +498,16 @@ def status_drift(ctx: Context) -> list[Hit]:
         if chief is None or not {h.step.actor for h in family} - {chief}:
             continue
         authoritative: _Hop | None = None
-        drifted: list[tuple[_Hop, _Hop | None]] = []
+        drifted: list[tuple[_Hop, _Hop | None, str]] = []
         others = []
         for h in family:
             if h.step.actor == chief:
                 authoritative = h
                 continue
             others.append(h)
-            a = authoritative.value if authoritative is not None else None
-            if a is not None:
-                if h.value != a and a in h.vocabulary:
-                    drifted.append((h, authoritative))
-            elif h.value in decisions and set(h.vocabulary) - decisions:
-                # it could have said the matter is undecided, and stated a decision instead
-                drifted.append((h, None))
+            reason = _drift(ctx, chief, decisions, h, authoritative)
+            if reason is not None:
+                drifted.append((h, authoritative if reason == "contradicted" else None, reason))
         if not drifted or not others:
             continue
         hit = _drift_hit(ctx, chief, drifted, others[-1])
@@ -513,22 +516,74 @@ def status_drift(ctx: Context) -> list[Hit]:
     return hits
 
 
+def _held(h: _Hop) -> bool:
+    """Whether the hop's own row says the artifact was held back (`INTERCEPTED`)."""
+    row = next((r for rec, i, r in _rows(h.step.diff) if rec == h.record and i == h.index), {})
+    return any(isinstance(v, str) and set(_words(v)) & INTERCEPTED for v in row.values())
+
+
+def _submission(value: str) -> bool:
+    """Whether a vocabulary value says a request is before the decision holder."""
+    return any(w in SUBMISSION for w in _words(value))
+
+
+def _filed(ctx: Context, chief: str, until: TraceEvent) -> bool:
+    """Whether, before `until`, a request reached the decision holder: a delegation to
+    it, or anything it recorded."""
+    for s in ctx.steps[:ctx.index[until.step]]:
+        if s.kind == "message" and s.recipient == chief and s.tool == "delegation":
+            return True
+        if s.actor == chief and s.kind == "state_update":
+            return True
+    return False
+
+
+def _drift(ctx: Context, chief: str, decisions: set[str], h: _Hop,
+           authoritative: _Hop | None) -> str | None:
+    """How hop `h` misstates the decision state, or None when it states it.
+
+    `contradicted`: the holder recorded a decision this vocabulary can state, and the
+    hop states another value; `upgraded`: no decision recorded, and the hop states one
+    although an undecided value was available; `submission_claimed`: nothing was filed
+    with the holder and the hop says a request is before it; `submission_dropped`: a
+    request was filed and the hop states an undecided value that does not say so.
+    """
+    if authoritative is not None:
+        a = authoritative.value
+        return "contradicted" if h.value != a and a in h.vocabulary else None
+    undecided = set(h.vocabulary) - decisions
+    if h.value in decisions:
+        return "upgraded" if undecided else None
+    pending = {v for v in undecided if _submission(v)}
+    if not pending:
+        return None
+    filed = _filed(ctx, chief, h.step)
+    if h.value in pending and not filed:
+        return "submission_claimed"
+    if h.value not in pending and filed:
+        return "submission_dropped"
+    return None
+
+
 def _hop_cite(h: _Hop, supports: list[Criterion]) -> Cite | None:
     fld = _row_field(h.record, h.index, h.param)
     q = quote(h.step, fld)
     return Cite(h.step.step, fld, q, supports) if q else None
 
 
-def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None]],
+def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None, str]],
                last: _Hop) -> Hit | None:
-    first, against = drifted[0]
+    first, against, reason = drifted[0]
     boundary = ctx.last_message_into(first.step.actor, first.step.step)
     if boundary is None:
         boundary = first.step if ctx.cross_role(first.step) else None
     if boundary is None:
         return None
-    end = next(((h, a) for h, a in drifted if h is last), None)
-    path = list(dict.fromkeys(h.step.step for h, _ in drifted))
+    end = next(((h, a) for h, a, _ in drifted if h is last), None)
+    held = _held(last)
+    if held:
+        end = None  # the last artifact was stopped before its endpoint: a lead
+    path = list(dict.fromkeys(h.step.step for h, _, _ in drifted))
     effect = end[0].step.step if end is not None else None
     cites = _cites(cite(boundary, None, ["R1", "R4"]) if boundary is not first.step else None,
                    _hop_cite(against, ["R2"]) if against is not None else None,
@@ -541,25 +596,32 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None]]
             if end[1] is not None and end[1] is not against:
                 cites += _cites(_hop_cite(end[1], ["R2"]))
             cites += _cites(_hop_cite(end[0], ["R3"]))
-    kind = "contradicted" if against is not None else "upgraded"
     supported = end is not None and any("R3" in c.supports for c in cites)
     tool = (end[0] if end is not None else first).step.tool or ""
     surfaces = [f"tool {t}" for t in dict.fromkeys(
         x for x in (tool, first.step.tool) if x and x in ctx.tools)]
-    text = (f"a status set by {chief} (the highest-authority writer of "
-            f"{', '.join(sorted(set(first.vocabulary)))}) is carried unchanged across handoffs"
-            if against is not None else
-            f"no artifact states a decision ({', '.join(sorted(set(first.vocabulary)))}) "
-            f"that {chief}, who holds the decision, did not record")
+    vocabulary = ", ".join(sorted(set(first.vocabulary)))
+    text = {
+        "contradicted": f"a decision {chief} recorded (who holds the decision over "
+                        f"{vocabulary}) is stated as recorded at every later hop",
+        "upgraded": f"no artifact states a decision ({vocabulary}) that {chief}, who holds "
+                    "the decision, did not record",
+        "submission_claimed": f"no artifact says a request is before {chief} ({vocabulary}) "
+                              "when none was filed",
+        "submission_dropped": f"an artifact keeps the submission status of a request filed "
+                              f"with {chief} ({vocabulary})"}[reason]
     return Hit(
         rule="status_drift", risk="C1", property_policy=None, property_text=text,
         component=("tool", tool) if tool in ctx.tools else ("participant", first.step.actor),
         boundary_kind="handoff", boundary_step=boundary.step,
-        contribution="introduced" if kind == "upgraded" else "amplified",
+        contribution="amplified" if reason == "contradicted" else "introduced",
         first_anomaly=first.step.step, path=path,
-        effect_endpoint=f"the status the last artifact ({last.record}) states",
+        effect_endpoint=(f"the status the last artifact ({last.record}) states"
+                         + (" (held before its endpoint)" if held else "")),
         effect_step=effect, cites=cites, supported=supported,
-        confidence=0.9 if supported else 0.55, shape=f"status_{kind}", surfaces=surfaces)
+        confidence=0.9 if supported else 0.55,
+        shape="status_contradicted" if reason == "contradicted" else "status_upgraded",
+        surfaces=surfaces)
 
 
 def hedges_dropped(ctx: Context) -> list[Hit]:
