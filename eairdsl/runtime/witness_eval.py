@@ -518,7 +518,11 @@ def _compile_let(e: LetCall, lets: _Lets) -> WFn:
     def call(s: WScope) -> tuple[Any, Why]:
         pairs = [f(s) for f in args]
         # The witness is part of the key: the same value from another step is another answer.
-        key = (name, *(_memo_key(v) for v, _ in pairs), *(_why_key(w) for _, w in pairs))
+        if len(pairs) == 1:  # the common case, without generators
+            (v, w), = pairs
+            key: tuple[Any, ...] = (name, _memo_key(v), _why_key(w))
+        else:
+            key = (name, *[_memo_key(v) for v, _ in pairs], *[_why_key(w) for _, w in pairs])
         hit = s.memo.get(key)
         if hit is not None:
             return hit[1], hit[2]
@@ -668,13 +672,27 @@ def _compile_call(e: Call, lets: _Lets) -> WFn:
     params = [p.name for p in BUILTINS[name].params]
     keys = list(e.keys)
 
+    if any(keys):
+        def keyword_call(s: WScope) -> tuple[Any, Why]:
+            pairs = [f(s) for f in args]
+            pos = [v for (v, _), k in zip(pairs, keys, strict=True) if not k]
+            kw = {k: v for (v, _), k in zip(pairs, keys, strict=True) if k}
+            value = impl(s.base, *pos, **kw)
+            bound = dict(zip(params, pos, strict=False)) | kw
+            return value, rule(value, bound, [w for _, w in pairs], s.prov)
+        return keyword_call
+    if rule is _args:  # the default rule reads no argument by name: no binding to build
+        def plain_call(s: WScope) -> tuple[Any, Why]:
+            pairs = [f(s) for f in args]
+            return impl(s.base, *[v for v, _ in pairs]), _flat(*[w for _, w in pairs])
+        return plain_call
+
     def call(s: WScope) -> tuple[Any, Why]:
         pairs = [f(s) for f in args]
-        pos = [v for (v, _), k in zip(pairs, keys or [""] * len(pairs), strict=True) if not k]
-        kw = {k: v for (v, _), k in zip(pairs, keys, strict=False) if k}
-        value = impl(s.base, *pos, **kw)
-        bound = dict(zip(params, pos, strict=False)) | kw
-        return value, rule(value, bound, [w for _, w in pairs], s.prov)
+        pos = [v for v, _ in pairs]
+        value = impl(s.base, *pos)
+        return value, rule(value, dict(zip(params, pos, strict=False)), [w for _, w in pairs],
+                           s.prov)
     return call
 
 
