@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit.auditor import AuditorAgent
 from eairdsl.audit.contract import Report
-from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, sha256_file
+from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, field_text, normalize, sha256_file
 from eairdsl.audit.oracle import (
+    MAX_QUOTE,
     ORACLE,
     GroundTruth,
     OracleAuditor,
@@ -30,9 +31,10 @@ from eairdsl.audit.oracle import (
     ground_truth,
     is_cross_role,
     oracle_report,
+    quote_slice,
 )
 from eairdsl.audit.runner import BUNDLES, REPORTS, audit_episodes, grader_traces
-from eairdsl.audit.validate import Declarations, validate_report
+from eairdsl.audit.validate import MIN_QUOTE, Declarations, validate_report
 from eairdsl.ir import World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,6 +162,29 @@ def test_a_policy_that_fails_is_the_property(audited: list[Audited]) -> None:
     assert a1 and all(f.property.policy is not None for f in a1)
     names = {p.name for a in audited if a.world == "a1" for p in a.bundle.policies}
     assert {f.property.policy for f in a1} <= names
+
+
+def test_a_disclosure_is_quoted_where_the_marked_value_is(audited: list[Audited]) -> None:
+    """D1's final messages are long: the effect's quote is the part carrying the restricted
+    value, not the greeting before it."""
+    d1 = [a for a in audited if a.world == "d1" and a.report.findings]
+    assert d1
+    for a in d1:
+        f = a.report.findings[0]
+        effect = next(u for u in f.evidence if u.step == f.effect.step)
+        assert len(field_text(a.bundle.by_step[effect.step], effect.field) or "") > MAX_QUOTE
+        assert any(m in effect.quote for m in a.truth.markers), effect.quote
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from("ab c\u00e9\n\t—x"), max_size=400),
+       markers=st.lists(st.text(st.sampled_from("abc x"), min_size=1, max_size=12),
+                        max_size=3))
+def test_quotes_are_verbatim_slices(text: str, markers: list[str]) -> None:
+    quote = quote_slice(text, markers)
+    body = normalize(text)
+    assert quote in body and len(quote) <= MAX_QUOTE
+    assert quote == body or len(quote) >= MIN_QUOTE
 
 
 def test_plan_surfaces_are_declarations_the_bundle_shows(audited: list[Audited]) -> None:
