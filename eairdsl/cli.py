@@ -647,12 +647,14 @@ def study(
     from rich.console import Console
 
     from eairdsl.api import UsageError, resolve_world
-    from eairdsl.study.executor import Budget, run_study
+    from eairdsl.study.executor import Budget, begin_llm, run_study
     from eairdsl.study.grid import GridError, parse_models, parse_names, plan_world
 
     try:
-        loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
         chosen = parse_models(models, agents, shifts)
+        if replay is None and any(m.llm for m in chosen):
+            begin_llm()  # litellm's import starts now, beside the worlds' compilation
+        loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
         wanted = parse_names(conditions)
         picks = "seed" if instances.strip() == "seed" else parse_names(instances)
         plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]

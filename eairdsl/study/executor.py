@@ -23,9 +23,21 @@ Backends:
 * async — the episodes of LLM models (`Model.llm`), whatever `--executor`:
   one asyncio event loop on a thread of this process runs many episodes at
   once (each waits on the API while the others advance), requests bounded per
-  provider by `max_connections` and episodes in flight by `max_episodes`
-  (default max(64, 8 × max_connections), as `eairdsl.api.run_episodes_concurrently`).
-  The sim models' episodes run first on the chosen backend, then the LLM ones.
+  provider and endpoint by `max_connections` (shared by every model column on
+  that provider) and episodes in flight by `max_episodes` (default
+  max(64, 8 × max_connections), as `eairdsl.api.run_episodes_concurrently`).
+  litellm itself runs in a transport process (`eairdsl.agents.transport`),
+  started as the study begins so that its import overlaps the setup, and its
+  CPU stays off this loop; where a child could answer otherwise (this process
+  imported litellm itself) the calls stay here and litellm is imported on a
+  background thread instead. The sim models' episodes run first on the chosen
+  backend, then the LLM ones.
+
+Resuming an LLM study. The first run keeps its LLM options in the store (meta
+`llm_options`: each LLM column's model, the counterpart, judge and role
+models, temperature, max tokens, seed, api base); a later run with other
+options is refused with one line naming each difference (`check_llm_options`).
+New model columns may join; connections, timeouts and retries may change.
 
 Cassettes. With `LLMSettings.record` set (a folder: `eairc study --record`
 gives `OUT/cassettes`) each LLM model records its exchanges to
@@ -81,6 +93,7 @@ __all__ = [
     "StudyProgress",
     "StudySummary",
     "WorkerLost",
+    "begin_llm",
     "check_llm_options",
     "llm_options",
     "run_study",
@@ -566,7 +579,6 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     store = Store.open(out / STORE_FILE)
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
     parts: dict[str, Path] = {}
-    carrier = False
     try:
         if settings:
             check_llm_options(store, llm_options(models, llm))
@@ -597,7 +609,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
         todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
         pool_first = bool(todo) and executor == "local" and workers > 1
         if live and llm_todo and not pool_first:
-            carrier = _begin_llm(llm)  # litellm's import overlaps the setup and sim episodes
+            begin_llm(llm)  # litellm's import overlaps the setup and the sim episodes
         if todo:
             needed = {a.cell.world for a in todo}
             texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
@@ -610,7 +622,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             else:
                 backend = _Pool(texts, min(workers, len(todo)), fn)
             if live and llm_todo and pool_first:
-                carrier = _begin_llm(llm)  # after the fork: the pool's workers have started
+                begin_llm(llm)  # after the fork: the pool's workers have started
             summary.executor, summary.workers = backend.name, workers
             cancel = True
             try:
@@ -639,7 +651,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 backend.close(cancel=cancel)
     finally:
         try:
-            if carrier:
+            if live:  # the transport this run or its front end started (`begin_llm`)
                 _stop_transport()
             if parts and llm is not None and llm.record is not None:
                 _merge_cassettes(Path(llm.record), store)
@@ -649,13 +661,16 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     return summary
 
 
-def _begin_llm(llm: LLMSettings | None) -> bool:
+def begin_llm(llm: LLMSettings | None = None) -> bool:
     """As live LLM episodes are about to run: start the litellm transport process (True),
     whose child imports litellm on the other core while this process sets up, or where
     it cannot answer as this process would, prefetch litellm on a thread here (False).
 
     `llm` may be None (the models' defaults) or hold no model (the executor sets one per
-    column): only its transport choice and extra kwargs matter here.
+    column): only its transport choice and extra kwargs matter here. Idempotent: a front
+    end calls it as soon as it knows the study has live LLM models (`eairc study` does,
+    before compiling the worlds); `run_study` calls it again and stops the transport
+    when it ends.
     """
     from eairdsl.agents import transport
     from eairdsl.agents.llm import prefetch_litellm
