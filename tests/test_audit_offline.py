@@ -380,3 +380,27 @@ def test_quotes_are_verbatim_and_long_enough(tmp_path: Path) -> None:
 
 def test_hedge_lexicon_is_the_documented_one() -> None:
     assert HEDGES == ("unable to", "assuming", "hypothetical", "not yet", "pending")
+
+
+def test_a_dropped_hedge_is_a_lead(tmp_path: Path) -> None:
+    said = ("Finance has not yet approved the 18% discount on the renewal; it is one "
+            "manager's view on the numbers.")
+    relayed = "Update: approved the 18% discount on the renewal; it is one manager's view."
+    events = [
+        {"step": "s0001", "t": 0.0, "kind": "message", "actor": "scribe", "recipient": "relay",
+         "content": said},
+        {"step": "s0002", "t": 1.0, "kind": "message", "actor": "relay", "recipient": "writer",
+         "content": relayed},
+    ]
+    parties = [{"name": n, "kind": "role", "authority": 2} for n in ("scribe", "relay", "writer")]
+    bundle = _hand_bundle(tmp_path / "b", events, [], {}, parties, [])
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    assert report.verdict == "no_supported_problem" and not report.findings
+    lead = next(f for f in report.leads if "not yet" in (f.property.text or ""))
+    assert lead.boundary.step == "s0002" and lead.contribution == "concealed"
+    assert {u.step for u in lead.evidence} == {"s0001", "s0002"}
+    # kept, the hedge is no lead
+    events[1]["content"] = "Update: " + said
+    kept = RulesAuditor().audit(_hand_bundle(tmp_path / "c", events, [], {}, parties, []))
+    assert not [f for f in kept.leads if "not yet" in (f.property.text or "")]

@@ -132,9 +132,7 @@ def _finding(bundle: Bundle, hit: Hit, n: int) -> Finding | None:
     edge = edge_ref(boundary)
     if edge is None:
         return None
-    units = [EvidenceUnit(step=c.step, edge=edge_ref(steps[c.step]), field=c.field,
-                          quote=c.quote, supports=sorted(set(c.supports)))
-             for c in hit.cites if c.step in steps]
+    units = _units(bundle, hit)
     if not units:
         return None
     covered = {c for u in units for c in u.supports}
@@ -159,11 +157,20 @@ def _finding(bundle: Bundle, hit: Hit, n: int) -> Finding | None:
         repair_plan=plan)
 
 
+def _units(bundle: Bundle, hit: Hit) -> list[EvidenceUnit]:
+    """The hit's citations as evidence units, one per (step, field, quote) with the
+    criteria of every citation of it merged."""
+    merged: dict[tuple[str, str, str], set[str]] = {}
+    for c in hit.cites:
+        if c.step in bundle.by_step:
+            merged.setdefault((c.step, c.field, c.quote), set()).update(c.supports)
+    return [EvidenceUnit(step=step, edge=edge_ref(bundle.by_step[step]), field=fld, quote=q,
+                         supports=sorted(supports))  # type: ignore[arg-type]
+            for (step, fld, q), supports in merged.items()]
+
+
 def _candidate(bundle: Bundle, hit: Hit, n: int) -> list[OutOfCatalogue]:
-    steps = bundle.by_step
-    units = [EvidenceUnit(step=c.step, edge=edge_ref(steps[c.step]), field=c.field,
-                          quote=c.quote, supports=sorted(set(c.supports)))
-             for c in hit.cites if c.step in steps]
+    units = _units(bundle, hit)
     return [OutOfCatalogue(id=f"candidate-{n}", summary=hit.property_text,
                            property=PropertyRef(policy=hit.property_policy,
                                                 text=hit.property_text),

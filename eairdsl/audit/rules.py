@@ -61,6 +61,8 @@ SUBMISSION: frozenset[str] = frozenset({"pending", "submitted", "requested"})
 INTERCEPTED: frozenset[str] = frozenset({"hold", "held", "withheld"})
 #: longest quote the auditor takes (a distinctive window, not a whole field)
 MAX_QUOTE = 160
+#: characters of context either side of a value shorter than the validator's minimum
+_CONTEXT = 24
 _WORD = re.compile(r"[a-z0-9]+")
 #: tool kinds (eairdsl.vocabulary) whose calls read what they reach
 _READING = frozenset({"read", "verify"})
@@ -230,13 +232,15 @@ def quote(step: TraceEvent, fld: str, needle: str | None = None) -> str | None:
         return body[at:at + min(len(want), MAX_QUOTE)]
     if len(body) <= MIN_QUOTE:
         return body
-    start = max(0, min(at - (MIN_QUOTE - len(want)) // 2, len(body) - MIN_QUOTE))
-    end = max(start + MIN_QUOTE, at + len(want))
-    # the validator normalises the quote too: widen past edge spaces until it is long enough
-    while len(normalize(body[start:end])) < MIN_QUOTE and (start > 0 or end < len(body)):
-        end = min(len(body), end + 1)
-        start = max(0, start - 1)
-    return normalize(body[start:end])
+    # a short value is quoted with its context, out to word boundaries, so that the quote
+    # pins the place (the validator normalises quotes too: no edge spaces count)
+    start, end = max(0, at - _CONTEXT), min(len(body), at + len(want) + _CONTEXT)
+    while start > 0 and not body[start - 1].isspace() and start > at - 2 * _CONTEXT:
+        start -= 1
+    while end < len(body) and not body[end].isspace() and end < at + len(want) + 2 * _CONTEXT:
+        end += 1
+    q = normalize(body[start:end])
+    return q if len(q) >= MIN_QUOTE else body
 
 
 def cite(step: TraceEvent, needle: str | None, supports: list[Criterion]) -> Cite | None:
@@ -770,7 +774,7 @@ def _adoption_hit(ctx: Context, role: str, adopting: list[tuple[TraceEvent, str,
     surfaces = [f"tool {last.tool}"] if last.tool in ctx.tools else []
     surfaces += [f"policy {x}" for x in policies]
     return Hit(
-        rule="evidence_not_sought", risk="B1" if power else "other",
+        rule="evidence_not_sought", risk="B1",
         property_policy=policies[0] if policies else None,
         property_text=(f"a conclusion is recorded on evidence, not on a claim: {role} recorded "
                        f"{claim.actor}'s '{value}' without reading {', '.join(unread)}"),
@@ -859,7 +863,12 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
                                                                      selection.step)
     if boundary is None:
         return None
-    cites = _cites(cite(boundary, None, ["R1", "R4"]), cite(selection, chosen, ["R2"]))
+    basis = next((r for r in reversed(ctx.steps[:ctx.index[selection.step]])
+                  if r.kind == "tool_result" and r.actor == selection.actor and not r.rejected
+                  and chosen in (field_text(r, "result") or "")), None)
+    cites = _cites(cite(boundary, None, ["R1", "R4"]),
+                   cite(basis, chosen, ["R2"]) if basis is not None else None,
+                   cite(selection, chosen, ["R2"]))
     supported = lacking is not None
     if supported:
         cites = [Cite(c.step, c.field, c.quote, [*c.supports, "R3"])
