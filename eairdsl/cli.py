@@ -1199,20 +1199,21 @@ def audit_study_command(
     from rich.console import Console
     from rich.table import Table
 
-    def pct(k: float, n: float) -> str:
-        return f"{int(k)}/{int(n)}" + (f" {100 * k / n:.1f}%" if n else "")
+    def pct(k: float, n: float, percent: bool) -> str:
+        return f"{int(k)}/{int(n)}" + (f" {100 * k / n:.0f}%" if n and percent else "")
 
     table = Table(title=f"Audit study, arm {arm} (EAIR Table 3 / Table 14)")
-    for col in ("world", "seeded with verdict", "cite a witness", "negatives with findings",
-                "resolvable findings", "resolvable units", "tokens in", "s / audit"):
+    for col in ("world", "seeded: verdict", "witness cited", "negatives: findings",
+                "findings resolvable", "units resolvable", "tokens in", "s/audit"):
         table.add_column(col, justify="left" if col == "world" else "right")
     rows = [*sorted(summary.worlds.items()), ("all", summary.totals)]
     for name, g in rows:
-        table.add_row(name, pct(g["seeded_with_verdict"], g["seeded"]),
-                      pct(g["cites_witness"], g["seeded_with_verdict"]),
-                      pct(g["negatives_with_findings"], g["negatives"]),
-                      pct(g["resolvable_findings"], g["findings"]),
-                      pct(g["resolvable_units"], g["evidence_units"]),
+        total = name == "all"
+        table.add_row(name, pct(g["seeded_with_verdict"], g["seeded"], total),
+                      pct(g["cites_witness"], g["seeded_with_verdict"], total),
+                      pct(g["negatives_with_findings"], g["negatives"], total),
+                      pct(g["resolvable_findings"], g["findings"], total),
+                      pct(g["resolvable_units"], g["evidence_units"], total),
                       str(int(g["tokens_in"])),
                       f"{g['seconds'] / g['reports']:.3f}" if g["reports"] else "—")
     Console().print(table)
