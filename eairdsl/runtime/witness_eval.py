@@ -166,7 +166,9 @@ def _compile_node(e: Expr, lets: _Lets) -> WFn:
                 v, w = obj(s)
                 value = v.get(name) if type(v) is Row or isinstance(v, dict) \
                     else _attr(v, name, s.base)
-                return value, (w.field(name) if w is not EMPTY else EMPTY)
+                if w.fields is None:  # a row, a message, a constant: the value's own steps
+                    return value, w.bare()
+                return value, w.field(name)
             return attr
         case Index():
             obj_i, idx = _compile(e.obj, lets), _compile(e.index, lets)
@@ -351,8 +353,10 @@ def _agg_why(func: str, values: list[Any], whys: list[Why], outer: frozenset[int
                 kept.append(v)
                 groups.append([w])
         return Why(outer, items=tuple(_flat(*g) for g in groups))
+    if not whys:
+        return _steps(outer)
     if func == "count":
-        steps = frozenset().union(*(w.identity() for w in whys))
+        steps = frozenset().union(*[w.identity() for w in whys])
     elif func in ("max", "min"):
         result = _aggregate(func, values)
         steps = frozenset().union(*(w.all() for v, w in zip(values, whys, strict=True)
