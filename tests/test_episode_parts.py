@@ -34,6 +34,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("eairdsl.api", "eairdsl.episodes", "eairdsl.judges")),
     ("study", ("eairdsl.study",)),
     ("audit", ("eairdsl.audit",)),
+    ("repair", ("eairdsl.repair",)),
 )
 
 
