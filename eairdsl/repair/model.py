@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from eairdsl.audit.contract import Finding, RepairPlan
 
 __all__ = ["Feedback", "RepairRequest", "Candidate", "RepairAgent", "Dimension",
-           "DIMENSIONS", "ReviewRequest", "Review", "Reviewer", "RepairError", "decl_name"]
+           "DIMENSIONS", "DimensionVerdict", "ReviewRequest", "Review", "Reviewer",
+           "RepairError", "decl_name"]
 
 
 class _Model(BaseModel):
@@ -113,6 +114,10 @@ class ReviewRequest(_Model):
     attribution: dict[str, list[str]] = Field(default_factory=dict)
     rationale: str = ""
     round: int = 1
+    #: the original world's folder and the candidate's (a copy with the candidate
+    #: applied), for reviewers that compile or run them; None when not on disk
+    original_dir: str | None = None
+    candidate_dir: str | None = None
 
 
 class DimensionVerdict(_Model):
