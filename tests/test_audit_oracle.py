@@ -255,13 +255,23 @@ def test_two_certificates_of_one_episode_validate_together(audited: list[Audited
 def test_an_episode_without_a_grader_trace_fails_and_is_retried(tmp_path: Path,
                                                                 worlds: dict[str, World]
                                                                 ) -> None:
-    run_episode(worlds["d1"], "canonical", None, 0, "sim", tmp_path / "runs")
+    run_episode(worlds["d1"], "canonical", "hr-1", 0, "sim", tmp_path / "runs")
     index = audit_episodes(tmp_path / "runs", tmp_path / "a", OracleAuditor({}))
     assert [e.status for e in index.entries] == ["failed"]
     assert "no trace" in (index.entries[0].reason or "")
     index = audit_episodes(tmp_path / "runs", tmp_path / "a",
                            OracleAuditor(grader_traces(tmp_path / "a")))
     assert [(e.status, e.verdict) for e in index.entries] == [("valid", "findings")]
+    # another episode's trace is refused, not audited against the wrong ground truth
+    other = run_episode(worlds["d1"], "canonical", "fin-2", 0, "sim", tmp_path / "other")
+    wrong = {e.episode: Path(other.trace_path or "") for e in index.entries}
+    index = audit_episodes(tmp_path / "runs", tmp_path / "w", OracleAuditor(wrong))
+    assert [e.status for e in index.entries] == ["failed"]
+    assert "is not the trace of episode" in (index.entries[0].reason or "")
+    (tmp_path / "broken.jsonl").write_text("{not a trace\n")
+    broken = {e.episode: tmp_path / "broken.jsonl" for e in index.entries}
+    index = audit_episodes(tmp_path / "runs", tmp_path / "b", OracleAuditor(broken))
+    assert "cannot be read" in (index.entries[0].reason or "")
 
 
 def test_reports_are_byte_identical_from_run_to_run(tmp_path: Path,

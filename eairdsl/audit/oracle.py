@@ -49,7 +49,7 @@ from typing import Literal
 from eairdsl.api import UsageError
 from eairdsl.audit import query
 from eairdsl.audit.auditor import AuditError
-from eairdsl.audit.bundle import GRADER_INDEX, find_world
+from eairdsl.audit.bundle import GRADER_INDEX, SOURCE_MARK, find_world
 from eairdsl.audit.contract import (
     AUDIT_SCHEMA,
     EAIR_TAXONOMY_VERSION,
@@ -118,6 +118,8 @@ class GroundTruth:
     #: values of the world's grader-marked (canary) record fields, normalised: a long
     #: field is quoted around the first it carries
     markers: tuple[str, ...] = ()
+    #: the trace's steps (judge events left out), to check it is the bundle's episode
+    steps: tuple[TraceEvent, ...] = ()
 
 
 def ground_truth(trace_path: Path, world: Path | None = None, *,
@@ -131,8 +133,10 @@ def ground_truth(trace_path: Path, world: Path | None = None, *,
     """
     try:
         trace = read_trace(Path(trace_path))
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"{trace_path}: the grader's trace cannot be read ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise AuditError(f"{trace_path}: the grader's trace cannot be read ({why[:200]})"
+                         ) from None
     if trace.result is None:
         raise AuditError(f"{trace_path}: the trace has no result line (an unfinished episode)")
     res = trace.result
@@ -153,7 +157,22 @@ def ground_truth(trace_path: Path, world: Path | None = None, *,
     return GroundTruth(realized=res.measurements.get(realized),
                        anomaly=res.measurements.get(anomaly),
                        witnesses={k: list(v) for k, v in sorted(res.witnesses.items())},
-                       risk=risk, protected=decls, markers=_markers(w))
+                       risk=risk, protected=decls, markers=_markers(w),
+                       steps=tuple(e for e in trace.events if e.kind != "judgment"))
+
+
+def _same_episode(trace: Sequence[TraceEvent], bundle: Sequence[TraceEvent]) -> bool:
+    """Whether the trace's steps are the bundle's: ids, kinds, parties, tools and times
+    alike, and every text the sanitizer left unredacted (no world-source mark) equal."""
+    if len(trace) != len(bundle):
+        return False
+    for a, b in zip(trace, bundle, strict=True):
+        if (a.step, a.kind, a.actor, a.recipient, a.tool, a.t) != (
+                b.step, b.kind, b.actor, b.recipient, b.tool, b.t):
+            return False
+        if b.content is not None and SOURCE_MARK not in b.content and a.content != b.content:
+            return False
+    return True
 
 
 def _markers(world: World | None) -> tuple[str, ...]:
@@ -554,6 +573,11 @@ class OracleAuditor:
 
     def audit(self, bundle: Bundle) -> Report:
         realized, anomaly, harm = self.names
-        truth = ground_truth(self.trace(bundle.manifest.episode), self.world,
-                             realized=realized, anomaly=anomaly, worlds=self._worlds)
+        path = self.trace(bundle.manifest.episode)
+        truth = ground_truth(path, self.world, realized=realized, anomaly=anomaly,
+                             worlds=self._worlds)
+        if not _same_episode(truth.steps, bundle.steps):
+            raise AuditError(f"{path} is not the trace of episode {bundle.manifest.episode}: "
+                             f"its steps differ from the bundle's ({len(truth.steps)} vs "
+                             f"{len(bundle.steps)})")
         return oracle_report(bundle, truth, realized=realized, anomaly=anomaly, harm=harm)
