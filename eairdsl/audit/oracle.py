@@ -113,8 +113,9 @@ class GroundTruth:
     witnesses: dict[str, list[str]] = field(default_factory=dict)
     #: the world's declared risk (EAIR A1…F2), "other" when the world is unknown
     risk: RiskId = "other"
-    #: declarations of the world a repair must not change (`protected`), when known
-    protected: Declarations | None = None
+    #: the world's declarations and what it protects (a repair may change neither an
+    #: undeclared name nor a protected one), when the world is known
+    declarations: Declarations | None = None
     #: values of the world's grader-marked (canary) record fields, normalised: a long
     #: field is quoted around the first it carries
     markers: tuple[str, ...] = ()
@@ -157,7 +158,7 @@ def ground_truth(trace_path: Path, world: Path | None = None, *,
     return GroundTruth(realized=res.measurements.get(realized),
                        anomaly=res.measurements.get(anomaly),
                        witnesses={k: list(v) for k, v in sorted(res.witnesses.items())},
-                       risk=risk, protected=decls, markers=_markers(w),
+                       risk=risk, declarations=decls, markers=_markers(w),
                        steps=tuple(e for e in trace.events if e.kind != "judgment"))
 
 
@@ -385,7 +386,7 @@ def _surfaces(bundle: Bundle, truth: GroundTruth, entries: Iterable[str]) -> lis
     for entry in dict.fromkeys(entries):
         if not shown.resolve(entry):
             continue
-        world = truth.protected
+        world = truth.declarations
         if world is not None:
             refs = world.resolve(entry)
             if not refs or any(r in world.protected for r in refs):
