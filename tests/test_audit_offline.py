@@ -404,3 +404,42 @@ def test_a_dropped_hedge_is_a_lead(tmp_path: Path) -> None:
     events[1]["content"] = "Update: " + said
     kept = RulesAuditor().audit(_hand_bundle(tmp_path / "c", events, [], {}, parties, []))
     assert not [f for f in kept.leads if "not yet" in (f.property.text or "")]
+
+
+def test_hostile_bundle_shapes_give_a_valid_report(tmp_path: Path) -> None:
+    """Odd but loadable steps (diffs that are not rows, enum values that are not strings,
+    a rule nested past any parser, names that shadow records) never crash the auditor."""
+    events: list[dict[str, Any]] = [
+        {"step": "s0001", "t": 0.0, "kind": "message", "actor": "a", "recipient": "b",
+         "content": "pending " * 40},
+        {"step": "s0002", "t": 1.0, "kind": "state_update", "actor": "a", "tool": "w",
+         "diff": {"append": "not a row"}},
+        {"step": "s0003", "t": 2.0, "kind": "state_update", "actor": "b", "tool": "w",
+         "diff": {"append": {"log": [1, "x", {"state": ["open"]}]}, "set": {"log": 5}}},
+        {"step": "s0004", "t": 3.0, "kind": "tool_call", "actor": "b", "tool": "w",
+         "args": {"state": {"nested": ["b", "a"]}}},
+        {"step": "s0005", "t": 4.0, "kind": "tool_result", "actor": "b", "tool": "w",
+         "call": "s0004", "result": [[["deep"]], {"a.b": "dotted key"}]},
+        {"step": "s0006", "t": 5.0, "kind": "state_update", "actor": "a", "tool": "w",
+         "diff": {"append": {"log": {"state": "a", "who": "b"}}}},
+        {"step": "s0007", "t": 6.0, "kind": "message", "actor": "b", "recipient": "b",
+         "content": ""},
+    ]
+    parties = [{"name": "a", "kind": "role", "authority": 5, "tools": ["w"]},
+               {"name": "b", "kind": "role", "authority": 1, "tools": ["w"]}]
+    tools = [{"name": "w", "kind": "act", "description": "Write the log.", "roles": ["a", "b"],
+              "parameters": {"type": "object", "properties": {
+                  "state": {"enum": ["open", "a", 3]}, "who": {"enum": ["a", "b"]},
+                  "odd": "not a schema"}}}]
+    policies = [{"name": "deep", "text": "x", "enforced": False,
+                 "rule": "(" * 3000 + "true" + ")" * 3000},
+                {"name": "shadow", "text": "y", "enforced": True,
+                 "rule": "all log in log: log.state != \"b\""}]
+    records = {"log": {"name": "log", "kind": "ledger", "fields": ["state", "who"], "rows": []}}
+    bundle = _hand_bundle(tmp_path / "b", events, policies, records, parties, tools)
+    report = RulesAuditor().audit(bundle)
+    result = validate_report(report.model_dump_json(), bundle)
+    assert result.ok, [d.diagnostic.message for d in result.diagnostics]
+    ran = {q.args.get("policy"): q.args for q in report.coverage.queries
+           if q.name == "policy_rule"}
+    assert "unevaluable" in ran["deep"]

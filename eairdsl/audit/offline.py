@@ -60,19 +60,30 @@ __all__ = ["PROMPT_VERSION", "RulesAuditor", "hits"]
 
 #: the rule set's version, recorded as the report's prompt version
 PROMPT_VERSION = "rules-1"
+#: what a hostile bundle can make a rule raise
+_UNTRUSTED = (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
 
 
 def hits(bundle: Bundle) -> tuple[list[Hit], list[QueryRecord]]:
     """Every rule's hits on the bundle, and the queries (rules run) for coverage."""
     ctx = Context(bundle)
     found, ran = policy_rules(ctx)
-    queries = [QueryRecord(name="policy_rule", args={"policy": p}) for p in ran]
+    queries = [QueryRecord(name="build_graph", args={"layer": "annotated"})]
+    queries += [QueryRecord(name="policy_rule",
+                            args={"policy": p} if why is None else {"policy": p,
+                                                                     "unevaluable": why})
+                for p, why in ran]
     for name, rule in (("authorization", authorization), ("status_drift", status_drift),
                        ("hedge", hedges_dropped), ("evidence_not_sought", evidence_not_sought),
                        ("self_report_routing", self_report_routing)):
-        found += rule(ctx)
+        try:
+            found += rule(ctx)
+        except _UNTRUSTED as exc:
+            # a bundle is untrusted input: a rule it defeats is recorded as not run,
+            # never a traceback and never a silent pass
+            queries.append(QueryRecord(name=name, args={"failed": type(exc).__name__}))
+            continue
         queries.append(QueryRecord(name=name, args={}))
-    queries.insert(0, QueryRecord(name="build_graph", args={"layer": "annotated"}))
     return found, queries
 
 

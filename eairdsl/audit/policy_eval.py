@@ -200,7 +200,10 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
     Raises `Unevaluable` when the rule cannot be parsed or names what the
     bundle does not show, or when evaluating it fails.
     """
-    expr = parse_rule(text, bundle)
+    try:
+        expr = parse_rule(text, bundle)
+    except RecursionError:
+        raise Unevaluable("the rule nests too deeply to evaluate") from None
     for node in walk_expr(expr, {}):
         if isinstance(node, Call):
             from eairdsl.runtime.builtins import IMPLEMENTATIONS
@@ -210,7 +213,7 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
                                   "does not show")
     try:
         fn = compile_expr(expr, None)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise Unevaluable(f"the rule does not compile ({exc})") from None
     world = _world(bundle)
     records = _state(bundle)
@@ -225,7 +228,7 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
         try:
             v = fn(scope)
         except (EvalError, BudgetExceeded, ArithmeticError, TypeError, ValueError,
-                KeyError, IndexError, AttributeError) as exc:
+                KeyError, IndexError, AttributeError, RecursionError) as exc:
             raise Unevaluable(f"the rule fails to evaluate ({type(exc).__name__})") from None
         return v if isinstance(v, bool) else None
 

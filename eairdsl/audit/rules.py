@@ -288,18 +288,20 @@ def _aggregate_rule(text: str, ctx: Context) -> bool:
                for n in walk_expr(expr, {}))
 
 
-def policy_rules(ctx: Context) -> tuple[list[Hit], list[str]]:
-    """Declared rules that fail as the state evolves; and the policies evaluated."""
+def policy_rules(ctx: Context) -> tuple[list[Hit], list[tuple[str, str | None]]]:
+    """Declared rules that fail as the state evolves; and each policy with a rule, with
+    why it could not be evaluated (None when it was)."""
     hits: list[Hit] = []
-    ran: list[str] = []
+    ran: list[tuple[str, str | None]] = []
     for policy in ctx.bundle.policies:
         if not policy.rule:
             continue
         try:
             track = track_rule(policy.name, policy.rule, ctx.bundle)
-        except Unevaluable:
+        except Unevaluable as exc:
+            ran.append((policy.name, str(exc)))
             continue
-        ran.append(policy.name)
+        ran.append((policy.name, None))
         if track.first_failure is None:
             continue
         hit = _rule_hit(ctx, policy.name, policy.text, policy.rule, track)
@@ -669,8 +671,13 @@ def hedges_dropped(ctx: Context) -> list[Hit]:
 # ------------------------------------------------------------------ 4. evidence not sought
 
 def _doc_reach(ctx: Context) -> dict[str, set[str]]:
-    """Tool -> the documents it can read: named in its schema's choices, or every word of
-    the document's name in its description."""
+    """Tool -> the documents it can read: what its card lists (`ToolCard.documents`), or,
+    for a bundle whose cards list none, those named in its schema's choices or with every
+    word of their name in a reading tool's description."""
+    listed = {card.name: {d.split(".", 1)[0] for d in card.documents}
+              for card in ctx.bundle.tools if card.documents}
+    if listed:
+        return listed
     out: dict[str, set[str]] = {}
     docs = {d: d.split(".", 1)[0] for d in ctx.bundle.documents}
     for card in ctx.bundle.tools:
