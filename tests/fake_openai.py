@@ -137,6 +137,9 @@ def _cpu_of(pid: int) -> float | None:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real server
+    # headers and body go out in two writes: with Nagle's algorithm the body waits for
+    # the client's delayed ACK (40 ms a response on Linux), which no real server adds
+    disable_nagle_algorithm = True
     server: FakeServer
 
     def log_message(self, format: str, *args: Any) -> None:
