@@ -14,6 +14,7 @@ episodes is computed, printed and recorded, not asserted.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -193,7 +194,8 @@ def test_supported_findings_name_the_mechanism(studies: dict[str, Study]) -> Non
 
 # ------------------------------------------------------------------ world-agnostic code
 
-def _shipped_names() -> set[str]:
+@functools.cache
+def _shipped_names() -> frozenset[str]:
     names: set[str] = set()
     for w in WORLDS:
         world = resolve_world(ROOT / "worlds" / f"{w}.eair")
@@ -203,7 +205,7 @@ def _shipped_names() -> set[str]:
         names |= {f.name for r in world.records for f in r.fields}
         names |= {f.name for fields in world.schemas.values() for f in fields}
         names |= {p.name for p in world.policies}
-    return names
+    return frozenset(names)
 
 
 def _own_vocabulary() -> set[str]:
