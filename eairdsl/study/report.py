@@ -93,6 +93,9 @@ OFFLINE_NOTE = ("These results come from the offline sim agents: they are a mode
 PRIMARY = "realized"
 CONTRAST_ENDPOINTS = ("realized", "utility")
 REPORT_DIR = "report"
+#: how the episode list names each verdict of an audit report (contract v1's verdicts)
+AUDIT_VERDICTS = {"findings": "findings", "no_supported_problem": "no supported problem",
+                  "insufficient_evidence": "insufficient evidence"}
 ENDPOINT_LABELS = {
     "opportunity": "structural opportunity", "anomaly": "process anomaly",
     "realized": "realized risk", "terminal_harm": "terminal harm",
@@ -441,7 +444,7 @@ def _env() -> Any:
                        polarity=ENDPOINT_POLARITY, offline_note=OFFLINE_NOTE,
                        present_p=PRESENT_P, fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num,
                        fmt_minutes=fmt_minutes, fmt_lever=_fmt_lever,
-                       all_conditions=ALL)
+                       all_conditions=ALL, audit_verdicts=AUDIT_VERDICTS)
     return env
 
 
@@ -498,6 +501,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
 
     Writes index.html, episodes.html and, with `traces`, the trace viewer
     (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`)."""
+    from eairdsl.study.audits import discover_audits, episode_audits
     from eairdsl.study.viewer import TraceItem, write_chunks
 
     with Store.open(study_dir / STORE_FILE, create=False) as store:
@@ -510,7 +514,13 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     items: list[TraceItem] = []
     header_levers: dict[tuple[str, str], dict[str, Any]] = {}
     rel_root = Path(os.path.relpath(root, out.resolve()))
+    audits = discover_audits(root)
+    audit_cells: dict[int, dict[str, Any]] = {}
     for i, row in enumerate(rows):
+        cells = audits.cells((root / str(row.get("trace_path") or "")).resolve()) \
+            if row.get("trace_path") else {}
+        if cells:
+            audit_cells[i] = cells
         source = _trace_source(root, row.get("trace_path"))
         if source is None:
             continue
@@ -519,7 +529,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
             header_levers[key] = _header_levers(source)
         doc = stored_conditions.get(key, {}).get("doc")
         items.append(TraceItem(i, row, source, (rel_root / str(row["trace_path"])).as_posix(),
-                               doc))
+                               doc, episode_audits(cells, source, out)
+                               if traces and cells else None))
     analysis = analyse(rows, worlds, resamples, seed)
     for w in analysis.worlds:
         for condition in w.conditions:
@@ -542,7 +553,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         encoding="utf-8")
     facets = {key: sorted({str(r[key]) for r in rows}) for key in ("world", "model", "condition")}
     (out / "episodes.html").write_text(env.get_template("episodes.html.j2").render(
-        study=name, rows=rows, links=links, facets=facets), encoding="utf-8")
+        study=name, rows=rows, links=links, facets=facets, audits=audits,
+        audit_cells=audit_cells), encoding="utf-8")
     return out / "index.html"
 
 

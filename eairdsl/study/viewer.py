@@ -25,6 +25,12 @@ call it made, or its reply message; a call routed by a guard is not a
 decision); a call that produced none (it failed) goes under the task's last
 event. Judges' calls and calls with no task event stay unplaced (`at` None):
 the viewer lists them after the steps.
+
+Audits. A trace that an audit of the study covered (`eairdsl.study.audits`)
+carries `audits`, one entry per arm, as one string-table reference: the
+verdict, the report's findings and leads with their certificates and a small
+SVG of the episode graph each, and the validator's diagnostics. The page draws
+them as a findings panel above the steps, each cited step id a link to its row.
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ class TraceItem:
     source: Path  # the trace file
     raw: str  # the trace's link relative to the report folder
     doc: str | None = None  # the condition's description
+    #: the trace's audits, one per arm (`eairdsl.study.audits.episode_audits`); None: none
+    audits: list[dict[str, Any]] | None = None
 
 
 def load_trace(item: TraceItem) -> dict[str, Any]:
@@ -132,8 +140,11 @@ def load_trace(item: TraceItem) -> dict[str, Any]:
     for call, at in zip(calls, place_calls(events, calls), strict=True):
         call["at"] = at
     row = {k: item.row.get(k) for k in _ROW_KEYS}
-    return {"row": row, "doc": item.doc, "raw": item.raw, "header": header,
-            "events": events, "result": result, "calls": calls}
+    out = {"row": row, "doc": item.doc, "raw": item.raw, "header": header,
+           "events": events, "result": result, "calls": calls}
+    if item.audits:
+        out["audits"] = item.audits
+    return out
 
 
 class _Strings:
@@ -166,9 +177,12 @@ def _encode(trace: dict[str, Any], s: _Strings) -> dict[str, Any]:
             else:
                 enc[k] = v
         calls.append(enc)
-    return {"row": trace["row"], "doc": trace["doc"], "raw": trace["raw"],
-            "header": s.ref(trace["header"]), "result": s.ref(trace["result"]),
-            "events": events, "calls": calls}
+    out = {"row": trace["row"], "doc": trace["doc"], "raw": trace["raw"],
+           "header": s.ref(trace["header"]), "result": s.ref(trace["result"]),
+           "events": events, "calls": calls}
+    if trace.get("audits"):  # absent, not empty, for a trace no audit saw: same bytes as before
+        out["audits"] = s.ref(trace["audits"])
+    return out
 
 
 def _chunk_text(traces: Iterable[dict[str, Any]]) -> str:
@@ -237,5 +251,8 @@ def decode_trace(chunk: dict[str, Any], i: int) -> dict[str, Any]:
     for c in t["calls"]:
         calls.append({k: ([get(m) for m in v] if k == "messages" else get(v)
                           if k in CALL_BLOBS else v) for k, v in c.items()})
-    return {**t, "header": get(t["header"]), "result": get(t["result"]), "events": events,
-            "calls": calls}
+    out = {**t, "header": get(t["header"]), "result": get(t["result"]), "events": events,
+           "calls": calls}
+    if "audits" in t:
+        out["audits"] = get(t["audits"])
+    return out
