@@ -253,7 +253,8 @@ def _judge_rubrics(world: World) -> set[str]:
     return out
 
 
-def _reach(world: World, tools: list[ToolIR]) -> tuple[list[str], list[str]]:
+def _reach(world: World, tools: list[ToolIR],
+           rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
     """Records and documents the given tools read or write, in declaration order."""
     records: set[str] = set()
     documents: set[str] = set()
@@ -267,7 +268,7 @@ def _reach(world: World, tools: list[ToolIR]) -> tuple[list[str], list[str]]:
         records |= {e.target for e in tool.effects if isinstance(e, AppendEffect)}
         if any(p.type.kind == "document" for p in tool.params):  # the runtime offers them all
             documents |= {d.name for d in world.documents}
-    records -= _judge_rubrics(world)
+    records -= _judge_rubrics(world) if rubrics is None else rubrics
     return ([r.name for r in world.records if r.name in records],
             [d.name for d in world.documents if d.name in documents])
 
@@ -335,12 +336,13 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     order = [p.name for p in w.parties]
     held = [t for t in w.tools if t.name in specs]
     cards: list[ToolCard] = []
+    rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
     for tool in held:
         fn = tool_definition(specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
                               roles=sorted(offered[tool.name], key=order.index),
-                              documents=_reach(w, [tool])[1]))
+                              documents=_reach(w, [tool], rubrics)[1]))
     files["tools.json"] = _dump([c.model_dump(mode="json") for c in cards])
 
     # participants and the cards they saw
@@ -361,7 +363,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     files["participants.json"] = _dump([p.model_dump(mode="json") for p in participants])
 
     # records, documents and who may see which field
-    records, documents = _reach(w, held)
+    records, documents = _reach(w, held, rubrics)
     auth = episode.state.authorizer
     entries = [AuthorizationEntry(principal=p, record=r, fields=list(auth.allowed(p, r)))
                for p in sorted(order) for r in sorted(records)]
