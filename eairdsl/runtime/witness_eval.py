@@ -9,6 +9,7 @@ pass); what is free of steps runs as ordinary closures (`_Lets.free`).
 from __future__ import annotations
 
 import json
+import operator
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, assert_never
@@ -164,7 +165,8 @@ def _compile_node(e: Expr, lets: _Lets) -> WFn:
 
             def attr(s: WScope) -> tuple[Any, Why]:
                 v, w = obj(s)
-                value = v.get(name) if type(v) is Row or isinstance(v, dict) \
+                kind = type(v)
+                value = v.get(name) if kind is Row or kind is dict or isinstance(v, dict) \
                     else _attr(v, name, s.base)
                 if w.fields is None:  # a row, a message, a constant: the value's own steps
                     return value, w.bare()
@@ -291,11 +293,21 @@ def _compile_binary(e: Binary, lets: _Lets) -> WFn:
         return contains_any
 
     if op in ("==", "!=", "<", "<=", ">", ">="):
-        equal, compare = op == "==", op not in ("==", "!=")
+        equal = op == "=="
+
+        order = _ORDER.get(op)
 
         def comparison(s: WScope) -> tuple[Any, Why]:
             (a, wa), (b, wb) = left(s), right(s)
-            value = _cmp(op, a, b) if compare else (a == b) if equal else (a != b)
+            if order is None:
+                value: Any = (a == b) if equal else (a != b)
+            elif a is None or b is None:
+                value = None
+            else:
+                try:
+                    value = order(a, b)
+                except TypeError:  # as `evaluate._cmp` words it
+                    value = _cmp(op, a, b)
             if wb is EMPTY:  # the common case: a comparison with a constant
                 return value, wa.bare() if wa.items is None and wa.fields is None \
                     else _flat(wa)
@@ -325,6 +337,11 @@ def _compile_binary(e: Binary, lets: _Lets) -> WFn:
         (a, wa), (b, wb) = left(s), right(s)
         return _arith(op, a, b), _flat(wa, wb)
     return arithmetic
+
+
+#: the ordering comparisons, one function each (`evaluate._cmp` computes all four)
+_ORDER: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def _contains_w(a: Any, wa: Why, b: Any, wb: Why) -> tuple[Any, Why]:
@@ -495,22 +512,27 @@ def _compile_quant(e: Quant, lets: _Lets) -> WFn:
         items, ws = source(s)
         items = items or []
         inner = s.bind(var, None, EMPTY)
-        seen: list[tuple[Any, Why]] = []
+        consulted: list[frozenset[int]] = [ws.steps]  # every element's steps, as it goes
+        unknown: list[frozenset[int]] | None = None  # the elements whose body was unknown
         s.base.budget.charge(len(items))
         for i, item in enumerate(items):
             wi = ws.item(i)
             inner.locals[var] = (item, wi)
             value, wb = body(inner)
-            decided = _plus(wb, wi.identity())
-            if value is True and kind != "all":
-                return True, _plus(decided, ws.steps)  # any/exists: the first witness
-            if value is False and kind == "all":
-                return False, _plus(decided, ws.steps)  # all: the first counter-example
-            seen.append((value, decided))
-        if any(v is None for v, _ in seen):
-            unknown = _flat(*(w for v, w in seen if v is None))
-            return None, _plus(unknown, ws.steps)
-        return (kind == "all"), _plus(_flat(*(w for _, w in seen)), ws.steps)
+            if (value is True and kind != "all") or (value is False and kind == "all"):
+                # any/exists: the first witness; all: the first counter-example
+                return value, _steps(wb.all() | wi.identity() | ws.steps)
+            if value is None:
+                if unknown is None:
+                    unknown = [ws.steps]
+                unknown.append(wb.all())
+                unknown.append(wi.identity())
+            else:
+                consulted.append(wb.all())
+                consulted.append(wi.identity())
+        if unknown is not None:
+            return None, _steps(frozenset().union(*unknown))
+        return (kind == "all"), _steps(frozenset().union(*consulted))
     return quant
 
 
