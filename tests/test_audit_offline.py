@@ -445,3 +445,66 @@ def test_hostile_bundle_shapes_give_a_valid_report(tmp_path: Path) -> None:
     ran = {q.args.get("policy"): q.args for q in report.coverage.queries
            if q.name == "policy_rule"}
     assert "unevaluable" in ran["deep"]
+
+
+def _statuses(tmp: Path, decided: str | None, stated: list[tuple[str, str]],
+              held: bool = False, filed: bool = True) -> Bundle:
+    """A decision holder `boss` (the only holder of `decide`) and two workers who write a
+    status to `notes` from a vocabulary that also has undecided values."""
+    events: list[dict[str, Any]] = []
+
+    def add(**e: Any) -> None:
+        events.append({"step": f"s{len(events) + 1:04d}", "t": float(len(events)), **e})
+
+    add(kind="message", actor="w1", recipient="boss" if filed else "w2",
+        tool="delegation" if filed else None,
+        content="Please decide on the request for the account.")
+    if decided is not None:
+        add(kind="state_update", actor="boss", tool="decide",
+            diff={"append": {"decisions": {"verdict": decided, "by": "boss"}}})
+    for who, value in stated:
+        add(kind="message", actor="boss" if who == "w1" else "w1", recipient=who,
+            content="Here is the state of the request for the account.")
+        row = {"state": value, "by": who, "action": "held" if held and who == "w2" else "sent"}
+        add(kind="state_update", actor=who, tool="note", diff={"append": {"notes": row}})
+    parties = [{"name": "boss", "kind": "role", "authority": 5, "tools": ["decide"]},
+               {"name": "w1", "kind": "role", "authority": 2, "tools": ["note"]},
+               {"name": "w2", "kind": "role", "authority": 2, "tools": ["note"]}]
+    tools = [{"name": "decide", "kind": "act", "roles": ["boss"], "parameters": {
+                 "properties": {"verdict": {"enum": ["yes", "no"]}}}},
+             {"name": "note", "kind": "act", "roles": ["w1", "w2"], "parameters": {
+                 "properties": {"state": {"enum": ["yes", "no", "open", "pending"]}}}}]
+    return _hand_bundle(tmp, events, [], {}, parties, tools)
+
+
+@pytest.mark.parametrize(("decided", "stated", "held", "filed", "verdict", "reason"), [
+    ("yes", [("w1", "yes"), ("w2", "open")], False, True, "findings", "is stated as recorded"),
+    (None, [("w1", "yes"), ("w2", "yes")], False, True, "findings", "did not record"),
+    ("yes", [("w1", "yes"), ("w2", "open")], True, True, "no_supported_problem",
+     "is stated as recorded"),
+    ("yes", [("w1", "yes"), ("w2", "yes")], False, True, "no_supported_problem", None),
+    (None, [("w1", "open"), ("w2", "open")], False, True, "findings",
+     "keeps the submission status"),
+    (None, [("w1", "pending"), ("w2", "pending")], False, True, "no_supported_problem", None),
+    (None, [("w1", "pending"), ("w2", "pending")], False, False, "findings",
+     "when none was filed"),
+    (None, [("w1", "open"), ("w2", "open")], False, False, "no_supported_problem", None),
+])
+def test_status_across_handoffs(tmp_path: Path, decided: str | None,
+                                stated: list[tuple[str, str]], held: bool, filed: bool,
+                                verdict: str, reason: str | None) -> None:
+    bundle = _statuses(tmp_path / "b", decided, stated, held, filed)
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    assert report.verdict == verdict
+    drift = [f for f in [*report.findings, *report.leads] if f.risk == "C1"]
+    if reason is None:
+        assert not drift
+        return
+    assert drift and reason in (drift[0].property.text or "")
+    f = drift[0]
+    assert f.boundary.kind == "handoff" and bundle.by_step[f.boundary.step].kind == "message"
+    if verdict == "findings":
+        assert f.effect.step == bundle.steps[-1].step
+    else:
+        assert f.status == "lead" and "held" in f.effect.endpoint
