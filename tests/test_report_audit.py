@@ -17,6 +17,7 @@ import html
 import json
 import re
 import shutil
+import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,17 @@ def test_episodes_page_shows_each_verdict(audited: Path) -> None:
         assert int(v) == 1000 * entry["findings"] + entry["leads"]  # sorts by findings
         assert "valid report" in body and re.search(r':audit">view</a>', body)
         verdicts.append(entry["verdict"])
+    # the report indexed them in the store: one row per trace and arm, as the index says
+    with Store.open(audited / STORE_FILE, create=False) as store:
+        stored = store.audits()
+    assert len(stored) == 8
+    for s in stored:
+        entry = entries[(audited / s["trace_path"]).resolve()]
+        assert s["arm"] == "offline" and s["episode"] == entry["episode"]
+        assert (s["status"], s["verdict"], s["findings"], s["leads"], s["errors"]) == (
+            entry["status"], entry["verdict"], entry["findings"], entry["leads"], 0)
+        assert (audited / s["report"]).resolve() == (
+            audited / "audit" / "offline" / "reports" / f"{entry['episode']}.json").resolve()
     # the offline auditor files findings on D1's disclosures and not elsewhere here
     assert "findings" in verdicts and "no_supported_problem" in verdicts
     assert {bool(r["realized"]) for r, v in zip(rows, verdicts, strict=True)
@@ -261,6 +273,13 @@ def test_a_study_without_audits_builds_as_before(plain: Path, audited: Path,
             a, b = decode_trace(mine, i), decode_trace(theirs, i)
             b.pop("audits")
             assert a == b
+    # the store gained no audits table
+    conn = sqlite3.connect(study / STORE_FILE)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    assert "audits" not in tables and "episodes" in tables
     # and a rebuild is byte-identical
     before = {c.name: c.read_bytes() for c in chunks}
     write_report(study, resamples=100)
@@ -355,3 +374,49 @@ def test_hostile_audit_files_are_listed_not_followed(audited: Path, tmp_path: Pa
     # ("broken" has no column; "escape" sorts before "offline")
     assert 'data-f-audit-0="-"' in page and 'data-f-audit-0="findings"' not in page
     assert 'data-f-audit-1="findings"' in page
+
+
+# ------------------------------------------------------------------ other layouts
+def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Path) -> None:
+    from eairdsl.audit.cohort import COHORT, audit_study
+
+    study = tmp_path / "s"
+    shutil.copytree(plain, study)
+    audit_study(study, study / "audit-study", RulesAuditor(), "offline", per_world=4,
+                positives=2)
+    # a hand-made arm in which two traces share one bundle (as two traces that sanitize
+    # to the same content do): both rows show its one report
+    audit_episodes(study, study / "audit" / "offline", RulesAuditor())
+    shutil.copytree(study / "audit" / "offline", study / "audit" / "shared")
+    index = json.loads((study / "audit" / "shared" / "index.json").read_text(encoding="utf-8"))
+    first, second = index["entries"][:2]
+    first["traces"] = first["traces"] + second["traces"]
+    index["entries"] = [first, *index["entries"][2:]]
+    (study / "audit" / "shared" / "index.json").write_text(json.dumps(index), encoding="utf-8")
+    write_report(study, resamples=100)
+
+    page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
+    heads = re.findall(r'<th data-sort class="audit">audit: ([^<]+)</th>', page)
+    assert heads == ["offline", "shared", "audit-study/offline"]
+    cohort = json.loads((study / "audit-study" / COHORT).read_text(encoding="utf-8"))
+    members = {(study / m["trace"]).resolve(): m for m in cohort["members"]}
+    arm = {(study / "audit-study" / "arms" / "offline" / t).resolve(): e
+           for e in _index(study / "audit-study" / "arms" / "offline") for t in e["traces"]}
+    assert set(arm) == set(members) and len(members) == 4
+    shared = {(study / "audit" / "shared" / t).resolve(): e
+              for e in index["entries"] for t in e["traces"]}
+    seen_shared = []
+    for row, page_row in zip(_rows(study), _page_rows(study), strict=True):
+        trace = (study / row["trace_path"]).resolve()
+        key = re.search(r'data-f-audit-2="([^"]*)"', page_row)
+        assert key is not None
+        assert key.group(1) == (arm[trace]["verdict"] if trace in arm else "-")
+        if trace in shared and shared[trace]["episode"] == first["episode"]:
+            key = re.search(r'data-f-audit-1="([^"]*)"', page_row)
+            assert key is not None and key.group(1) == first["verdict"]
+            link = _LINK.search(page_row)
+            assert link is not None
+            audits = {a["arm"]: a for a in report_viewer.decode(study / "report",
+                                                                link.group(1))["audits"]}
+            seen_shared.append(audits["shared"]["episode"])
+    assert seen_shared == [first["episode"]] * 2

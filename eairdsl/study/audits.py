@@ -82,7 +82,8 @@ class ArmAudit:
 
 @dataclass
 class Audits:
-    """Every audit of a study: arms in label order, cells by resolved trace path."""
+    """Every audit of a study: the arms (`eairc audit`'s by name, then the audit study's)
+    and their cells by resolved trace path."""
 
     arms: list[ArmAudit] = field(default_factory=list)
     #: resolved trace path -> arm label -> the cell
@@ -127,7 +128,7 @@ def discover_audits(study_dir: Path) -> Audits:
     for pattern, label in AUDIT_LAYOUTS:
         for index in sorted(root.glob(pattern)):
             found.append((label.format(index.parent.name), index))
-    for label, index in sorted(found):
+    for label, index in found:  # `eairc audit` arms, then the audit study's; each by name
         folder = index.parent
         rel = index.relative_to(root).as_posix()
         try:
@@ -197,7 +198,7 @@ def _findings(report: Any, key: str) -> list[dict[str, Any]]:
 
 def episode_audits(cells: dict[str, AuditCell], trace: Path,
                    report_dir: Path) -> list[dict[str, Any]]:
-    """What the viewer shows of a trace's audits, one dict per arm (in label order).
+    """What the viewer shows of a trace's audits, one dict per arm (in the arms' order).
 
     Each holds the arm, the index's status, verdict and counts, the report's path
     relative to `report_dir`, the auditor, the findings, leads and out-of-catalogue
@@ -206,8 +207,7 @@ def episode_audits(cells: dict[str, AuditCell], trace: Path,
     and rates, and `problem` when a file could not be read."""
     out: list[dict[str, Any]] = []
     graph: Any = None
-    for label in sorted(cells):
-        cell = cells[label]
+    for label, cell in cells.items():  # in the arms' order (`discover_audits`)
         item: dict[str, Any] = {
             "arm": label, "episode": cell.episode, "status": cell.status,
             "verdict": cell.verdict, "findings_n": cell.findings, "leads_n": cell.leads,

@@ -49,6 +49,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from eairdsl.study.audits import AuditCell, discover_audits, episode_audits
 from eairdsl.study.charts import svg_bubbles, svg_rates
 from eairdsl.study.compare import ALL, ModelContrast, Spend, model_contrasts, spend_by_model
 from eairdsl.study.stats import (
@@ -501,7 +502,6 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
 
     Writes index.html, episodes.html and, with `traces`, the trace viewer
     (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`)."""
-    from eairdsl.study.audits import discover_audits, episode_audits
     from eairdsl.study.viewer import TraceItem, write_chunks
 
     with Store.open(study_dir / STORE_FILE, create=False) as store:
@@ -515,7 +515,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     header_levers: dict[tuple[str, str], dict[str, Any]] = {}
     rel_root = Path(os.path.relpath(root, out.resolve()))
     audits = discover_audits(root)
-    audit_cells: dict[int, dict[str, Any]] = {}
+    audit_cells: dict[int, dict[str, AuditCell]] = {}
     for i, row in enumerate(rows):
         cells = audits.cells((root / str(row.get("trace_path") or "")).resolve()) \
             if row.get("trace_path") else {}
@@ -531,6 +531,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         items.append(TraceItem(i, row, source, (rel_root / str(row["trace_path"])).as_posix(),
                                doc, episode_audits(cells, source, out)
                                if traces and cells else None))
+    _record_audits(study_dir / STORE_FILE, root, rows, audit_cells)
     analysis = analyse(rows, worlds, resamples, seed)
     for w in analysis.worlds:
         for condition in w.conditions:
@@ -556,6 +557,29 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         study=name, rows=rows, links=links, facets=facets, audits=audits,
         audit_cells=audit_cells), encoding="utf-8")
     return out / "index.html"
+
+
+def _record_audits(store_path: Path, root: Path, rows: Sequence[dict[str, Any]],
+                   audit_cells: dict[int, dict[str, AuditCell]]) -> None:
+    """Index the audits found in the store's `audits` table (best effort: the audit
+    folders are the source of truth, and a store that cannot be written, say on read-only
+    media, still gets its report)."""
+    import sqlite3
+
+    found = []
+    for i, cells in sorted(audit_cells.items()):
+        for label, cell in cells.items():
+            found.append({"trace_path": rows[i]["trace_path"], "arm": label,
+                          "episode": cell.episode, "status": cell.status,
+                          "verdict": cell.verdict, "findings": cell.findings,
+                          "leads": cell.leads, "errors": cell.errors,
+                          "report": None if cell.status == "failed" else
+                          Path(os.path.relpath(cell.report, root)).as_posix()})
+    try:
+        with Store.open(store_path, create=False) as store:
+            store.record_audits(found)
+    except sqlite3.Error:
+        pass
 
 
 def _world_charts(w: WorldResult) -> list[Markup]:

@@ -2,7 +2,9 @@
 
 One row per episode attempt in `episodes`; one row per world in `worlds`
 (its digest, title and condition order); one row per world × condition in
-`conditions` (the condition's `doc` and lever values, for the report); a `meta`
+`conditions` (the condition's `doc` and lever values, for the report); once a
+report has found audits of the study, one row per trace × audit arm in `audits`
+(verdict, counts, the report's path; the audit folders stay the source of truth); a `meta`
 table that says what the file is. Only the study's parent process writes, one transaction per
 attempt, so a crash loses at most the episodes in flight — which have no row
 and are run again on resume.
@@ -31,6 +33,7 @@ from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = [
     "APP_ID",
+    "AUDIT_COLUMNS",
     "COLUMNS",
     "MEASUREMENTS",
     "SCHEMA_VERSION",
@@ -59,6 +62,17 @@ _MAGIC = b"SQLite format 3\x00"
 #: traces' headers and shows no description)
 _CONDITIONS_TABLE = ("conditions (world TEXT NOT NULL, name TEXT NOT NULL, doc TEXT, "
                      "levers TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (world, name))")
+
+#: what the report found in the study's audit folders (eairdsl.study.audits), one row per
+#: trace and arm; like `conditions`, created when first written (IF NOT EXISTS), read as
+#: empty when absent, and rewritten whole by each report: the audit folders' files are the
+#: source of truth, this is their index for SQL
+_AUDITS_TABLE = ("audits (trace_path TEXT NOT NULL, arm TEXT NOT NULL, episode TEXT NOT NULL, "
+                 "status TEXT NOT NULL, verdict TEXT, findings INTEGER NOT NULL DEFAULT 0, "
+                 "leads INTEGER NOT NULL DEFAULT 0, errors INTEGER NOT NULL DEFAULT 0, "
+                 "report TEXT, PRIMARY KEY (trace_path, arm))")
+AUDIT_COLUMNS = ("trace_path", "arm", "episode", "status", "verdict", "findings", "leads",
+                 "errors", "report")
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -223,6 +237,32 @@ class Store:
             return {}
         return {(r["world"], r["name"]): {"doc": r["doc"], "levers": json.loads(r["levers"])}
                 for r in found}
+
+    # ------------------------------------------------------------ audits
+    def record_audits(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Replace the `audits` table with `rows` (AUDIT_COLUMNS: the trace as the episodes
+        table names it, the arm, the bundle's episode id, the index's status, verdict and
+        counts, the report's path relative to the study). No rows and no table: nothing is
+        written, so a study never audited keeps its file as it was."""
+        exists = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                   "name = 'audits'").fetchone() is not None
+        if not rows and not exists:
+            return
+        with _transaction(self.conn):
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {_AUDITS_TABLE}")
+            self.conn.execute("DELETE FROM audits")
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO audits ({', '.join(AUDIT_COLUMNS)}) VALUES "
+                f"({', '.join('?' for _ in AUDIT_COLUMNS)})",
+                [tuple(r.get(c) for c in AUDIT_COLUMNS) for r in rows])
+
+    def audits(self) -> list[dict[str, Any]]:
+        """The `audits` table's rows, by trace and arm; [] when no report recorded any."""
+        try:
+            found = self.conn.execute("SELECT * FROM audits ORDER BY trace_path, arm").fetchall()
+        except sqlite3.OperationalError:  # no such table: never audited, or an older store
+            return []
+        return [{c: r[c] for c in AUDIT_COLUMNS} for r in found]
 
     def worlds(self) -> list[dict[str, Any]]:
         return [{"name": r["name"], "digest": r["digest"], "title": r["title"],
