@@ -384,6 +384,8 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
     shutil.copytree(plain, study)
     audit_study(study, study / "audit-study", RulesAuditor(), "offline", per_world=4,
                 positives=2)
+    # the issue's `eairc audit-study runs/s -o runs/s/audit`: the cohort beside the arms
+    audit_study(study, study / "audit", RulesAuditor(), "offline", per_world=4, positives=2)
     # a hand-made arm in which two traces share one bundle (as two traces that sanitize
     # to the same content do): both rows show its one report
     audit_episodes(study, study / "audit" / "offline", RulesAuditor())
@@ -397,7 +399,7 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
 
     page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
     heads = re.findall(r'<th data-sort class="audit">audit: ([^<]+)</th>', page)
-    assert heads == ["offline", "shared", "audit-study/offline"]
+    assert heads == ["offline", "shared", "audit/offline", "audit-study/offline"]
     cohort = json.loads((study / "audit-study" / COHORT).read_text(encoding="utf-8"))
     members = {(study / m["trace"]).resolve(): m for m in cohort["members"]}
     arm = {(study / "audit-study" / "arms" / "offline" / t).resolve(): e
@@ -408,9 +410,10 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
     seen_shared = []
     for row, page_row in zip(_rows(study), _page_rows(study), strict=True):
         trace = (study / row["trace_path"]).resolve()
-        key = re.search(r'data-f-audit-2="([^"]*)"', page_row)
-        assert key is not None
-        assert key.group(1) == (arm[trace]["verdict"] if trace in arm else "-")
+        for n in (2, 3):  # both audit studies drew the same cohort (same seed)
+            key = re.search(rf'data-f-audit-{n}="([^"]*)"', page_row)
+            assert key is not None
+            assert key.group(1) == (arm[trace]["verdict"] if trace in arm else "-")
         if trace in shared and shared[trace]["episode"] == first["episode"]:
             key = re.search(r'data-f-audit-1="([^"]*)"', page_row)
             assert key is not None and key.group(1) == first["verdict"]

@@ -1,7 +1,8 @@
 """Audit findings in the study report: the audit folders of a study, read as plain JSON.
 
 `eairc audit STUDY_DIR` writes `STUDY_DIR/audit/<ARM>/` and `eairc audit-study`
-writes `STUDY_DIR/audit-study/arms/<ARM>/`; each holds an `index.json` whose
+writes `STUDY_DIR/audit-study/arms/<ARM>/` (or `DIR/arms/<ARM>/` for any `-o DIR`
+inside the study, beside the cohort's `cohort.json`); each holds an `index.json` whose
 entries name the trace(s) every bundle was made from (relative to that audit
 folder), the verdict and the validation status, and `reports/<episode>.json`
 (contract v1) with `reports/<episode>.validation.json` (the validator's
@@ -32,12 +33,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AUDIT_LAYOUTS", "MAX_AUDIT_FILE", "VERDICTS", "ArmAudit", "AuditCell", "Audits",
-           "discover_audits", "episode_audits", "finding_svg"]
+__all__ = ["AUDIT_GLOB", "MAX_AUDIT_FILE", "STUDY_GLOB", "VERDICTS", "ArmAudit", "AuditCell",
+           "Audits", "discover_audits", "episode_audits", "finding_svg"]
 
-#: where audits of a study live: (glob of the index files, how the arm is labelled)
-AUDIT_LAYOUTS = (("audit/*/index.json", "{}"), ("audit-study/arms/*/index.json",
-                                                "audit-study/{}"))
+#: where audits of a study live, relative to it: `eairc audit STUDY_DIR` writes
+#: `audit/<ARM>/`; `eairc audit-study STUDY_DIR -o DIR` writes `DIR/arms/<ARM>/` beside
+#: `DIR/cohort.json` (DIR is `audit-study` by default; any folder of the study counts)
+AUDIT_GLOB = "audit/*/index.json"
+STUDY_GLOB = "*/arms/*/index.json"
+COHORT_FILE = "cohort.json"  # as eairdsl.audit.cohort.COHORT
 #: contract v1's verdicts (eairdsl.audit.contract.Verdict, not imported: a later stage)
 VERDICTS = ("findings", "no_supported_problem", "insufficient_evidence")
 _STATUSES = ("valid", "invalid", "failed")
@@ -121,13 +125,14 @@ def _int(value: Any) -> int:
 
 
 def discover_audits(study_dir: Path) -> Audits:
-    """The audits under `study_dir/audit/*/` and `study_dir/audit-study/arms/*/`."""
+    """The audits of a study: `audit/*/` (`eairc audit`), then every audit study's arms,
+    `*/arms/*/` beside a `cohort.json` (`eairc audit-study`, by default `audit-study/`)."""
     root = Path(study_dir).resolve()
     out = Audits()
-    found: list[tuple[str, Path]] = []
-    for pattern, label in AUDIT_LAYOUTS:
-        for index in sorted(root.glob(pattern)):
-            found.append((label.format(index.parent.name), index))
+    found = [(index.parent.name, index) for index in sorted(root.glob(AUDIT_GLOB))]
+    found += [(f"{index.parents[2].name}/{index.parent.name}", index)
+              for index in sorted(root.glob(STUDY_GLOB))
+              if (index.parents[2] / COHORT_FILE).is_file()]
     for label, index in found:  # `eairc audit` arms, then the audit study's; each by name
         folder = index.parent
         rel = index.relative_to(root).as_posix()
