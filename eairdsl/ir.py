@@ -412,7 +412,10 @@ INDUCER_CLASSES: dict[InducerKind, type[_Inducer]] = {
 
 
 class GuardIR(_Model):
-    """`require condition else reject message | route target`, active `when`."""
+    """`require condition else reject message | route target`, active `when`.
+
+    `ensure POLICY` lowers to a guard with `after` set: its condition is the policy's
+    rule, read on the state the call's effects would leave (docs/language.md, tool)."""
 
     condition: Expr
     action: Literal["reject", "route"]
@@ -420,6 +423,10 @@ class GuardIR(_Model):
     target: str | None = None
     when: Expr | None = None
     at: str
+    #: checked on the state after the call's effects (then undone if it fails): `ensure`
+    after: bool = False
+    #: the policy whose rule an `ensure` checks
+    policy: str | None = None
 
 
 class _Effect(_Variant):

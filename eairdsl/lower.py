@@ -409,6 +409,12 @@ def _tool(lo: _Lowerer, world: CheckedWorld, tool: A.ToolDecl) -> ToolIR:
                     message=reject.message if reject else None,
                     target=route.target if route else None, when=lo.opt(c.when),
                     at=_at(c.span)))
+            case A.EnsureClause():
+                rule = A.last_clause(world.policies[c.policy].clauses, A.RuleClause)
+                assert rule is not None  # the checker reports a policy without a rule (E507)
+                out.guards.append(GuardIR(condition=lo.expr(rule.expr), action="reject",
+                                          message=c.message, when=lo.opt(c.when),
+                                          at=_at(c.span), after=True, policy=c.policy))
             case A.ReturnsClause():
                 out.result = lo.opt(c.expr)
             case A.AppendClause():

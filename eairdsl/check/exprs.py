@@ -701,8 +701,8 @@ def _check_tool(c: ExprChecker, tool: A.ToolDecl) -> None:
     returns = resolve_type(w, tool.returns, Diagnostics()) if tool.returns else T.ANY
     for clause in tool.clauses:
         match clause:
-            case (A.RequireClause() | A.AppendClause() | A.SetClause() | A.PropagatesClause()
-                  | A.AclClause()) if clause.when is not None:
+            case (A.RequireClause() | A.EnsureClause() | A.AppendClause() | A.SetClause()
+                  | A.PropagatesClause() | A.AclClause()) if clause.when is not None:
                 c.expect(clause.when, T.BOOL, scope, "a `when` condition")
         match clause:
             case A.RequireClause():
@@ -720,8 +720,9 @@ def _check_tool(c: ExprChecker, tool: A.ToolDecl) -> None:
                 c.expect(clause.expr, T.TEXT, scope, f"the principal of `{clause.key}`")
             case A.SendsClause():
                 c.check(clause.expr, scope)
-            case A.KindClause() | A.DescriptionClause() | A.DelegatesClause():
-                pass
+            case (A.KindClause() | A.DescriptionClause() | A.DelegatesClause()
+                  | A.EnsureClause()):
+                pass  # an `ensure`'s rule is checked as its policy's
             case _:
                 assert_never(clause)
 

@@ -178,6 +178,19 @@ def _check_trigger(inducer: A.InducerDecl, diagnostics: Diagnostics) -> None:
                           "in advance")
 
 
+def _ensured_policy(world: CheckedWorld, clause: A.EnsureClause,
+                    diagnostics: Diagnostics) -> None:
+    """`ensure POLICY`: a declared policy (E301) whose `rule` the call is checked against (E507)."""
+    _declared(world, clause.policy, list(world.policies), "policy", clause.span, diagnostics)
+    if clause.policy not in world.policies:
+        return
+    policy = world.policies[clause.policy]
+    if A.last_clause(policy.clauses, A.RuleClause) is None:
+        diagnostics.error("E507", f"policy '{clause.policy}' has no `rule` for `ensure` to "
+                          "check", clause.span,
+                          f"add `rule CONDITION` to policy '{clause.policy}'")
+
+
 def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     delegation_tools = {c.via for c in world.channels if c.kind == "delegation"}
     for tool in world.tools.values():
@@ -195,6 +208,8 @@ def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                     if isinstance(clause.guard, A.RouteGuard):
                         _declared(world, clause.guard.target, [*world.tools, *world.parties],
                                   "route target", clause.span, diagnostics)
+                case A.EnsureClause():
+                    _ensured_policy(world, clause, diagnostics)
                 case A.AppendClause():
                     _declared(world, clause.name, list(world.records), "ledger",
                               clause.span, diagnostics)

@@ -12,6 +12,8 @@ the only two writes that bump it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from eairdsl.runtime.evaluate import Authorizer, Scope
@@ -106,6 +108,31 @@ class EpisodeState:
             if isinstance(value, str):
                 return value
         return party
+
+    # ------------------------------------------------------------ a trial of effects
+    @contextmanager
+    def trial(self) -> Iterator[None]:
+        """Effects applied inside are undone on exit, so an `ensure` can read the state a
+        call would leave before anything is committed (or traced)."""
+        lengths = {name: len(ledger.rows) for name, ledger in self.ledgers.items()}
+        records, states = dict(self.records), dict(self.states)
+        changes = dict(self.state_changes)
+        try:
+            yield
+        finally:
+            for name in list(self.ledgers):
+                if name not in lengths:
+                    del self.ledgers[name]
+                else:
+                    self.ledgers[name].truncate(lengths[name])
+            # the scopes hold these very dicts: restore them in place
+            self.records.clear()
+            self.records.update(records)
+            self.states.clear()
+            self.states.update(states)
+            self.state_changes.clear()
+            self.state_changes.update(changes)
+            self.version += 1  # nothing cached during the trial is reused
 
     # ------------------------------------------------------------ the two writes
     def append(self, record: str, row: Row) -> None:

@@ -195,6 +195,13 @@ class ToolRunner:
                     return routed
                 return self._reject(task, event.step, tool.name,
                                     guard.message or "rejected by a guard", guard.at)
+            # `ensure`: the policy rules on the state the effects would leave, before
+            # anything is sent or applied (for a delegation, once the callee answered)
+            ensured = None if tool.delegates_to else self._failing_ensure(tool, context,
+                                                                          args, scope)
+            if ensured is not None:
+                return self._reject(task, event.step, tool.name,
+                                    ensured.message or "rejected by a policy check", ensured.at)
             if tool.delegates_to:
                 propagate = tool.propagates is not None and (
                     tool.propagates_when is None
@@ -220,6 +227,11 @@ class ToolRunner:
                     return self._reject(task, event.step, tool.name, guard.message
                                         or f"rejected by a guard when {callee} answered",
                                         guard.at)
+                ensured = self._failing_ensure(tool, context, args, scope)
+                if ensured is not None:
+                    return self._reject(task, event.step, tool.name, ensured.message
+                                        or f"rejected by a policy check when {callee} answered",
+                                        ensured.at)
             elif tool.sends_to is not None:
                 target = self.compiled.eval(tool.sends_to, scope)
                 if target not in self.compiled.parties:
@@ -255,11 +267,55 @@ class ToolRunner:
     def _failing_guard(self, tool: ToolIR, scope: Scope) -> GuardIR | None:
         """The first `require` guard that applies and does not hold (None: all hold)."""
         for guard in tool.guards:
+            if guard.after:
+                continue  # an `ensure`: read on the state after the effects (_failing_ensure)
             if guard.when is not None and not truthy(self.compiled.eval(guard.when, scope)):
                 continue
             if not truthy(self.compiled.eval(guard.condition, scope)):
                 return guard
         return None
+
+    def _failing_ensure(self, tool: ToolIR, context: dict[str, Any], args: dict[str, Any],
+                        scope: Scope) -> GuardIR | None:
+        """The first `ensure` that applies and whose policy rule fails on the state the
+        call's effects would leave (None: all hold, or the tool has none).
+
+        The effects are applied as a trial — no trace event, no inducer — and undone
+        before this returns; the caller then applies them for real, at the same instant
+        and with no yield in between, so the state checked is the state committed.
+        """
+        ensures = [g for g in tool.guards if g.after and (
+            g.when is None or truthy(self.compiled.eval(g.when, scope)))]
+        if not ensures:
+            return None
+        with self.state.trial():
+            trial = scope
+            for effect in tool.effects:
+                if effect.when is not None and not truthy(self.compiled.eval(effect.when, trial)):
+                    continue
+                value = self.compiled.eval(effect.value, trial)
+                match effect:
+                    case AppendEffect():
+                        self.state.append(effect.target, self._row(effect.target, value, trial))
+                    case SetEffect():
+                        self.state.assign(effect.target, value)
+                    case _:
+                        assert_never(effect)
+                trial = self.state.scope(context, args)
+            for guard in ensures:
+                if not truthy(self.compiled.eval(guard.condition, trial)):
+                    return guard
+        return None
+
+    def _row(self, target: str, value: Any, scope: Scope) -> Row:
+        """The row an `append` adds: the given fields, then the record's defaults."""
+        record = self.compiled.records.get(target)
+        row = Row(target, dict(value or {}))
+        if record is not None:
+            for f in record.fields:
+                if f.name not in row and f.default is not None:
+                    row[f.name] = self.compiled.eval(f.default, scope)
+        return row
 
     def _route(self, task: Task, call_step: str, party: PartyIR, tool: ToolIR,
                call: ToolCall, target: str, at: str | None) -> Proc:
@@ -315,12 +371,7 @@ class ToolRunner:
         diff: dict[str, Any]
         match effect:
             case AppendEffect():
-                record = self.compiled.records.get(effect.target)
-                row = Row(effect.target, dict(value or {}))
-                if record is not None:
-                    for f in record.fields:
-                        if f.name not in row and f.default is not None:
-                            row[f.name] = self.compiled.eval(f.default, scope)
+                row = self._row(effect.target, value, scope)
                 self.state.append(effect.target, row)
                 diff = {"append": {effect.target: to_json(dict(row))}}
             case SetEffect():

@@ -134,6 +134,14 @@ class Ledger:
         self.rows.append(row)
         self._snapshot = None
 
+    def truncate(self, length: int) -> None:
+        """Drop the rows after the first `length` (an `ensure` trial undone); the field
+        indexes are rebuilt on their next use, earlier snapshots keep their rows."""
+        if length < len(self.rows):
+            del self.rows[length:]
+            self._indexes = {}
+            self._snapshot = None
+
     def snapshot(self) -> StaticRows:
         """The rows so far, as a table that will not change."""
         if self._snapshot is None:

@@ -25,7 +25,7 @@ __all__ = [
     "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause", "SourceClause",
     "RuleClause", "RolesClause", "WhenClause", "TextClause", "AtClause", "EveryClause",
     "FromClause", "ShiftClause", "CostClause", "PointsClause", "OnClause", "ToClause",
-    "KindClause", "RequireClause", "ReturnsClause", "AppendClause", "SetClause",
+    "KindClause", "RequireClause", "EnsureClause", "ReturnsClause", "AppendClause", "SetClause",
     "DelegatesClause", "PropagatesClause", "SendsClause", "AclClause", "ModelClause",
     "CardClause", "KpiClause", "MemoryClause", "AuthorityClause", "DisplayClause",
     "PrincipalClause", "ObjectiveClause", "ToolsClause", "TraitClause", "SayClause",
@@ -450,6 +450,20 @@ class RequireClause(ClauseNode):
     when: Expr | None = None
 
 
+class EnsureClause(ClauseNode):
+    """`ensure POLICY else reject "message" [when EXPR]`: the named policy's `rule` must
+    hold on the state the call would leave; otherwise nothing of the call is applied and
+    it is rejected. Why: a cumulative rule (a running total, a record's consistency) can
+    only be broken by the call that changes it, so the rule is checked there, once,
+    instead of restated as a precondition per tool."""
+
+    key: ClassVar[str] = "ensure"
+    clause: Literal["ensure"] = "ensure"
+    policy: str
+    message: str
+    when: Expr | None = None
+
+
 class ReturnsClause(ClauseNode):
     """`returns EXPR`: a tool's result."""
 
@@ -627,7 +641,7 @@ Clause = Annotated[
     | ForbidClause | DescriptionClause | PolicyTextClause | SourceClause | RuleClause
     | RolesClause | WhenClause | TextClause | AtClause | EveryClause | FromClause
     | ShiftClause | CostClause | PointsClause | OnClause | ToClause | KindClause
-    | RequireClause | ReturnsClause | AppendClause | SetClause | DelegatesClause
+    | RequireClause | EnsureClause | ReturnsClause | AppendClause | SetClause | DelegatesClause
     | PropagatesClause | SendsClause | AclClause | ModelClause | CardClause | KpiClause
     | MemoryClause | AuthorityClause | DisplayClause | PrincipalClause | ObjectiveClause
     | ToolsClause | TraitClause | SayClause | ContactClause,
@@ -653,8 +667,8 @@ InducerClause = Annotated[
 ]
 #: The clauses of a `tool` block.
 ToolClause = Annotated[
-    KindClause | CostClause | DescriptionClause | RequireClause | ReturnsClause | AppendClause
-    | SetClause | DelegatesClause | PropagatesClause | SendsClause | AclClause,
+    KindClause | CostClause | DescriptionClause | RequireClause | EnsureClause | ReturnsClause
+    | AppendClause | SetClause | DelegatesClause | PropagatesClause | SendsClause | AclClause,
     Field(discriminator="clause"),
 ]
 #: The clauses of a `role`, `actor` or `simulator` block.
@@ -670,7 +684,8 @@ CLAUSE_CLASSES: tuple[type[ClauseNode], ...] = (
     TitleClause, RiskClause, OperationClause, PreservesClause, ClockClause, SeedsClause,
     ForbidClause, DescriptionClause, PolicyTextClause, SourceClause, RuleClause, RolesClause,
     WhenClause, TextClause, AtClause, EveryClause, FromClause, ShiftClause, CostClause,
-    PointsClause, OnClause, ToClause, KindClause, RequireClause, ReturnsClause, AppendClause,
+    PointsClause, OnClause, ToClause, KindClause, RequireClause, EnsureClause, ReturnsClause,
+    AppendClause,
     SetClause, DelegatesClause, PropagatesClause, SendsClause, AclClause, ModelClause,
     CardClause, KpiClause, MemoryClause, AuthorityClause, DisplayClause, PrincipalClause,
     ObjectiveClause, ToolsClause, TraitClause, SayClause, ContactClause,

@@ -509,6 +509,10 @@ class AstBuilder(Transformer[Token, Any]):
         return A.RequireClause(span=self._span(meta), expr=c[0], guard=c[1], when=c[2])
 
     @v_args(meta=True)
+    def tool_ensure(self, meta: Meta, c: list[Any]) -> A.EnsureClause:
+        return A.EnsureClause(span=self._span(meta), policy=str(c[0]), message=c[1], when=c[2])
+
+    @v_args(meta=True)
     def guard_reject(self, meta: Meta, c: list[Any]) -> A.RejectGuard:
         return A.RejectGuard(span=self._span(meta), message=c[0])
 

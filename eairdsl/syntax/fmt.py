@@ -358,6 +358,8 @@ def _clause(c: A.Clause, indent: str) -> str:
                 case _:
                     assert_never(c.guard)
             return f"require {expr(c.expr, _DELIMITED)} else {guard}{_when(c.when, indent)}"
+        case A.EnsureClause():
+            return f"ensure {c.policy} else reject {text(c.message)}{_when(c.when, indent)}"
         case A.AppendClause():
             return f"append {c.name} {expr(c.expr, _then(c.when))}{_when(c.when, indent)}"
         case A.SetClause():
