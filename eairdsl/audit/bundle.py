@@ -54,7 +54,17 @@ from eairdsl.audit.evidence import (
     Withheld,
 )
 from eairdsl.audit.rule_text import RuleWithheld, rule_text
-from eairdsl.ir import AppendEffect, Call, Expr, PartyIR, Ref, ToolIR, World, walk_expr
+from eairdsl.ir import (
+    AppendEffect,
+    Call,
+    Expr,
+    PartyIR,
+    RecordIR,
+    Ref,
+    ToolIR,
+    World,
+    walk_expr,
+)
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
@@ -253,12 +263,17 @@ def _judge_rubrics(world: World) -> set[str]:
     return out
 
 
-def _reach(world: World, tools: list[ToolIR],
-           rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
-    """Records and documents the given tools read or write, in declaration order."""
-    records: set[str] = set()
-    documents: set[str] = set()
-    for tool in tools:
+#: what each tool of a world reaches, by (world digest, tool): the same for every episode
+_TOOL_REACH: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _tool_reach(world: World, tool: ToolIR) -> tuple[frozenset[str], frozenset[str]]:
+    """Records and documents one tool reads or writes (its expressions through `let`s)."""
+    key = (world.digest, tool.name)
+    found = _TOOL_REACH.get(key)
+    if found is None:
+        records: set[str] = set()
+        documents: set[str] = set()
         for e in _tool_exprs(tool):
             for x in walk_expr(e, world.lets):
                 if isinstance(x, Ref) and x.kind == "record":
@@ -268,6 +283,21 @@ def _reach(world: World, tools: list[ToolIR],
         records |= {e.target for e in tool.effects if isinstance(e, AppendEffect)}
         if any(p.type.kind == "document" for p in tool.params):  # the runtime offers them all
             documents |= {d.name for d in world.documents}
+        if len(_TOOL_REACH) >= 4096:
+            _TOOL_REACH.clear()
+        found = _TOOL_REACH[key] = (frozenset(records), frozenset(documents))
+    return found
+
+
+def _reach(world: World, tools: list[ToolIR],
+           rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
+    """Records and documents the given tools read or write, in declaration order."""
+    records: set[str] = set()
+    documents: set[str] = set()
+    for tool in tools:
+        r, d = _tool_reach(world, tool)
+        records |= r
+        documents |= d
     records -= _judge_rubrics(world) if rubrics is None else rubrics
     return ([r.name for r in world.records if r.name in records],
             [d.name for d in world.documents if d.name in documents])
@@ -277,17 +307,49 @@ def _dump(data: Any) -> bytes:
     return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
 
 
+#: record views by (world digest, record, fields): the same bytes for every episode of a
+#: world, and most of a bundle's size; bounded, so a long-lived process cannot grow it
+_RECORD_VIEWS: dict[tuple[str, str, tuple[str, ...]], bytes] = {}
+_RECORD_VIEWS_MAX = 256
+
+
+#: source patterns whose every file name has a "." (re caches compiled patterns, so this
+#: stays as small as the set of worlds bundled)
+_DOTTED: set[re.Pattern[str]] = set()
+
+
+def _record_view(w: World, rec: RecordIR, fields: list[str]) -> bytes:
+    key = (w.digest, rec.name, tuple(fields))
+    data = _RECORD_VIEWS.get(key)
+    if data is None:
+        view = RecordView(name=rec.name, kind=rec.kind,
+                          key=rec.key if rec.key in fields else None, fields=fields,
+                          rows=[{f: row[f] for f in fields if f in row} for row in rec.rows])
+        data = _dump(view.model_dump(mode="json"))
+        if len(_RECORD_VIEWS) >= _RECORD_VIEWS_MAX:
+            _RECORD_VIEWS.clear()
+        _RECORD_VIEWS[key] = data
+    return data
+
+
 def _source_pattern(world: World) -> re.Pattern[str]:
     """Locations in the world's files (`d1.eair:12:3`, `a1/handbook.md`): a route guard's
     decision records its line, and a file name is the world's name, so the risk id."""
     names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
     alternatives = [re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)) if n]
     alternatives.append(r"[\w./-]*\.eair")
-    return re.compile(r"(?<![\w./-])(?:" + "|".join(alternatives) + r")(?::\d+){0,2}(?!\w)")
+    compiled = re.compile(r"(?<![\w./-])(?:" + "|".join(alternatives) + r")(?::\d+){0,2}(?!\w)")
+    if all("." in n for n in names if n):
+        _DOTTED.add(compiled)
+    return compiled
 
 
 def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
     if isinstance(value, str):
+        # a pattern whose every alternative has a "." cannot match text without one
+        # (`_DOTTED`: the common case, file names with a suffix), so skip the search
+        if "." not in value and pattern in _DOTTED:
+            return value
         return pattern.sub(SOURCE_MARK, value)
     if isinstance(value, dict):
         return {k: _redact(v, pattern) for k, v in value.items()}
@@ -381,10 +443,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
         fields = [f.name for f in rec.fields if f.name in seen]
         if not fields:
             continue
-        view = RecordView(name=rec.name, kind=rec.kind,
-                          key=rec.key if rec.key in fields else None, fields=fields,
-                          rows=[{f: row[f] for f in fields if f in row} for row in rec.rows])
-        files[f"records/{safe_filename(rec.name)}.json"] = _dump(view.model_dump(mode="json"))
+        files[f"records/{safe_filename(rec.name)}.json"] = _record_view(w, rec, fields)
     for doc in w.documents:
         if doc.name in documents:
             files[f"documents/{safe_filename(doc.name)}"] = doc.text.encode()
