@@ -309,7 +309,8 @@ class WScope:
         self.prov = prov
         self.measures = measures
         self.locals: dict[str, tuple[Any, Why]] = {}
-        self.memo: dict[tuple[Any, ...], tuple[Any, Any, Why]] = {}
+        #: `let` answers of the witness pass (see witness_eval._compile_let)
+        self.memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def bind(self, name: str, value: Any, why: Why) -> WScope:
         child = WScope.__new__(WScope)

@@ -537,24 +537,27 @@ def _compile_quant(e: Quant, lets: _Lets) -> WFn:
 
 
 def _compile_let(e: LetCall, lets: _Lets) -> WFn:
+    """A `let` call: its body's witness for these arguments, memoised.
+
+    Arguments whose witnesses have no shape (scalars, rows, messages: a set of
+    steps each) are bound to *placeholder* witnesses, one per parameter, and the
+    answer is memoised by the argument values alone, as the ordinary memo does;
+    each call substitutes its own arguments' steps for the placeholders. Every
+    rule treats a shapeless witness as its set of steps and combines sets by
+    union, so the substituted answer is the one a direct evaluation would give —
+    and the same value from another step shares the computation but not the
+    steps. Arguments with shape (lists, records, calls) key the memo by their
+    witnesses as well.
+    """
     name = e.name
     params = lets.lets[name].params
     args = [_compile(a, lets) for a in e.args]
+    placeholders = [(p, _placeholder(k)) for k, p in enumerate(params)]
 
-    def call(s: WScope) -> tuple[Any, Why]:
-        pairs = [f(s) for f in args]
-        # The witness is part of the key: the same value from another step is another answer.
-        if len(pairs) == 1:  # the common case, without generators
-            (v, w), = pairs
-            key: tuple[Any, ...] = (name, _memo_key(v), _why_key(w))
-        else:
-            key = (name, *[_memo_key(v) for v, _ in pairs], *[_why_key(w) for _, w in pairs])
-        hit = s.memo.get(key)
-        if hit is not None:
-            return hit[1], hit[2]
+    def evaluate(s: WScope, locals_: dict[str, tuple[Any, Why]]) -> tuple[Any, Why]:
         inner = WScope.__new__(WScope)
         inner.base, inner.prov, inner.measures, inner.memo = s.base, s.prov, s.measures, s.memo
-        inner.locals = dict(zip(params, pairs, strict=False))
+        inner.locals = locals_
         budget = s.base.budget
         budget.charge(1)
         if budget.depth >= MAX_DEPTH:
@@ -562,11 +565,28 @@ def _compile_let(e: LetCall, lets: _Lets) -> WFn:
                               f"than {MAX_DEPTH} (at {name})")
         budget.depth += 1
         try:
-            value, why = lets.body(name)(inner)
+            return lets.body(name)(inner)
         finally:
             budget.depth -= 1
-        s.memo[key] = (pairs, value, why)  # the arguments are held: identity keys stay unique
-        return value, why
+
+    def call(s: WScope) -> tuple[Any, Why]:
+        pairs = [f(s) for f in args]
+        if all(w.items is None and w.fields is None for _, w in pairs):
+            key: tuple[Any, ...] = (_BY_VALUE, name, *[_memo_key(v) for v, _ in pairs])
+            hit = s.memo.get(key)
+            if hit is None:
+                bound = {p: (v, ph) for (p, ph), (v, _) in zip(placeholders, pairs,
+                                                                strict=False)}
+                value, why = evaluate(s, bound)
+                # held: identity keys stay unique; the last item says whether to substitute
+                hit = s.memo[key] = (pairs, value, why, min(why.all(), default=0) < 0)
+            return hit[1], _substitute(hit[2], [w for _, w in pairs]) if hit[3] else hit[2]
+        key = (name, *[_memo_key(v) for v, _ in pairs], *[_why_key(w) for _, w in pairs])
+        hit = s.memo.get(key)
+        if hit is None:
+            value, why = evaluate(s, dict(zip(params, pairs, strict=False)))
+            hit = s.memo[key] = (pairs, value, why)
+        return hit[1], hit[2]
     return call
 
 
@@ -574,6 +594,41 @@ def _why_key(w: Why) -> Any:
     """A memo key for an argument's witness: its steps when it has no shape (equal steps,
     equal answers), else its identity (the memo holds it, so the identity stays unique)."""
     return w.steps if w.items is None and w.fields is None else id(w)
+
+
+#: the memo keys of let calls answered by value (placeholders), kept apart from the others
+_BY_VALUE = object()
+_PLACEHOLDERS: list[Why] = []
+
+
+def _placeholder(k: int) -> Why:
+    """The witness parameter `k` is bound to in a by-value evaluation: the step -(k+1),
+    never a trace position."""
+    while len(_PLACEHOLDERS) <= k:
+        _PLACEHOLDERS.append(Why(frozenset((-(len(_PLACEHOLDERS) + 1),))))
+    return _PLACEHOLDERS[k]
+
+
+def _substitute(why: Why, args: list[Why]) -> Why:
+    """`why` with each placeholder step -(k+1) replaced by argument k's steps."""
+    if why.items is None and why.fields is None:  # the common case: no shape
+        steps = why.steps
+        if not steps or min(steps) >= 0:
+            return why
+        found = frozenset().union([x for x in steps if x >= 0],
+                                  *[args[-x - 1].all() for x in steps if x < 0])
+        return Why(found) if found else EMPTY
+    if min(why.all(), default=0) >= 0:
+        return why
+    steps = why.steps
+    if steps and min(steps) < 0:
+        steps = frozenset().union([x for x in steps if x >= 0],
+                                  *[args[-x - 1].all() for x in steps if x < 0])
+    items = None if why.items is None else tuple(_substitute(w, args) for w in why.items)
+    fields = None if why.fields is None else {
+        k: _substitute(w, args) for k, w in why.fields.items()}
+    return Why(steps, items, fields) if steps or items is not None or fields is not None \
+        else EMPTY
 
 
 # ---------------------------------------------------------------- builtins
