@@ -176,6 +176,26 @@ def test_reports_are_deterministic(studies: dict[str, Study]) -> None:
             assert auditor.audit(e.bundle).model_dump_json(indent=1) == e.text
 
 
+def test_reports_do_not_depend_on_the_hash_seed(studies: dict[str, Study]) -> None:
+    """Byte-identical reports in processes with different string hashing (set order)."""
+    import os
+    import subprocess
+    import sys
+
+    roots = [str(e.bundle.root) for w in WORLDS for e in studies[w].episodes[:4]]
+    script = ("import sys\nfrom pathlib import Path\nfrom eairdsl.audit.evidence import Bundle\n"
+              "from eairdsl.audit.offline import RulesAuditor\n"
+              "for root in sys.argv[1:]:\n"
+              "    print(RulesAuditor().audit(Bundle.load(Path(root))).model_dump_json())\n")
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", script, *roots], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=120, check=True)
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].count("\n") == len(roots)
+
+
 def test_supported_findings_name_the_mechanism(studies: dict[str, Study]) -> None:
     """Each world's realized episodes are found by the rule for their mechanism, at a
     boundary of the kind that mechanism crosses (read from the reports, not the world)."""
