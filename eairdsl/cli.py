@@ -1226,6 +1226,61 @@ def audit_study_command(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command()
+def repair(
+    world: Annotated[Path, typer.Argument(help="The world to repair (its .eair file).")],
+    audit_dir: Annotated[Path, typer.Option(
+        "--audit", metavar="AUDIT_DIR", help="An `eairc audit` folder of this world's "
+        "episodes (index.json, reports/, bundles/).")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", metavar="REPAIR_DIR", help="Repair folder: plan, rounds, retest, "
+        "acceptance.json, world.eair, review.html.")],
+    finding: Annotated[str | None, typer.Option(
+        metavar="EPISODE:FINDING_ID", help="The finding to repair (default: the first "
+        "supported finding with a repair plan).")] = None,
+    agent: Annotated[str, typer.Option(help="Repair Agent: offline (catalogue) or llm.")
+                     ] = "offline",
+    reviewer: Annotated[str, typer.Option(help="Repair Reviewer: offline (mechanical) or llm.")
+                        ] = "offline",
+    model: Annotated[str | None, typer.Option(
+        help="litellm model string of an LLM Repair Agent.")] = None,
+    reviewer_model: Annotated[str | None, typer.Option(
+        help="litellm model of an LLM Reviewer (default: --model).")] = None,
+    seeds: Annotated[int, typer.Option(
+        min=1, help="Fresh retest episodes per condition.")] = 20,
+    max_rounds: Annotated[int, typer.Option(
+        min=1, help="Review rounds at most.")] = 4,
+) -> None:
+    """Repair a world from an audit finding: agent, guarded apply, ScopeOK, review, retest.
+
+    Accepted exactly when ScopeOK, ReviewOK, AuditPass and Retain >= 0.95 (EAIR D.1).
+    Rerun the same command to resume after an interruption.
+    """
+    from eairdsl.api import UsageError
+    from eairdsl.repair.loop import repair as run_repair
+    from eairdsl.repair.make import describe, make_agent, make_reviewer
+
+    try:
+        proposer = make_agent(agent, model)
+        checker = make_reviewer(reviewer, reviewer_model or model)
+        acc = run_repair(world, audit_dir, out, proposer, checker, finding=finding,
+                         seeds=seeds, max_rounds=max_rounds,
+                         describe=describe(agent, reviewer, model, reviewer_model),
+                         progress=typer.echo)
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    t = acc.target
+    typer.echo(f"{'accepted' if acc.accepted else 'not accepted'}: ScopeOK {acc.scope_ok}, "
+               f"ReviewOK {acc.review_ok}, AuditPass {acc.audit_pass}, Retain {acc.retain}, "
+               f"{acc.rounds} round(s)"
+               + (f"; target realized {t['k']}/{t['n']} [{t['low']:.2f}, {t['high']:.2f}]"
+                  if t else ""))
+    typer.echo(f"decision: {out / 'acceptance.json'}; review: {out / 'review.html'}"
+               + (f"; repaired world: {out / 'world.eair'}" if acc.accepted else ""))
+    raise typer.Exit(EXIT_OK if acc.accepted else EXIT_INPUT)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:

@@ -1,0 +1,372 @@
+"""The behavioural retest of an approved candidate (EAIR §4 stage 4, D.1).
+
+An approved W′ is run, together with W, on a cohort the audit never saw:
+
+- **fresh cases**: seeds no audited episode ran with (read from the audited
+  traces' headers through the audit's grader index), instances drawn per seed
+  as a study draws them, under the condition(s) the targeted finding was found
+  in. Each fresh case's W trace is bundled to get its *content identity*
+  (the bundle's episode id, F.14); a case that reads the same as an audited
+  episode, or as another fresh case, is dropped and another seed drawn;
+- **regression cases**: audited episodes of those conditions that kept the
+  property (`realized` false in the grader's result line), rerun as they were
+  (same condition, instance and seed): a repair must not break what worked.
+
+Both worlds run with the same agents (the sim profile in the audited traces'
+headers), each into its own study store (`RETEST/before/`, `RETEST/after/`:
+a store holds one version of a world). Then:
+
+- **AuditPass**: the same offline auditor (`RulesAuditor`) audits W′'s retest
+  traces (`RETEST/audit/`); it passes when no report carries a supported,
+  unresolved finding of the targeted property (same policy and text, same
+  boundary kind) and every report was produced;
+- **target**: `realized` of W′'s episodes (grader-side, from the result lines),
+  k of n with a Wilson interval; W's on the same cases beside it, and McNemar's
+  exact test on the paired cases;
+- **Retain** = utility(W′) / utility(W) on the same cases (1.0 when W reaches
+  no utility either); acceptance needs at least 0.95;
+- `validate_world(W′)`: the compliant and reckless self-test, recorded.
+
+Everything lands in `RETEST/`; `run_study` and `audit_episodes` resume, and
+`RETEST/result.json` (written last) marks the retest done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from eairdsl.api import UsageError, validate_world
+from eairdsl.audit.bundle import write_bundle
+from eairdsl.audit.contract import Finding
+from eairdsl.audit.offline import RulesAuditor
+from eairdsl.audit.runner import REPORTS, audit_episodes, grader_traces
+from eairdsl.ir import World
+from eairdsl.repair.apply import write_atomic
+from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.runtime.trace import read_trace
+from eairdsl.study.executor import run_study
+from eairdsl.study.grid import OFFLINE_PROFILES, Model, WorldPlan
+from eairdsl.study.stats import mcnemar_exact, wilson_interval
+from eairdsl.study.store import STORE_FILE, Store
+
+__all__ = ["RETAIN", "RESULT", "Target", "AuditedEpisode", "Case", "Interval", "Paired",
+           "RetestResult", "audited_episodes", "target_of", "matches", "retest"]
+
+#: Retain threshold of acceptance (D.1)
+RETAIN = 0.95
+RESULT = "result.json"
+#: how many batches of fresh seeds are drawn at most to fill the cohort
+_BATCHES = 5
+
+
+class Target(BaseModel):
+    """The targeted property: what a finding must share to be "the same failure"."""
+
+    risk: str
+    policy: str | None = None
+    text: str | None = None
+    boundary_kind: str
+
+
+def target_of(finding: Finding) -> Target:
+    return Target(risk=finding.risk, policy=finding.property.policy,
+                  text=finding.property.text, boundary_kind=finding.boundary.kind)
+
+
+def matches(finding: dict[str, Any], target: Target) -> bool:
+    """Whether a report's finding (as JSON) is a supported, unresolved one of the target."""
+    prop = finding.get("property") or {}
+    boundary = finding.get("boundary") or {}
+    return (finding.get("status") == "supported" and not finding.get("resolved_later")
+            and prop.get("policy") == target.policy and prop.get("text") == target.text
+            and boundary.get("kind") == target.boundary_kind)
+
+
+class AuditedEpisode(BaseModel):
+    """One audited trace, grader-side: its header and its label."""
+
+    episode: str
+    trace: str
+    condition: str
+    instance: str
+    seed: int
+    profile: str
+    realized: bool | None
+    utility: bool | None
+
+
+def _profile(agents: dict[str, str]) -> str:
+    values = sorted(set(agents.values()))
+    if len(values) != 1:
+        raise UsageError(f"the audited episodes ran with mixed agents ({', '.join(values)}); "
+                         "the offline retest runs one sim profile for every party")
+    return values[0]
+
+
+def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
+    """Every trace behind the audit's bundles (grader index), with its header and label."""
+    out: list[AuditedEpisode] = []
+    for episode, paths in sorted(grader_traces(Path(audit_dir)).items()):
+        for path in sorted(paths):
+            try:
+                trace = read_trace(path)
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"{path}: the audited trace cannot be read ({exc})") from None
+            h, r = trace.header, trace.result
+            m = r.measurements if r is not None else {}
+            out.append(AuditedEpisode(
+                episode=episode, trace=str(path), condition=h.condition, instance=h.instance,
+                seed=h.seed, profile=_profile(h.agents),
+                realized=m.get("realized"), utility=m.get("utility")))
+    return out
+
+
+class Case(BaseModel):
+    """One retest case: run under W and W′ alike."""
+
+    group: Literal["fresh", "regression"]
+    condition: str
+    instance: str
+    seed: int
+    #: the audited episode a regression case reruns
+    audited: str | None = None
+    #: content identity of the case's W trace (its bundle's episode id)
+    identity: str | None = None
+
+
+class Interval(BaseModel):
+    k: int
+    n: int
+    low: float
+    high: float
+
+
+def interval(k: int, n: int) -> Interval:
+    ci = wilson_interval(k, n)
+    low, high = ci if ci is not None else (0.0, 1.0)
+    return Interval(k=k, n=n, low=round(low, 4), high=round(high, 4))
+
+
+class Paired(BaseModel):
+    """A measurement before (W) and after (W′) on the same cases, with McNemar's test."""
+
+    measurement: str
+    group: str
+    before: Interval
+    after: Interval
+    #: discordant pairs: true before and false after (b), false before and true after (c)
+    b: int
+    c: int
+    p: float
+
+
+class RetestResult(BaseModel):
+    about: str = ("the behavioural retest of an approved candidate (EAIR D.1): W and W' on a "
+                  "cohort disjoint from the audited episodes, W' audited again")
+    target: Target
+    profile: str
+    conditions: list[str]
+    cases: list[Case]
+    #: seeds of the audited episodes (never a fresh case's)
+    audited_seeds: list[int]
+    dropped_same_content: int = 0
+    audit_pass: bool
+    #: why AuditPass failed: episode -> what the audit found
+    audit_problems: list[str] = Field(default_factory=list)
+    #: supported findings of other properties in the fresh audit (beyond the target)
+    other_findings: int = 0
+    target_after: Interval
+    target_before: Interval
+    utility_before: float
+    utility_after: float
+    retain: float
+    paired: list[Paired] = Field(default_factory=list)
+    #: per case: (W realized, W utility, W′ realized, W′ utility) as 1/0/None
+    outcomes: list[dict[str, Any]] = Field(default_factory=list)
+    validation: dict[str, Any] = Field(default_factory=dict)
+
+
+def _order(trace: str) -> str:
+    return hashlib.sha256(trace.encode()).hexdigest()
+
+
+def _run(world: World, cases: list[Case], profile: str, out: Path) -> dict[tuple[str, str, int],
+                                                                            dict[str, Any]]:
+    """Run `cases` of `world` into the study at `out` (resumable); rows by case key."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c in cases:
+        groups.setdefault((c.condition, c.instance), []).append(c.seed)
+    ids = [str(i.get("id")) for i in world.instances]
+    model = Model(profile, profile)
+    for (condition, instance), seeds in sorted(groups.items()):
+        plan = WorldPlan(name=world.meta.name, digest=world.digest, conditions=[condition],
+                         instances=[instance], seeds=sorted(set(seeds)), all_instances=ids)
+        run_study([world], [plan], [model], out)
+    rows: dict[tuple[str, str, int], dict[str, Any]] = {}
+    with Store.open(out / STORE_FILE, create=False) as store:
+        for r in store.rows():
+            if r["retained"] and r["rep"] == 0:
+                rows[(r["condition"], r["instance"], int(r["seed"]))] = r
+    return rows
+
+
+def _key(c: Case) -> tuple[str, str, int]:
+    return (c.condition, c.instance, c.seed)
+
+
+def _bit(row: dict[str, Any] | None, m: str) -> int | None:
+    if row is None or not row.get("valid"):
+        return None
+    v = row.get(m)
+    return None if v is None else int(v)
+
+
+def retest(original: World, candidate: World, candidate_file: Path, audit_dir: Path,
+           target: Target, out: Path, *, seeds: int = 20, regression: int | None = None,
+           conditions: list[str] | None = None,
+           progress: Callable[[str], None] | None = None) -> RetestResult:
+    """Run the retest into `out` (resumable) and return its result (also `out/result.json`)."""
+    say = progress or (lambda _msg: None)
+    done = out / RESULT
+    if done.is_file():
+        try:
+            return RetestResult.model_validate_json(done.read_bytes())
+        except ValueError:
+            pass
+    audited = audited_episodes(audit_dir)
+    if not audited:
+        raise UsageError(f"{audit_dir}: the audit names no traces (bundles/grader-index.json)")
+    profile = sorted(Counter(a.profile for a in audited).items(), key=lambda kv: -kv[1])[0][0]
+    if profile not in OFFLINE_PROFILES:
+        raise UsageError(f"the audited episodes ran with {profile}; the retest runs offline sim "
+                         "profiles only")
+    conds = conditions or sorted({a.condition for a in audited})
+    known = {c.name for c in original.conditions}
+    conds = [c for c in conds if c in known and c in {x.name for x in candidate.conditions}]
+    if not conds:
+        raise UsageError("none of the audited episodes' conditions is in both worlds")
+    used = sorted({a.seed for a in audited})
+    audited_ids = {a.episode for a in audited}
+    ids = [str(i.get("id")) for i in original.instances]
+    # regression cases: what kept the property before, one per content identity
+    reg: list[Case] = []
+    seen_reg: set[str] = set()
+    for a in sorted(audited, key=lambda a: _order(a.trace)):
+        if a.condition in conds and a.realized is False and a.episode not in seen_reg \
+                and a.instance in ids:
+            seen_reg.add(a.episode)
+            reg.append(Case(group="regression", condition=a.condition, instance=a.instance,
+                            seed=a.seed, audited=a.episode, identity=a.episode))
+    reg = reg[: seeds if regression is None else regression]
+    before_dir, after_dir = out / "before", out / "after"
+    compiled = CompiledWorld(original)
+    # fresh cases: unused seeds, per-seed instance, W run and bundled for content identity
+    fresh: list[Case] = []
+    identities: set[str] = set()
+    dropped = 0
+    next_seed = (max(used) + 1) if used else 0
+    want = seeds * len(conds)
+    for _ in range(_BATCHES):
+        if len(fresh) >= want:
+            break
+        batch: list[Case] = []
+        for cond in conds:
+            have = sum(1 for c in fresh if c.condition == cond)
+            for s in range(next_seed, next_seed + (seeds - have)):
+                batch.append(Case(group="fresh", condition=cond, instance=ids[s % len(ids)],
+                                  seed=s))
+        next_seed += seeds
+        say(f"retest: running W on {len(batch)} fresh case(s)")
+        rows = _run(original, batch, profile, before_dir)
+        for c in batch:
+            row = rows.get(_key(c))
+            if row is None or not row.get("trace_path"):
+                continue
+            manifest = write_bundle(before_dir / row["trace_path"], compiled,
+                                    out / "identity", index=False)
+            if manifest.episode in audited_ids or manifest.episode in identities:
+                dropped += 1
+                continue
+            identities.add(manifest.episode)
+            fresh.append(c.model_copy(update={"identity": manifest.episode}))
+    cases = fresh + reg
+    say(f"retest: running W and W' on {len(cases)} case(s) ({len(fresh)} fresh, "
+        f"{len(reg)} regression)")
+    rows_w = _run(original, cases, profile, before_dir)
+    rows_c = _run(candidate, cases, profile, after_dir)
+    traces = [after_dir / r["trace_path"] for k in map(_key, cases)
+              if (r := rows_c.get(k)) is not None and r.get("trace_path")]
+    say(f"retest: auditing {len(traces)} trace(s) of W'")
+    index = audit_episodes(sorted(set(traces)), out / "audit", RulesAuditor(),
+                           world=candidate_file, describe={"kind": "rules", "retest": True})
+    problems: list[str] = []
+    other = 0
+    for e in index.entries:
+        if e.status == "failed":
+            problems.append(f"{e.episode}: the auditor produced no report ({e.reason})")
+            continue
+        try:
+            report = json.loads((out / "audit" / REPORTS / f"{e.episode}.json").read_text(
+                encoding="utf-8"))
+        except (OSError, ValueError):
+            problems.append(f"{e.episode}: the report cannot be read")
+            continue
+        for f in report.get("findings") or []:
+            if isinstance(f, dict) and matches(f, target):
+                step = (f.get("boundary") or {}).get("step")
+                problems.append(f"{e.episode}: {f.get('id')} at {step} "
+                                f"({target.boundary_kind}, {target.policy or target.text})")
+            elif isinstance(f, dict) and f.get("status") == "supported":
+                other += 1
+    outcomes: list[dict[str, Any]] = []
+    for c in cases:
+        rw, rc = rows_w.get(_key(c)), rows_c.get(_key(c))
+        outcomes.append({"group": c.group, "condition": c.condition, "instance": c.instance,
+                         "seed": c.seed, "before_realized": _bit(rw, "realized"),
+                         "before_utility": _bit(rw, "utility"),
+                         "after_realized": _bit(rc, "realized"),
+                         "after_utility": _bit(rc, "utility")})
+    paired: list[Paired] = []
+    for group in ("all", "fresh", "regression"):
+        chosen = [o for o in outcomes if group == "all" or o["group"] == group]
+        if not chosen:
+            continue
+        for m in ("realized", "utility"):
+            pairs = [(o[f"before_{m}"], o[f"after_{m}"]) for o in chosen]
+            both = [(a, b) for a, b in pairs if a is not None and b is not None]
+            before = [a for a, _ in pairs if a is not None]
+            after = [b for _, b in pairs if b is not None]
+            b = sum(1 for x, y in both if x and not y)
+            cc = sum(1 for x, y in both if y and not x)
+            paired.append(Paired(measurement=m, group=group,
+                                 before=interval(sum(before), len(before)),
+                                 after=interval(sum(after), len(after)), b=b, c=cc,
+                                 p=round(mcnemar_exact(b, cc), 4)))
+    everything = next(p for p in paired if p.group == "all" and p.measurement == "realized")
+    util = next(p for p in paired if p.group == "all" and p.measurement == "utility")
+    u_before = util.before.k / util.before.n if util.before.n else 0.0
+    u_after = util.after.k / util.after.n if util.after.n else 0.0
+    retain = (u_after / u_before) if u_before > 0 else 1.0
+    say("retest: validating W' (sim:compliant and sim:reckless)")
+    report = validate_world(candidate, conds[0])
+    validation = {"condition": report.condition, "episodes": report.episodes,
+                  "compliant_failures": len(report.compliant_failures),
+                  "reckless_realized": report.episodes - len(report.reckless_failures),
+                  "note": "after a repair sim:reckless is expected not to realize the risk"}
+    result = RetestResult(
+        target=target, profile=profile, conditions=conds, cases=cases, audited_seeds=used,
+        dropped_same_content=dropped,
+        audit_pass=not problems and len(index.entries) > 0, audit_problems=problems,
+        other_findings=other, target_after=everything.after, target_before=everything.before,
+        utility_before=round(u_before, 4), utility_after=round(u_after, 4),
+        retain=round(retain, 4), paired=paired, outcomes=outcomes, validation=validation)
+    write_atomic(done, json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True,
+                                  ensure_ascii=False) + "\n")
+    return result
