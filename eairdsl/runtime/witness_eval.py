@@ -598,15 +598,13 @@ def _why_key(w: Why) -> Any:
 
 #: the memo keys of let calls answered by value (placeholders), kept apart from the others
 _BY_VALUE = object()
-_PLACEHOLDERS: list[Why] = []
+_PLACEHOLDERS: dict[int, Why] = {}
 
 
 def _placeholder(k: int) -> Why:
     """The witness parameter `k` is bound to in a by-value evaluation: the step -(k+1),
-    never a trace position."""
-    while len(_PLACEHOLDERS) <= k:
-        _PLACEHOLDERS.append(Why(frozenset((-(len(_PLACEHOLDERS) + 1),))))
-    return _PLACEHOLDERS[k]
+    never a trace position (made once per position; safe to race)."""
+    return _PLACEHOLDERS.setdefault(k, Why(frozenset((-(k + 1),))))
 
 
 def _substitute(why: Why, args: list[Why]) -> Why:
