@@ -114,8 +114,8 @@ class _Lets:
         """Does the body of `name` read anything but its parameters and static data?"""
         hit = self._free_lets.get(name)
         if hit is None:
-            self._free_lets[name] = True  # a recursive definition: decided by its other parts
-            # its own locals and parameters are its business: the call's arguments are checked
+            # Its own locals and parameters are its business (the call's arguments are
+            # checked by `free`); walk_expr follows the lets it calls, each once.
             hit = self._free_lets[name] = not any(
                 (isinstance(x, Ref) and (x.kind in ("state", "measure") or (
                     x.kind == "record" and x.name in self.mutable)))
