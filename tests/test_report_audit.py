@@ -423,3 +423,31 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
                                                                 link.group(1))["audits"]}
             seen_shared.append(audits["shared"]["episode"])
     assert seen_shared == [first["episode"]] * 2
+
+
+def test_the_graph_draws_steps_without_an_edge_on_the_edge_they_lean_on(plain: Path) -> None:
+    """A tool result is drawn on its call's edge; a step that is no interaction (a
+    decision) highlights only its actor; a boundary named by edge only is found."""
+    from eairdsl.study.audits import _episode_graph, finding_svg
+
+    trace_path = next(iter(sorted((plain / "traces").rglob("*.jsonl"))))
+    trace = read_trace(trace_path)
+    graph = _episode_graph(trace_path)
+    result = next(e for e in trace.events if e.kind == "tool_result" and e.call)
+    call = next(e for e in trace.events if e.step == result.call)
+    message = next(e for e in trace.events if e.kind == "message" and e.recipient)
+    finding = {"path": [result.step], "first_anomaly": result.step,
+               "boundary": {"kind": "handoff", "edge": f"{message.actor}->{message.recipient}",
+                            "step": "s9999"}}  # no such step: found by its edge
+    root = ET.fromstring(finding_svg(graph, finding))
+    ns = "{http://www.w3.org/2000/svg}"
+    by_class: dict[str, list[str]] = {}
+    for p in root.findall(f"{ns}path"):
+        title = p.find(f"{ns}title")
+        by_class.setdefault(p.get("class") or "", []).append(title.text or "" if title is not None
+                                                             else "")
+    (path_edge,) = by_class["path"]
+    assert path_edge.startswith(f"{call.actor} → {call.tool} (call)") and call.step in path_edge
+    (boundary_edge,) = by_class["boundary"]
+    assert boundary_edge.startswith(f"{message.actor} → {message.recipient} (")
+    assert by_class["edge"]  # the rest of the episode, drawn muted

@@ -272,8 +272,17 @@ def _episode_graph(trace: Path) -> Any:
     except Exception:  # a trace the viewer still shows, but that does not parse as one
         return False
     g = episode_graph(t)
-    # steps with no edge of their own lean on one: a tool result on its call's edge
-    calls = {e.step: e.call for e in t.events if e.kind == "tool_result" and e.call}
+    # steps with no edge of their own lean on one: a tool result on its call's edge, a
+    # state update on the edge of the call of that tool its actor made last
+    calls: dict[str, str] = {}
+    last: dict[tuple[str, str], str] = {}
+    for e in t.events:
+        if e.kind == "tool_call" and e.tool:
+            last[(e.actor, e.tool)] = e.step
+        elif e.kind == "tool_result" and e.call:
+            calls[e.step] = e.call
+        elif e.kind == "state_update" and e.tool and (e.actor, e.tool) in last:
+            calls[e.step] = last[(e.actor, e.tool)]
     g.graph["step_edge"] = _step_edges(g, calls)
     g.graph["actors"] = {e.step: e.actor for e in t.events}
     return g
@@ -366,6 +375,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
                "</marker>" for name, c in (("m", _MUTED), ("p", _PATH_COLOUR),
                                             ("b", _BOUNDARY_COLOUR))) + "</defs>"]
     seen: dict[tuple[str, str], int] = {}
+    layers_out: dict[str, list[str]] = {"edge": [], "path": [], "boundary": [], "label": []}
     for (a, b, kind), steps in edges:
         n = seen[(a, b)] = seen.get((a, b), -1) + 1
         bend = n * 12.0 * (1 if n % 2 == 0 else -1)
@@ -397,7 +407,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
         cls = "boundary" if is_b else "path" if hot else "edge"
         dash = ' stroke-dasharray="5 3"' if kind == "rejected" else ""
         title = escape(f"{a} → {labels.get(b, b)} ({kind}): {', '.join(steps)}")
-        out.append(f'<path class="{cls}" d="{d}" fill="none" stroke="{colour}" '
+        layers_out[cls].append(f'<path class="{cls}" d="{d}" fill="none" stroke="{colour}" '
                    f'stroke-width="{w}"{dash} marker-end="url(#eg-{mark})">'
                    f"<title>{title}</title></path>")
         if is_b or hot:
@@ -407,9 +417,11 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
             if is_b and isinstance(boundary.get("kind"), str):
                 text += f" · {boundary['kind']}"
             lx, ly = _bezier(pts, at)
-            out.append(f'<text x="{lx:.0f}" y="{ly - 4:.0f}" '
+            layers_out["label"].append(f'<text x="{lx:.0f}" y="{ly - 4:.0f}" '
                        f'text-anchor="middle" fill="{colour}" stroke="#fff" stroke-width="3" '
                        f'paint-order="stroke">{escape(text)}</text>')
+    for part in ("edge", "path", "boundary"):  # the finding's edges over the others
+        out.extend(layers_out[part])
     for node in names:
         nx_, ny = pos[node]
         shape = _node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
@@ -419,6 +431,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
         out.append(f'<g><title>{escape(node)}</title>{shape}<text x="{nx_ + width[node] / 2:.0f}" '
                    f'y="{ny + _NODE_H / 2 + 4:.0f}" text-anchor="middle" font-size="11">'
                    f"{escape(labels[node])}</text></g>")
+    out.extend(layers_out["label"])  # labels over the nodes
     out.append(f'<text x="{_MARGIN:.0f}" y="{total_h - 8:.0f}" fill="#555">'
                f'<tspan fill="{_BOUNDARY_COLOUR}">━ boundary</tspan>  '
                f'<tspan fill="{_PATH_COLOUR}">━ path</tspan>  '
