@@ -149,7 +149,9 @@ def _finding(bundle: Bundle, hit: Hit, n: int) -> Finding | None:
     covered = {c for u in units for c in u.supports}
     complete = {"R1", "R2", "R3"} <= covered and hit.effect_step is not None
     status: Literal["supported", "lead"] = "supported" if hit.supported and complete else "lead"
-    effect_step = hit.effect_step if status == "supported" or hit.effect_step else None
+    # a lead may still name an effect (one participant broke the rule alone): then it is a
+    # realized defect without an interaction's contribution, not an exposure
+    effect_step = hit.effect_step
     nature: Nature = "realized_defect" if effect_step is not None else "risk_exposure"
     subject = hit.property_policy or hit.rule
     plan = plan_for(hit.boundary_kind, hit.shape, hit.surfaces, subject)
