@@ -96,19 +96,31 @@ class _Lets:
         self.mutable = mutable
         self.fns: dict[str, WFn] = {}
         self._free_lets: dict[str, bool] = {}
+        self._free: dict[int, bool] = {}  # by node identity: the world's IR lives as long
 
     def free(self, e: Expr) -> bool:
-        for node in _children_first(e):
+        """Is `e` free? Decided for `e` and every node under it in one walk, and kept: the
+        compiler asks at every node, which must not cost a walk of each subtree."""
+        known = self._free
+        hit = known.get(id(e))
+        if hit is not None:
+            return hit
+        for node in reversed(_nodes(e)):  # children before their parents
+            if id(node) in known:
+                continue
             match node:
                 case Ref(kind="local" | "param" | "state" | "measure"):
-                    return False
+                    ok = False
                 case Ref(kind="record", name=name) if name in self.mutable:
-                    return False
+                    ok = False
                 case Call(func=func) if func in _TRACE_QUERIES:
-                    return False
+                    ok = False
                 case LetCall(name=name) if not self._free_let(name):
-                    return False
-        return True
+                    ok = False
+                case _:
+                    ok = all(known[id(c)] for c in _children(node))
+            known[id(node)] = ok
+        return known[id(e)]
 
     def _free_let(self, name: str) -> bool:
         """Does the body of `name` read anything but its parameters and static data?"""
@@ -130,18 +142,25 @@ class _Lets:
         return fn
 
 
-def _children_first(e: Expr) -> list[Expr]:
-    """Every node of `e` (not following `let` calls)."""
+def _children(node: Expr) -> list[Expr]:
+    """The expressions directly under `node` (not following `let` calls)."""
+    out: list[Expr] = []
+    for value in node.__dict__.values():
+        if isinstance(value, EXPR_NODES):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, EXPR_NODES))
+    return out
+
+
+def _nodes(e: Expr) -> list[Expr]:
+    """Every node of `e`, parents before their children."""
     out: list[Expr] = []
     stack = [e]
     while stack:
         node = stack.pop()
         out.append(node)
-        for value in node.__dict__.values():
-            if isinstance(value, EXPR_NODES):
-                stack.append(value)
-            elif isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, EXPR_NODES))
+        stack.extend(_children(node))
     return out
 
 
