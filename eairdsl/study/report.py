@@ -10,6 +10,14 @@ demand from the compressed chunk files under `report/traces/` (`viewer`; one
 HTML page per trace weighed 219 MB at 5,000 episodes). The pages use no
 server, no external script or stylesheet: they open from disk.
 
+Audit findings (`eairdsl.study.audits`): the audits of the study found under
+`audit/*/` (`eairc audit`) and `*/arms/*/` beside a `cohort.json` (`eairc
+audit-study`) add a column per arm to episodes.html (verdict, findings, leads,
+valid or invalid report) and a findings panel to the trace viewer; the
+report indexes them in the store's `audits` table. The audit files are read as
+plain JSON: the study stage comes before the audit stage and imports nothing
+of it.
+
 Comparing models (`compare`): per world a model × condition table of every
 endpoint, paired model contrasts for every pair of models (exact McNemar on
 cells matched by condition, instance, seed and replicate), and each model's
