@@ -30,7 +30,7 @@ request gives the same review, with reasons in sorted order.
   enforcement. When the finding names a policy with a rule, a new guard must
   read something the rule reads (the policy's ledger, its limit, …); a repair
   that rewrites or drops that policy redefines the property instead of
-  enforcing it and fails.
+  enforcing it and fails. An `ensure POLICY` guard checks the rule itself.
 - **introduced_risk**: nothing is granted that the original did not have — no
   new participant or tool, no tool newly held by a participant, no new
   channel, no new `allow` in the authorization matrix, no raised authority, no
@@ -401,6 +401,9 @@ class _Context:
         if not fresh:
             return  # enforcement by acl, propagation, channel, lever or let: checked above
         for name, guard in fresh:
+            if getattr(guard, "policy", None) == policy:  # `ensure POLICY`: its own rule
+                self.property_note = f"tool {name} ensures policy {policy}'s rule"
+                return
             seen = set(_through_lets(set(expr_reads(guard.condition)), graph))
             if seen & wanted:
                 self.property_note = (f"the new guard on tool {name} reads "
