@@ -451,3 +451,34 @@ def test_the_graph_draws_steps_without_an_edge_on_the_edge_they_lean_on(plain: P
     (boundary_edge,) = by_class["boundary"]
     assert boundary_edge.startswith(f"{message.actor} → {message.recipient} (")
     assert by_class["edge"]  # the rest of the episode, drawn muted
+
+
+class Refusing:
+    """An auditor that produces no report (a spent budget, a provider failure)."""
+
+    def audit(self, bundle: Bundle) -> Report:
+        from eairdsl.audit.auditor import AuditError
+
+        raise AuditError("budget of 0 tool calls spent <before> any report")
+
+
+def test_an_audit_without_a_report_says_why(plain: Path, tmp_path: Path) -> None:
+    study = tmp_path / "s"
+    shutil.copytree(plain, study)
+    audit_episodes(study, study / "audit" / "refused", Refusing())
+    write_report(study, resamples=100)
+    for page_row in _page_rows(study):
+        assert 'data-f-audit-0="failed"' in page_row
+        (cell,) = _CELL.findall(page_row)
+        assert cell[0] == "-1" and cell[2] == "failed" and "audit failed" in cell[5]
+        assert "budget of 0 tool calls spent &lt;before&gt; any report" in cell[5]
+    _, link, _ = _audited_rows(study, "refused")[0]
+    (shown,) = report_viewer.decode(study / "report", link)["audits"]
+    assert shown["status"] == "failed" and "report" not in shown and "findings" not in shown
+    assert shown["reason"].startswith("budget of 0 tool calls")
+    if report_viewer.node() is not None:
+        page = report_viewer.render(study / "report", link)["html"]
+        assert '<span class="bad">the audit produced no report</span>' in page
+        assert "budget of 0 tool calls spent &lt;before&gt; any report" in page
+    with Store.open(study / STORE_FILE, create=False) as store:
+        assert {(s["status"], s["report"]) for s in store.audits()} == {("failed", None)}
