@@ -854,13 +854,16 @@ class WitnessRun:
                     if ok is not True:
                         return None, licence
                 value, why = self._fn(m.expr)(s)
+                steps = why.all()
+                if steps and min(steps) < 0:  # a placeholder escaped its let: never a step
+                    return None
                 # Nothing to point at (an absence: "no check before the report"): the steps
                 # that made the measurement assessable stand in (the published report).
-                return value, why if why.all() else licence
+                return value, why if steps else licence
             except (EvalError, TypeError, ValueError, KeyError):
                 return None, EMPTY  # the ordinary pass failed the same way: unassessed
-        except Exception:
-            return None
+        except Exception:  # the budget, a deep recursion, a bug: witnessing never changes a
+            return None    # result, it only loses this measurement's witness
 
     def keep(self, name: str, why: Why) -> None:
         """Record `name`'s witness, for later measurements that refer to it."""
