@@ -27,7 +27,10 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "eairdsl.diagnostics", "eairdsl.names")),
     ("syntax", ("eairdsl.syntax",)),
     ("check", ("eairdsl.check",)),
-    ("ir", ("eairdsl.ir", "eairdsl.lower")),
+    # with the compiler (check + lower, and the topology it draws) and the IR's analyses:
+    # what a declaration reads, and the semantic diff the repair stage gates on
+    ("ir", ("eairdsl.ir", "eairdsl.lower", "eairdsl.compiler", "eairdsl.graph",
+            "eairdsl.diagram", "eairdsl.reads", "eairdsl.diff")),
     ("agents", ("eairdsl.agents",)),
     ("runtime", ("eairdsl.runtime",)),
     ("measure", ("eairdsl.measure",)),
