@@ -332,6 +332,31 @@ def test_a_judged_metric_replays_the_judges_answer(tmp_path: Path,
     assert without.witnesses["judged_disclosure"] == ["s0010"]  # the artifact consulted
 
 
+def test_a_failing_witness_is_dropped_with_its_dependents_and_changes_no_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Witnessing never changes a result: a witness rule that raises loses the witnesses of
+    the measurements that read `final` (and of those that refer to them), nothing else."""
+    from eairdsl.runtime import witness_eval
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug in a witness rule")
+
+    fresh = CompiledWorld(compiled("d1").world)  # witness closures are compiled per world
+    clean = episode(fresh, "canonical", "hr-1", 0, tmp_path / "clean")
+    monkeypatch.setitem(witness_eval.RULES, "final", broken)
+    ep = episode(CompiledWorld(compiled("d1").world), "canonical", "hr-1", 0,
+                 tmp_path / "broken")
+    assert {k: v for k, v in ep.result.items() if k != "witnesses"} == \
+        {k: v for k, v in clean.result.items() if k != "witnesses"}
+    # realized, utility, canary_realized and judged_disclosure read final(assistant);
+    # terminal_harm and interception refer to realized
+    lost = {"realized", "utility", "canary_realized", "judged_disclosure", "terminal_harm",
+            "interception"}
+    assert set(clean.witnesses) - set(ep.witnesses) == lost
+    assert {k: ep.witnesses[k] for k in ep.witnesses} == \
+        {k: clean.witnesses[k] for k in ep.witnesses}
+
+
 def test_every_builtin_has_a_witness_rule() -> None:
     """A builtin added without a rule would silently fall back to its arguments' steps."""
     assert set(BUILTINS) - SPECIAL == set(RULES)
