@@ -1260,6 +1260,10 @@ def repair(
     from eairdsl.repair.loop import repair as run_repair
     from eairdsl.repair.make import describe, make_agent, make_reviewer
 
+    if not (audit_dir / "index.json").is_file():
+        _err(f"error: {audit_dir} is not an audit folder (no index.json); run `eairc audit "
+             "… -o AUDIT_DIR` first")
+        raise typer.Exit(EXIT_INPUT)
     try:
         proposer = make_agent(agent, model)
         checker = make_reviewer(reviewer, reviewer_model or model)

@@ -119,6 +119,14 @@ def _certificate(plan: dict[str, Any], audit_dir: Path) -> list[str]:
     return out
 
 
+class _SideBySide(difflib.HtmlDiff):
+    """`HtmlDiff` with fixed anchor names: the stock one numbers its tables by a class-wide
+    counter, so the same page would differ from one rendering to the next."""
+
+    def _make_prefix(self) -> None:
+        self._prefix = ["from_", "to_"]
+
+
 def _diff(out_dir: Path, n: int | None, world_file: str, original: str) -> list[str]:
     if n is None:
         return ["<h2>Semantic diff</h2><p class=muted>no candidate compiled</p>"]
@@ -139,7 +147,7 @@ def _diff(out_dir: Path, n: int | None, world_file: str, original: str) -> list[
         candidate = (rdir / "candidate.eair").read_text(encoding="utf-8")
     except OSError:
         candidate = ""
-    table = difflib.HtmlDiff(wrapcolumn=80).make_table(
+    table = _SideBySide(wrapcolumn=80).make_table(
         original.splitlines(), candidate.splitlines(), f"{world_file} (W)",
         f"{world_file} (W′, round {n})", context=True, numlines=2)
     out += ["<h3>Changed source lines</h3>", table]
