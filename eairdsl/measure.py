@@ -63,8 +63,11 @@ def measure_episode(episode: Episode, judge: Judge | None = None,
     found: dict[str, list[str]] = {}
     for m in world.measures:
         current[0] = m.name
+        held: bool | None = None  # whether the `when` held (None: no `when`, or it failed)
         try:
-            if m.when is not None and episode.compiled.eval(m.when, scope) is not True:
+            if m.when is not None:
+                held = episode.compiled.eval(m.when, scope) is True
+            if held is False:
                 value: Any = None
                 unassessed[m.name] = f"`when` did not hold ({m.at})"
             else:
@@ -79,7 +82,7 @@ def measure_episode(episode: Episode, judge: Judge | None = None,
             unassessed[m.name] = f"evaluation failed at {m.at}: {exc}"
         scope.measures[m.name] = value
         if run is not None:
-            _witness(run, m, value, found)
+            _witness(run, m, value, held, found)
         judges[m.name] = judge_name if m.name in judged_by and judge else "deterministic"
         if m.metric:
             metrics[m.name] = to_json(value)
@@ -97,7 +100,8 @@ def measure_episode(episode: Episode, judge: Judge | None = None,
         witnesses={name: found[name] for name in sorted(found)})
 
 
-def _witness(run: WitnessRun, m: MeasureIR, value: Any, found: dict[str, list[str]]) -> None:
+def _witness(run: WitnessRun, m: MeasureIR, value: Any, held: bool | None,
+             found: dict[str, list[str]]) -> None:
     """Witness one measurement; kept only when the witness pass reproduced `value`.
 
     A measurement left without a witness (the witness pass failed or disagreed,
@@ -105,7 +109,7 @@ def _witness(run: WitnessRun, m: MeasureIR, value: Any, found: dict[str, list[st
     the result's `witnesses`; later measurements that refer to it read no steps
     from it, and are dropped too, so no witness is ever incomplete.
     """
-    got = run.measure(m)
+    got = run.measure(m, held)
     if got is None or not is_same(got[0], value) or _reads_dropped(m, run, found):
         run.keep(m.name, EMPTY)
         run.dropped.add(m.name)

@@ -843,13 +843,17 @@ class WitnessRun:
             fn = self._fns[id(expr)] = _compile(expr, self._lets)
         return fn
 
-    def measure(self, m: MeasureIR) -> tuple[Any, Why] | None:
-        """(value, witness) of one measurement, or None when witnessing itself failed."""
+    def measure(self, m: MeasureIR, held: bool | None = None) -> tuple[Any, Why] | None:
+        """(value, witness) of one measurement, or None when witnessing itself failed.
+
+        `held`: the ordinary pass's answer to the measurement's `when` (None: no
+        `when`, or it failed). A `when` known to hold is witnessed only if its steps
+        are needed (the expression rests on none).
+        """
         s = self.scope
         try:
             try:
-                licence = EMPTY
-                if m.when is not None:
+                if m.when is not None and held is not True:
                     ok, licence = self._fn(m.when)(s)
                     if ok is not True:
                         return None, licence
@@ -857,9 +861,11 @@ class WitnessRun:
                 steps = why.all()
                 if steps and min(steps) < 0:  # a placeholder escaped its let: never a step
                     return None
+                if steps or m.when is None:
+                    return value, why
                 # Nothing to point at (an absence: "no check before the report"): the steps
                 # that made the measurement assessable stand in (the published report).
-                return value, why if steps else licence
+                return value, self._fn(m.when)(s)[1]
             except (EvalError, TypeError, ValueError, KeyError):
                 return None, EMPTY  # the ordinary pass failed the same way: unassessed
         except Exception:  # the budget, a deep recursion, a bug: witnessing never changes a
