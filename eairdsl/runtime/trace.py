@@ -49,6 +49,9 @@ class TraceHeader(BaseModel):
     #: messages_sha256, tools offered, reply, tool_calls, finish_reason, tokens, cost,
     #: retries, error); the full messages and latency are in the `.calls.ndjson` sidecar
     model_calls: list[dict[str, Any]] | None = None
+    #: Imported traces only (eairdsl/external): where the events came from — format, file,
+    #: sha256, importer version and what was withheld (and why); absent for simulated runs
+    source: dict[str, Any] | None = None
 
 
 class TraceEvent(BaseModel):
@@ -71,6 +74,9 @@ class TraceEvent(BaseModel):
     task: int | None = None
     call: str | None = None
     final: bool | None = None
+    #: Imported traces only: the event's index and id (span id, message index) in the source
+    src_index: int | None = None
+    src_id: str | None = None
 
 
 class TraceResult(BaseModel):
@@ -166,6 +172,8 @@ class Event:
     task: int | None
     call: str | None
     final: bool | None
+    src_index: int | None
+    src_id: str | None
 
     def __init__(self, step: str, t: float, kind: EventKind, actor: str,
                  recipient: str | None = None, edge: str | None = None,
@@ -173,12 +181,14 @@ class Event:
                  args: dict[str, Any] | None = None, result: Any = None,
                  rejected: bool | None = None, reason: str | None = None,
                  diff: dict[str, Any] | None = None, task: int | None = None,
-                 call: str | None = None, final: bool | None = None) -> None:
+                 call: str | None = None, final: bool | None = None,
+                 src_index: int | None = None, src_id: str | None = None) -> None:
         self.type = "event"
         self.step, self.t, self.kind, self.actor = step, t, kind, actor
         self.recipient, self.edge, self.content, self.tool = recipient, edge, content, tool
         self.args, self.result, self.rejected, self.reason = args, result, rejected, reason
         self.diff, self.task, self.call, self.final = diff, task, call, final
+        self.src_index, self.src_id = src_index, src_id
 
     def as_dict(self) -> dict[str, Any]:
         return {n: v for n in _EVENT_FIELDS if (v := getattr(self, n)) is not None}
