@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from eairdsl.audit.contract import Finding, Requirement
+from eairdsl.audit.contract import Finding, RepairPlan, Requirement
 from eairdsl.compiler import compile_world
 from eairdsl.diff import diff_worlds
 from eairdsl.repair.model import RepairError, Review, Reviewer, ReviewRequest
@@ -60,7 +60,8 @@ def original_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def request(original_dir: Path, tmp_path: Path, candidate: str,
-            attribution: dict[str, list[str]], *, dirs: bool = True) -> ReviewRequest:
+            attribution: dict[str, list[str]], *, dirs: bool = True,
+            plan: RepairPlan | None = None) -> ReviewRequest:
     """A review request for `candidate` (the a1 source, edited) as the loop would build it."""
     folder = tmp_path / "candidate"
     shutil.copytree(original_dir, folder)
@@ -70,7 +71,7 @@ def request(original_dir: Path, tmp_path: Path, candidate: str,
     assert new.ok and new.world is not None, [d.message for d in new.diagnostics]
     diff = diff_worlds(old.world, new.world)
     return ReviewRequest(world_file="a1.eair", original=ORIGINAL, candidate=candidate,
-                         finding=FINDING, plan=PLAN, diff=diff.model_dump(mode="json"),
+                         finding=FINDING, plan=plan or PLAN, diff=diff.model_dump(mode="json"),
                          attribution=attribution,
                          original_dir=str(original_dir) if dirs else None,
                          candidate_dir=str(folder) if dirs else None)
@@ -92,7 +93,7 @@ def test_a_cap_guard_at_the_shared_action_is_approved(original_dir: Path,
     assert review.contradictions() == []
     assert "tool issue_credit" in review.risk_resolution.reason
     # the guard reads the cap (and, through quarter_total, the payments ledger)
-    assert "quarterly_cap" in review.risk_resolution.reason
+    assert "is about let quarterly_cap" in review.risk_resolution.reason
     assert "REQ-3" in review.plan_fidelity.reason  # left to the retest
     assert review.reviewer == {"kind": "mechanical", "version": 1, "compiled": True}
     # deterministic: the same request, the same review
@@ -195,7 +196,8 @@ def test_a_guard_unrelated_to_the_policy_or_a_rewritten_policy_does_not_resolve_
     review = MechanicalReviewer().review(request(original_dir, tmp_path,
                                                  with_guard(guard=unrelated), GOOD))
     assert failed(review) == ["risk_resolution"]
-    assert "read nothing policy compensation_cap's rule reads" in review.risk_resolution.reason
+    assert "decide on nothing policy compensation_cap's rule is about" in \
+        review.risk_resolution.reason
     rewritten = with_guard().replace(
         "rule count(payments) == 0 or largest_quarter_total() <= quarterly_cap()",
         "rule count(payments) >= 0")
@@ -212,6 +214,58 @@ def test_a_removed_guard_weakens_a_control(original_dir: Path, tmp_path: Path) -
     review = MechanicalReviewer().review(request(original_dir, tmp_path, source, GOOD))
     assert "introduced_risk" in failed(review)
     assert "a guard is removed or rewritten (you have already issued" in \
+        review.introduced_risk.reason
+
+
+def test_ensure_of_the_policy_or_of_a_new_policy_resolves_it(original_dir: Path,
+                                                           tmp_path: Path) -> None:
+    ensure = '  ensure compensation_cap else reject "credit refused: over the quarterly limit"\n'
+    review = MechanicalReviewer().review(request(original_dir, tmp_path,
+                                                 with_guard(guard=ensure), GOOD))
+    assert review.verdict == "approve", review.model_dump()
+    assert "tool issue_credit ensures policy compensation_cap's rule" in \
+        review.risk_resolution.reason
+    # a new policy stating the rule the gate ensures is a helper, not a new capability
+    policy = ('policy quarter_limit unenforced {\n  text "No customer is paid above the '
+              'quarterly limit."\n  rule largest_quarter_total() <= quarterly_cap()\n}\n\n')
+    source = with_guard(guard='  ensure quarter_limit else reject "credit refused"\n')
+    source = source.replace("policy anti_structuring unenforced", policy
+                            + "policy anti_structuring unenforced")
+    review = MechanicalReviewer().review(request(
+        original_dir, tmp_path / "b", source, {**GOOD, "policy quarter_limit": ["REQ-1"]}))
+    assert review.verdict == "approve", review.model_dump()
+    assert "1 helper(s) (policy quarter_limit)" in review.proportionality.reason
+    assert "is about" in review.risk_resolution.reason
+
+
+def test_the_same_control_on_a_surface_roles_tools_is_proportionate(
+        original_dir: Path, tmp_path: Path) -> None:
+    note = 'note: text) -> text {\n  kind communicate\n'
+    guarded = note + '  require not mentions_payment_history(note) else reject "no history"\n'
+    source = with_guard().replace(note, guarded.replace("no history", "no payment records"), 1)
+    attribution = {**GOOD, "tool handoff": ["REQ-2"]}
+    review = MechanicalReviewer().review(request(original_dir, tmp_path, source, attribution))
+    assert failed(review) == ["proportionality"]
+    assert "changes tool handoff, which is neither a plan surface" in \
+        review.proportionality.reason
+    # with the role that holds both tools on the plan's surface, it is within the repair
+    wider = PLAN.model_copy(update={"may_change": [*PLAN.may_change, "role support"]})
+    review = MechanicalReviewer().review(request(original_dir, tmp_path / "b", source,
+                                                 attribution, plan=wider))
+    assert review.verdict == "approve", review.model_dump()
+
+
+def test_a_new_allow_in_the_authorization_matrix_is_an_introduced_risk(
+        original_dir: Path, tmp_path: Path) -> None:
+    matrix = "authorization default deny {\n  allow support -> customers.*\n}\n\n"
+    source = with_guard().replace("// ------------------------------------------------------"
+                                  "------------ policies", matrix + "// ---------------------"
+                                  "--------------------------------------------- policies")
+    assert matrix in source
+    review = MechanicalReviewer().review(request(original_dir, tmp_path, source,
+                                                 {**GOOD, "authorization": ["REQ-1"]}))
+    assert "introduced_risk" in failed(review)
+    assert "the authorization matrix now lets support see customers." in \
         review.introduced_risk.reason
 
 

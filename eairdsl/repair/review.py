@@ -22,15 +22,17 @@ request gives the same review, with reasons in sorted order.
   component tool, and for an edge between participants (`a->b`) the channels
   between them and the tools they are used through (with the compiled worlds:
   the tools one of them holds that delegate to the other, or that send
-  messages). Enforcement is a changed or added guard, `acl`, propagation,
-  `sends to` or parameter list on such a tool (or on a tool the plan names as
-  a surface), a changed channel on the edge, or (compiled) a guard, `acl` or
+  messages). Enforcement is a changed or added guard, `ensure`, `acl`,
+  propagation, `sends to` or parameter list on such a tool, on a tool the plan
+  names as a surface, or on a tool held by a participant the plan or the edge
+  names; a changed channel on the edge; or (compiled) a guard, `acl` or
   propagation of such a tool that a changed lever switches on or a changed
   `let` it calls tightens. A card that only *asks* a role to behave is not
-  enforcement. When the finding names a policy with a rule, a new guard must
-  read something the rule reads (the policy's ledger, its limit, …); a repair
-  that rewrites or drops that policy redefines the property instead of
-  enforcing it and fails. An `ensure POLICY` guard checks the rule itself.
+  enforcement. When the finding names a policy with a rule, a new guard must be
+  about what the rule is about: read something it reads (the policy's ledger,
+  its limit, …) or name a participant or tool it names (a routing rule is
+  about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
+  drops that policy redefines the property instead of enforcing it and fails.
 - **introduced_risk**: nothing is granted that the original did not have — no
   new participant or tool, no tool newly held by a participant, no new
   channel, no new `allow` in the authorization matrix, no raised authority, no
@@ -39,10 +41,12 @@ request gives the same review, with reasons in sorted order.
   task needs is removed: a removed participant or tool fails.
 - **proportionality**: the edit is the size and kind the plan asks for: every
   changed declaration other than helpers (`let`s, schemas, enums, and new
-  ledgers, states or levers a control keeps its bookkeeping in, e.g. from an
-  imported stdlib module) is a plan surface or one of the boundary's actions;
-  helpers are at most `helper_limit`; nothing but a helper or a channel on the
-  boundary edge is removed (never a role, a tool, a record or a policy).
+  ledgers, states, levers or policies a control keeps its bookkeeping in or
+  ensures, e.g. from an imported stdlib module) is a plan surface, one of the
+  boundary's actions, or a tool of a participant the plan or the edge names (the
+  same control on each of a role's tools); helpers are at most `helper_limit`;
+  nothing but a helper or a channel on the boundary edge is removed (never a
+  role, a tool, a record or a policy).
 
 Approve iff all four pass; a rejection lists one required change per problem.
 """
@@ -58,7 +62,8 @@ from pydantic import ValidationError
 
 from eairdsl.audit.contract import Finding, RepairPlan, Requirement
 from eairdsl.diff import Change
-from eairdsl.ir import GuardIR, ToolIR, World, channel_via
+from eairdsl.ir import GuardIR, ToolIR, World, channel_via, walk_expr
+from eairdsl.ir import Ref as RefNode
 from eairdsl.reads import INSTANCES, Ref, channel_label, expr_reads, read_graph, reads
 from eairdsl.repair.model import (
     DimensionVerdict,
@@ -78,8 +83,9 @@ _ALIASES = {"role": "participant", "actor": "participant", "simulator": "partici
             "table": "record", "ledger": "record", "delegation": "channel"}
 #: kinds that only support a control: always proportionate, never a surface
 _HELPER_KINDS = frozenset({"let", "schema", "enum"})
-#: kinds a control may *add* to keep its bookkeeping (a ledger of checks, a flag, a switch)
-_HELPER_ADDED = frozenset({"record", "state", "lever"})
+#: kinds a control may *add*: its bookkeeping (a ledger of checks, a flag, a switch) or the
+#: rule it ensures (a new policy grants nothing)
+_HELPER_ADDED = frozenset({"record", "state", "lever", "policy"})
 #: paths of a tool's declaration that enforce something at its call
 _ENFORCING = ("guards", "acl", "acl_when", "propagates", "propagates_when", "sends_to",
               "params")
@@ -233,6 +239,7 @@ class _Context:
             self.attribution.setdefault(parse_entry(key), []).extend(ids)
         self.edge_tools, self.edge_parties = boundary_parties(finding.boundary.edge)
         self.actions = self._actions()
+        self.reach = self._reach()
         #: filled in by the dimensions, read by the summaries
         self.enforcing: list[str] = []
         self.property_note: str | None = None
@@ -260,6 +267,20 @@ class _Context:
         if self.worlds is not None:
             for world in (self.worlds.old, self.worlds.new):
                 out |= _edge_actions(world, self.edge_parties)
+        return out
+
+    def _reach(self) -> set[tuple[str, str]]:
+        """Tools held by a participant the plan names as a surface or the edge names: the
+        same control on each of a role's tools is a change of that role's actions."""
+        if self.worlds is None:
+            return set()
+        parties = {n for k, n in self.surfaces if k in ("participant", "*")}
+        parties |= set(self.edge_parties)
+        out: set[tuple[str, str]] = set()
+        for world in (self.worlds.old, self.worlds.new):
+            for party in world.parties:
+                if party.name in parties:
+                    out |= {("tool", t.name) for t in party.tools}
         return out
 
     def is_surface(self, ref: tuple[str, str]) -> bool:
@@ -324,7 +345,7 @@ class _Context:
                          "of enforced",
                          f"leave policy {policy}'s rule and text as they are and enforce it at "
                          "the boundary's action")
-        where = sorted(self.actions | {r for r in self.surfaces if r[0] == "tool"})
+        where = sorted(self.actions | self.reach | {r for r in self.surfaces if r[0] == "tool"})
         found: list[str] = []
         for ref in where:
             change = self.changes.get(ref)
@@ -352,7 +373,9 @@ class _Context:
 
     def _property(self) -> str:
         prop = self.finding.property
-        return f"policy {prop.policy}" if prop.policy else (prop.text or "the property")
+        if prop.policy:
+            return f"policy {prop.policy}"
+        return f"the property ({prop.text})" if prop.text else "the property"
 
     def _switched_on(self, where: list[tuple[str, str]]) -> list[str]:
         """Controls of the boundary's tools that a changed lever or `let` now changes."""
@@ -378,7 +401,8 @@ class _Context:
         return list(dict.fromkeys(out))
 
     def _reads_property(self, dim: _Dim, policy: str) -> None:
-        """A new guard must read something the policy's rule reads."""
+        """A new guard must be about what the policy's rule is about: read something it
+        reads, or name a participant or tool it names (a routing rule is about who)."""
         assert self.worlds is not None
         old, new = self.worlds.old, self.worlds.new
         rule = next((p for p in new.policies if p.name == policy), None)
@@ -386,9 +410,9 @@ class _Context:
             return
         graph = read_graph(new)
         wanted = set(reads(new, ("policy", policy), graph=graph)) - {INSTANCES}
-        wanted = {r for r in wanted if r[0] != "document"}
+        wanted = {r for r in wanted if r[0] != "document"} | _identities(rule.rule, new)
         fresh: list[tuple[str, GuardIR]] = []
-        for kind, name in sorted(self.actions | self.surfaces):
+        for kind, name in sorted(self.actions | self.surfaces | self.reach):
             if kind != "tool":
                 continue
             before, after = _tool(old, name), _tool(new, name)
@@ -404,14 +428,17 @@ class _Context:
             if getattr(guard, "policy", None) == policy:  # `ensure POLICY`: its own rule
                 self.property_note = f"tool {name} ensures policy {policy}'s rule"
                 return
-            seen = set(_through_lets(set(expr_reads(guard.condition)), graph))
+            seen = set(_through_lets(set(expr_reads(guard.condition)), graph)) \
+                | _identities(guard.condition, new)
             if seen & wanted:
-                self.property_note = (f"the new guard on tool {name} reads "
-                                 f"{', '.join(sorted(_label(r) for r in seen & wanted))}, "
-                                 f"as policy {policy}'s rule does")
+                shared = ", ".join(_label(r) for r in sorted(seen & wanted)[:6])
+                self.property_note = (f"the new guard on tool {name} is about {shared}, "
+                                      f"as policy {policy}'s rule is")
                 return
-        names = ", ".join(sorted(_label(r) for r in wanted)) or "nothing"
-        dim.fail(f"the new guard(s) read nothing policy {policy}'s rule reads ({names})",
+        shown = sorted(wanted)
+        names = ", ".join(_label(r) for r in shown[:8]) + (" …" if len(shown) > 8 else "")
+        dim.fail(f"the new guard(s) decide on nothing policy {policy}'s rule is about "
+                 f"({names or 'nothing'})",
                  f"make the guard decide on what policy {policy} is about ({names})")
 
     def resolution_summary(self) -> str:
@@ -525,7 +552,7 @@ class _Context:
                 continue
             if helper:
                 helpers.append(_label(ref))
-            elif self.is_surface(ref) or ref in self.actions:
+            elif self.is_surface(ref) or ref in self.actions or ref in self.reach:
                 controls.append(_label(ref))
             else:
                 dim.fail(f"changes {_label(ref)}, which is neither a plan surface nor the "
@@ -597,6 +624,15 @@ def _controls(tool: ToolIR) -> list[tuple[str, Any]]:
     for what in ("acl", "acl_when", "propagates", "propagates_when"):
         if getattr(tool, what) is not None:
             out.append((what.split("_")[0], getattr(tool, what)))
+    return out
+
+
+def _identities(expr: Any, world: World) -> set[Ref]:
+    """The participants and tools an expression names (through the `let`s it calls)."""
+    out: set[Ref] = set()
+    for node in walk_expr(expr, world.lets):
+        if isinstance(node, RefNode) and node.kind in ("party", "tool") and node.name:
+            out.add(("participant" if node.kind == "party" else "tool", node.name))
     return out
 
 
