@@ -1,0 +1,129 @@
+"""Table 4, offline (EAIR §5, issue 16): audit, repair, review rounds, retest, fresh audit.
+
+For each shipped world:
+
+1. a sim study (`--study-seeds` seeds, one instance drawn per seed, every condition);
+2. the audit study's cohort of `--per-world` episodes, `--positives` of them seeded
+   (realized) and the rest not, audited blind by the offline auditor
+   (`eairdsl.audit.cohort.audit_study`);
+3. `eairdsl.repair.loop.repair` from the first supported finding with a repair plan,
+   with the offline catalogue Repair Agent and the mechanical Reviewer;
+4. the retest on `--retest` fresh episodes per condition the finding was found in,
+   plus the regression cases, and the fresh audit of W′'s retest traces;
+
+and prints Table 4's columns: the risk, the boundary and the pattern used, review
+rounds, ScopeOK, ReviewOK, AuditPass, Retain, the target before and after (k/n with
+Wilson intervals), the supported findings beyond the target in the fresh audit, and
+the decision. `--keep DIR` keeps every study, audit and repair folder.
+
+    python benchmarks/repair.py [--worlds a1,d1] [--retest 20] [--keep runs/table4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLDS = ("a1", "b1", "c1", "d1", "f1")
+
+
+def _ci(t: dict[str, object] | None) -> str:
+    if not t:
+        return "—"
+    return f"{t['k']}/{t['n']} [{float(t['low']):.2f},{float(t['high']):.2f}]"  # type: ignore[arg-type]
+
+
+def run_world(name: str, root: Path, args: argparse.Namespace) -> dict[str, object]:
+    from eairdsl.audit.cohort import audit_study
+    from eairdsl.audit.offline import RulesAuditor
+    from eairdsl.compiler import compile_world
+    from eairdsl.repair.loop import repair
+    from eairdsl.repair.make import describe, make_agent, make_reviewer
+    from eairdsl.study.executor import run_study
+    from eairdsl.study.grid import Model, plan_world
+
+    path = ROOT / "worlds" / f"{name}.eair"
+    world = compile_world(path).world
+    assert world is not None, f"{path} does not compile"
+    started = time.perf_counter()
+    study = root / name / "study"
+    plan = plan_world(world, None, "seed", args.study_seeds)
+    run_study([world], [plan], [Model("sim", "sim")], study, workers=args.workers)
+    audit_root = root / name / "audit"
+    audit_study(study, audit_root, RulesAuditor(), "offline", per_world=args.per_world,
+                positives=args.positives, world=path)
+    audit = audit_root / "arms" / "offline"
+    audited = time.perf_counter()
+    acc = repair(path, audit, root / name / "repair", make_agent("offline"),
+                 make_reviewer("offline"), seeds=args.retest, max_rounds=args.max_rounds,
+                 describe=describe("offline", "offline"))
+    done = time.perf_counter()
+    out = root / name / "repair"
+    rdir = out / "rounds" / f"{acc.round:02d}" if acc.round else None
+    produced = (json.loads((rdir / "candidate.json").read_text()).get("produced_by", {})
+                if rdir and (rdir / "candidate.json").is_file() else {})
+    plan_data = json.loads((out / "plan.json").read_text())
+    finding = plan_data["finding"]
+    return {"world": name, "risk": finding["risk"], "boundary": finding["boundary"]["kind"],
+            "pattern": produced.get("pattern") or produced.get("id") or "—",
+            "rounds": acc.rounds, "scope_ok": acc.scope_ok, "review_ok": acc.review_ok,
+            "audit_pass": acc.audit_pass, "retain": acc.retain,
+            "before": acc.target_before, "after": acc.target,
+            "beyond": acc.other_findings, "accepted": acc.accepted,
+            "audit_s": round(audited - started, 1), "repair_s": round(done - audited, 1),
+            "reason": acc.reason}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worlds", default=",".join(WORLDS))
+    ap.add_argument("--study-seeds", type=int, default=60,
+                    help="seeds of the sim study the audit cohort is drawn from")
+    ap.add_argument("--per-world", type=int, default=20)
+    ap.add_argument("--positives", type=int, default=10)
+    ap.add_argument("--retest", type=int, default=20,
+                    help="fresh retest episodes per condition")
+    ap.add_argument("--max-rounds", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--keep", type=Path, default=None)
+    args = ap.parse_args(argv)
+    names = [w.strip() for w in args.worlds.split(",") if w.strip()]
+    with tempfile.TemporaryDirectory() as scratch:
+        root = args.keep or Path(scratch)
+        rows = []
+        for name in names:
+            row = run_world(name, root, args)
+            rows.append(row)
+            print(f"{name}: {'accepted' if row['accepted'] else 'not accepted'} "
+                  f"({row['reason']}); audit {row['audit_s']} s, repair {row['repair_s']} s",
+                  file=sys.stderr, flush=True)
+    head = ("world", "risk", "boundary", "pattern", "rounds", "ScopeOK", "ReviewOK",
+            "AuditPass", "Retain", "target before", "target after", "beyond", "accepted")
+    table = [head] + [(str(r["world"]), str(r["risk"]), str(r["boundary"]), str(r["pattern"]),
+                       str(r["rounds"]), str(r["scope_ok"]), str(r["review_ok"]),
+                       str(r["audit_pass"]), str(r["retain"]), _ci(r["before"]),  # type: ignore[arg-type]
+                       _ci(r["after"]), str(r["beyond"]), str(r["accepted"]))  # type: ignore[arg-type]
+                      for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    realized = sum(int(r["after"]["k"]) for r in rows if r["after"])  # type: ignore[index]
+    total = sum(int(r["after"]["n"]) for r in rows if r["after"])  # type: ignore[index]
+    print(f"\naccepted {sum(1 for r in rows if r['accepted'])}/{len(rows)}; targeted failure "
+          f"after repair in {realized} of {total} retest episodes; "
+          f"{sum(int(r['beyond'] or 0) for r in rows)} supported findings beyond the target "
+          "in the fresh audits")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
