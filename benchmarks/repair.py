@@ -113,14 +113,15 @@ def main(argv: list[str] | None = None) -> int:
                        str(r["audit_pass"]), str(r["retain"]), _ci(r["before"]),  # type: ignore[arg-type]
                        _ci(r["after"]), str(r["beyond"]), str(r["accepted"]))  # type: ignore[arg-type]
                       for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-    realized = sum(int(r["after"]["k"]) for r in rows if r["after"])  # type: ignore[index]
-    total = sum(int(r["after"]["n"]) for r in rows if r["after"])  # type: ignore[index]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    for line in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
+    afters = [r["after"] for r in rows if isinstance(r["after"], dict)]
+    realized = sum(int(a["k"]) for a in afters)
+    total = sum(int(a["n"]) for a in afters)
     print(f"\naccepted {sum(1 for r in rows if r['accepted'])}/{len(rows)}; targeted failure "
           f"after repair in {realized} of {total} retest episodes; "
-          f"{sum(int(r['beyond'] or 0) for r in rows)} supported findings beyond the target "
+          f"{sum(int(str(r['beyond'] or 0)) for r in rows)} supported findings beyond the target "
           "in the fresh audits")
     return 0
 
