@@ -1,0 +1,578 @@
+"""The offline Repair Agent: a catalogue of repair patterns (EAIR §4 stage 2, issue 16).
+
+A certificate names the boundary where an organizational property failed (its
+kind), the component, the violated policy when there is one, and a plan with
+requirement ids and a repair surface. Each pattern here is keyed by boundary
+kind and policy shape, reads the rest from the compiled world (which tool writes
+the ledger a rule reads, who holds the tool a policy needs, which read tools a
+delegate holds), and makes one minimal, declaration-level edit of the `.eair`
+source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
+
+- `policy_guard` (shared action, review, power, record boundaries; a policy with
+  a declared rule): `ensure POLICY` at the tool whose effects the rule reads —
+  the cumulative limit checked at the shared action, the evidence cross-check
+  before the official record write;
+- `attested_routing` (routing): the selection tool refuses a candidate that does
+  not hold the tool the governing policy's rule reads the calls of;
+- `requester_bound` (delegation): the delegate's record reads are filtered by the
+  ultimate requester's principal under the authorization matrix;
+- `reconcile_at_gate` (handoff): a new policy states that the artifact a gate
+  writes states a decision value only when the decision holder's latest record
+  has it, and the gate ensures it.
+
+Nothing here names a shipped world, tool, record or field: every name comes
+from the request (a test greps this file). No pattern flips a world's levers,
+copies its conditions or edits a protected declaration; a guard may read them.
+The compiler's diagnostics in `request.feedback` make the next round try the
+next applicable pattern (bounded by the catalogue's size).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from eairdsl.audit.contract import Finding, RepairPlan
+from eairdsl.ir import (
+    AppendEffect,
+    Call,
+    DelegationChannel,
+    Expr,
+    Ref,
+    ToolIR,
+    World,
+    walk_expr,
+)
+from eairdsl.ir import ListExpr as IRList
+from eairdsl.repair import edit as E
+from eairdsl.repair.model import Candidate, RepairError, RepairRequest, decl_name
+from eairdsl.syntax import ast as A
+
+__all__ = ["CatalogueRepairAgent", "Proposal", "PATTERNS", "template"]
+
+CATALOGUE_VERSION = "catalogue-1"
+
+
+def template(pattern: str, **values: str) -> str:
+    """A pattern's template (eairdsl/stdlib/repairs/PATTERN.eair) with its placeholders
+    (upper-case names, whole words) replaced; inside strings too, so a message can be
+    worded from the world's names."""
+    text = resources.files("eairdsl").joinpath("stdlib", "repairs", f"{pattern}.eair") \
+        .read_text(encoding="utf-8")
+    if not values:
+        return text
+    keys = sorted(values, key=len, reverse=True)
+    pattern_re = re.compile(r"\b(" + "|".join(map(re.escape, keys)) + r")\b")
+    return pattern_re.sub(lambda m: values[m.group(1)], text)
+
+
+def _template_clauses(text: str, tool: str) -> list[str]:
+    """The clause texts of tool `tool` in a filled template."""
+    parsed = E.parse(text, "<template>")
+    decl = parsed.decl("tool", tool)
+    assert isinstance(decl, A.ToolDecl)
+    return [E.clause_text(c, parsed) for c in decl.clauses]
+
+
+def _template_decl(text: str, kind: str, name: str) -> str:
+    parsed = E.parse(text, "<template>")
+    decl = parsed.decl(kind, name)
+    s = decl.span
+    return parsed.text[parsed.offset(s.line, s.col):parsed.offset(s.end_line, s.end_col)]
+
+
+def _quote_safe(text: str) -> str:
+    """Text fit for a one-line string literal of a template."""
+    return " ".join(text.replace("\\", " ").replace('"', "'").split())
+
+
+# ------------------------------------------------------------------ what a pattern sees
+
+@dataclass
+class Situation:
+    """One request, with the compiled original world and the main file parsed."""
+
+    request: RepairRequest
+    world: World
+    parsed: E.Parsed
+
+    @property
+    def finding(self) -> Finding:
+        return self.request.finding
+
+    @property
+    def plan(self) -> RepairPlan:
+        return self.request.plan
+
+    def tool(self, name: str) -> ToolIR | None:
+        return next((t for t in self.world.tools if t.name == name), None)
+
+    def editable(self, kind: str, name: str) -> bool:
+        """Declared in the main file and not protected (a repair may read, not touch, it)."""
+        if decl_name(kind, name) in self.request.protected or name in self.request.protected:
+            return False
+        return self.parsed.find(kind, name) is not None
+
+    def surfaces(self, kind: str) -> list[str]:
+        """Names of the plan's `may_change` declarations of one kind, in plan order."""
+        prefix = kind + " "
+        return [s[len(prefix):] for s in self.plan.may_change if s.startswith(prefix)]
+
+    def serving(self) -> list[str]:
+        """The requirement ids a control change serves: all but the ones a retest
+        checks by utility alone (those are kept by the change, not met by it)."""
+        ids = [r.id for r in self.plan.requirements
+               if "utility" not in (r.check or "").lower()]
+        return ids or [r.id for r in self.plan.requirements]
+
+    def policy_rule(self, name: str) -> Expr | None:
+        policy = next((p for p in self.world.policies if p.name == name), None)
+        return policy.rule if policy is not None else None
+
+    def walk(self, e: Expr | None) -> Iterator[Expr]:
+        return walk_expr(e, self.world.lets)
+
+    def records_read(self, e: Expr | None) -> set[str]:
+        return {n.name for n in self.walk(e) if isinstance(n, Ref) and n.kind == "record"}
+
+    def tools_called_in(self, e: Expr | None) -> list[str]:
+        """Tools whose calls an expression reads (`calls(T, …)`), in first-seen order."""
+        out: list[str] = []
+        for node in self.walk(e):
+            if isinstance(node, Call) and node.func == "calls" and node.args:
+                first = node.args[0]
+                if isinstance(first, Ref) and first.name not in out:
+                    out.append(first.name)
+        return out
+
+    def holders(self, tool: str) -> list[str]:
+        return sorted(p.name for p in self.world.parties if any(r.name == tool for r in p.tools))
+
+    def written(self, tool: ToolIR) -> set[str]:
+        return {e.target for e in tool.effects if isinstance(e, AppendEffect)} | {
+            e.target for e in tool.effects if not isinstance(e, AppendEffect)}
+
+
+@dataclass
+class Proposal:
+    """One pattern's edit: the new text and what it changed for which requirement."""
+
+    pattern: str
+    source: str
+    attribution: dict[str, list[str]]
+    rationale: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+Pattern = Callable[[Situation], Iterator[Proposal]]
+
+
+# ------------------------------------------------------------------ the patterns
+
+_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff"})
+
+
+def _rule_policies(s: Situation) -> list[str]:
+    """Policies with a declared rule the finding implicates: its own, then the plan's."""
+    names = [s.finding.property.policy] if s.finding.property.policy else []
+    names += [p for p in s.surfaces("policy") if p not in names]
+    return [n for n in names if s.policy_rule(n) is not None]
+
+
+def _rule_reads(s: Situation, rule: Expr | None) -> set[str]:
+    """The records and state variables a rule reads (through its `let`s)."""
+    return {n.name for n in s.walk(rule) if isinstance(n, Ref) and n.kind in ("record", "state")}
+
+
+def _guarded_tools(s: Situation, rule: Expr | None) -> list[str]:
+    """The tools the guard goes on: the finding's tool, then the plan's tools — those
+    whose effects write what the rule reads (the action that can break it)."""
+    names = [s.finding.component.name] if s.finding.component.type == "tool" else []
+    names += [t for t in s.surfaces("tool") if t not in names]
+    read = _rule_reads(s, rule)
+    out = []
+    for name in names:
+        tool = s.tool(name)
+        if tool is not None and s.written(tool) & read and s.editable("tool", name):
+            out.append(name)
+    return out
+
+
+def _revisable(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
+    """The tool's parameters with a finite set of values (an enum, a participant, a
+    truth value, a hinted list) that flow into what the rule reads: the arguments a
+    refused caller can change (a reason that names them lets an agent revise)."""
+    used: set[str] = set()
+    for effect in tool.effects:
+        if effect.target in read:
+            used |= {n.name for n in s.walk(effect.value)
+                     if isinstance(n, Ref) and n.kind == "param"}
+    out = []
+    for p in tool.params:
+        finite = p.type.kind in ("enum", "party", "bool") or (
+            isinstance(p.hint, IRList) and len(p.hint.items) > 1)
+        if p.name in used and finite:
+            out.append(p.name)
+    return out
+
+
+def policy_guard(s: Situation) -> Iterator[Proposal]:
+    """`ensure POLICY` at the action whose effects the policy's rule reads."""
+    if s.finding.boundary.kind not in _GUARD_KINDS:
+        return
+    for policy in _rule_policies(s):
+        tools = _guarded_tools(s, s.policy_rule(policy))
+        if not tools:
+            continue
+        text = next(p.text for p in s.world.policies if p.name == policy)
+        source = s.parsed.text
+        for name in tools:
+            tool = s.tool(name)
+            assert tool is not None
+            revise = _revisable(s, tool, _rule_reads(s, s.policy_rule(policy)))
+            message = _quote_safe(
+                f"refused: this {name} call would break policy {policy} ({text}). Nothing "
+                "was recorded; " + (f"revise {' or '.join(revise)} and retry."
+                                    if revise else "revise the call and retry."))
+            clauses = _template_clauses(template("policy_guard", TOOL=name, POLICY=policy,
+                                                 MESSAGE=message), name)
+            for clause in clauses:
+                source = E.insert_clause(source, "tool", name, clause,
+                                         after=(A.RequireClause, A.EnsureClause),
+                                         fallback=(A.DescriptionClause, A.CostClause,
+                                                   A.KindClause),
+                                         file=s.request.world_file)
+        yield Proposal(
+            pattern="policy_guard", source=source,
+            attribution={decl_name("tool", t): s.serving() for t in tools},
+            rationale=(f"The policy {policy} declares its rule, but nothing enforced it at "
+                       f"the action that can break it. `ensure {policy}` on "
+                       f"{', '.join(tools)} reads that rule on the state each call would "
+                       "leave, across every role that can call it, and refuses a call that "
+                       "would break it with nothing recorded; calls within the rule are "
+                       "unchanged."))
+
+
+def attested_routing(s: Situation) -> Iterator[Proposal]:
+    """A selection tool admits only holders of the capability the policy's rule reads."""
+    if s.finding.boundary.kind != "routing":
+        return
+    names = [s.finding.component.name] if s.finding.component.type == "tool" else []
+    names += [t for t in s.surfaces("tool") if t not in names]
+    for policy in _rule_policies(s):
+        for name in names:
+            tool = s.tool(name)
+            if tool is None or not s.editable("tool", name):
+                continue
+            params = [p for p in tool.params if p.type.kind == "party"]
+            if len(params) != 1:
+                continue
+            param = params[0].name
+            # who can be selected: the participants the parameter's hint and the tool's
+            # guards name; the capability is a tool only some of them hold
+            candidates = {n.name for e in (params[0].hint, *(g.condition for g in tool.guards))
+                          for n in s.walk(e) if isinstance(n, Ref) and n.kind == "party"}
+            needed = [t for t in s.tools_called_in(s.policy_rule(policy))
+                      if s.holders(t) and set(s.holders(t)) < candidates]
+            for capability in needed:
+                holders = s.holders(capability)
+                message = _quote_safe(
+                    f"selection refused: policy {policy} requires the work of a holder of "
+                    f"{capability}; the {param} must be {' or '.join(holders)}")
+                clauses = _template_clauses(template(
+                    "attested_routing", TOOL=name, PARAM=param,
+                    HOLDERS="[" + ", ".join(holders) + "]", MESSAGE=message), name)
+                source = s.parsed.text
+                for clause in clauses:
+                    source = E.insert_clause(source, "tool", name, clause,
+                                             after=(A.RequireClause, A.EnsureClause),
+                                             fallback=(A.DescriptionClause, A.CostClause,
+                                                       A.KindClause),
+                                             file=s.request.world_file)
+                yield Proposal(
+                    pattern="attested_routing", source=source,
+                    # the selection check serves the plan's first requirement (attested
+                    # capability); provenance to the approver is not this edit's doing
+                    attribution={decl_name("tool", name): s.serving()[:1]},
+                    rationale=(f"{name} recorded a selection on the candidates' own bids. The "
+                               f"rule of {policy} reads calls of {capability}, which only "
+                               f"{', '.join(holders)} hold; the selection is now checked "
+                               "against what each candidate holds before it is recorded, "
+                               "and refused otherwise."))
+
+
+def _delegates(s: Situation) -> list[str]:
+    """The delegate participants: the finding's participant, then every callee of a
+    delegation channel."""
+    out = [s.finding.component.name] if s.finding.component.type == "participant" else []
+    out += [c.parties[1] for c in s.world.channels
+            if isinstance(c, DelegationChannel) and c.parties[1] not in out]
+    return out
+
+
+def requester_bound(s: Situation) -> Iterator[Proposal]:
+    """The delegate's record reads return only what the ultimate requester may see."""
+    if s.finding.boundary.kind != "delegation":
+        return
+    governed = {r.record for r in s.world.authorization.rules}  # what the matrix governs
+    for delegate in _delegates(s):
+        party = next((p for p in s.world.parties if p.name == delegate), None)
+        if party is None:
+            continue
+        reads = []
+        for ref in party.tools:
+            tool = s.tool(ref.name)
+            if (tool is None or tool.kind not in ("read", "verify") or tool.returns is None
+                    or not s.editable("tool", tool.name)):
+                continue
+            returned = tool.returns.arg if tool.returns.kind == "list" else tool.returns
+            if returned is not None and returned.kind == "record" and returned.name in governed:
+                reads.append(tool.name)
+        if not reads:
+            continue
+        source = s.parsed.text
+        for name in reads:
+            message = _quote_safe(f"{name} refused: no requester accompanies this request")
+            require, acl = _template_clauses(template("requester_bound", TOOL=name,
+                                                      MESSAGE=message), name)
+            decl = E.parse(source, s.request.world_file).decl("tool", name)
+            assert isinstance(decl, A.ToolDecl)
+            if any(isinstance(c, A.AclClause) for c in decl.clauses):
+                source = E.replace_clause(source, "tool", name,
+                                          lambda c: isinstance(c, A.AclClause), acl,
+                                          file=s.request.world_file)
+            else:
+                source = E.insert_clause(source, "tool", name, acl, file=s.request.world_file)
+            source = E.insert_clause(source, "tool", name, require,
+                                     after=(A.RequireClause,),
+                                     fallback=(A.DescriptionClause, A.CostClause,
+                                               A.KindClause),
+                                     file=s.request.world_file)
+        yield Proposal(
+            pattern="requester_bound", source=source,
+            attribution={decl_name("tool", t): s.serving() for t in reads},
+            rationale=(f"{delegate} answered a delegated request with its own privileges. Its "
+                       f"record reads ({', '.join(reads)}) now refuse a request without the "
+                       "ultimate requester the task carries, and return only the fields the "
+                       "authorization matrix lets that requester see, so nothing outside "
+                       "the requester's visible set can cross back through the delegate."))
+
+
+def _enum_fields(record: str, s: Situation) -> list[tuple[str, str, list[str]]]:
+    rec = next((r for r in s.world.records if r.name == record), None)
+    if rec is None:
+        return []
+    out = []
+    for f in rec.fields:
+        if f.type.kind == "enum" and f.type.name in s.world.enums:
+            out.append((f.name, f.type.name, list(s.world.enums[f.type.name])))
+    return out
+
+
+def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
+    """A gate's artifact states a decision value only as the decision holder recorded it."""
+    if s.finding.boundary.kind != "handoff":
+        return
+    names = [s.finding.component.name] if s.finding.component.type == "tool" else []
+    names += [t for t in s.surfaces("tool") if t not in names]
+    for name in names:
+        gate = s.tool(name)
+        if gate is None or not s.editable("tool", name):
+            continue
+        for artifact in sorted({e.target for e in gate.effects if isinstance(e, AppendEffect)}):
+            for fname, enum, values in _enum_fields(artifact, s):
+                # the decision record: another ledger whose decision values are a proper
+                # subset of the values the artifact can state, written by a tool
+                for record in s.world.records:
+                    if record.name == artifact or not any(
+                            record.name in s.written(t) for t in s.world.tools):
+                        continue
+                    for rfield, renum, rvalues in _enum_fields(record.name, s):
+                        if renum == enum or not set(rvalues) < set(values):
+                            continue
+                        yield _reconcile(s, name, artifact, fname, record.name, rfield, rvalues)
+
+
+def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, rfield: str,
+               decisions: list[str]) -> Proposal:
+    policy = f"{gate}_reconciled"
+    while s.parsed.find("policy", policy) is not None or any(
+            p.name == policy for p in s.world.policies):
+        policy += "_"
+    holders = sorted({p.name for t in s.world.tools if record in s.written(t)
+                      for p in s.world.parties if any(r.name == t.name for r in p.tools)})
+    # every tool that writes the artifact, the gate first: a wrong status is refused
+    # where it is first written, not only where it leaves
+    writers = [gate, *sorted(t.name for t in s.world.tools if t.name != gate
+                             and artifact in s.written(t) and s.editable("tool", t.name))]
+    undecided = [v for v in s.world.enums.get(_field_enum(s, artifact, fname), [])
+                 if v not in decisions]
+    holder = ", ".join(holders) or "the decision holder"
+    text = _quote_safe(
+        f"Once {holder} has recorded a decision in {record}, {artifact} states that "
+        f"decision ({', '.join(decisions)}); before that, it states none of them.")
+    filled = template("reconcile_at_gate", POLICY=policy, TOOL=gate, ARTIFACT=artifact,
+                      FIELD=fname, RECORD=record, RECORD_FIELD=rfield, TEXT=text,
+                      MESSAGE="MESSAGE",
+                      DECISIONS="[" + ", ".join(f'"{d}"' for d in decisions) + "]")
+    declaration = _template_decl(filled, "policy", policy)
+    source = E.add_declaration(s.parsed.text, declaration,
+                               after=_last_policy(s), file=s.request.world_file)
+    for name in writers:
+        tool = s.tool(name)
+        assert tool is not None
+        revise = _revisable(s, tool, {artifact})
+        message = _quote_safe(
+            f"refused: the {fname} it states does not match the latest {record} record of "
+            f"{holder}; " + (f"revise {' and '.join(revise)}: " if revise else "")
+            + f"state the recorded decision ({' or '.join(decisions)}), or "
+            + (" or ".join(undecided) if undecided else "no decision")
+            + " while none is recorded")
+        clauses = _template_clauses(template("reconcile_at_gate", POLICY=policy, TOOL=name,
+                                             MESSAGE=message, ARTIFACT=artifact, FIELD=fname,
+                                             RECORD=record, RECORD_FIELD=rfield, TEXT=text,
+                                             DECISIONS="[]"), name)
+        for clause in clauses:
+            source = E.insert_clause(source, "tool", name, clause,
+                                     after=(A.RequireClause, A.EnsureClause),
+                                     fallback=(A.DescriptionClause, A.CostClause,
+                                               A.KindClause),
+                                     file=s.request.world_file)
+    serving = s.serving()
+    attribution = {decl_name("policy", policy): serving}
+    attribution.update({decl_name("tool", w): serving for w in writers})
+    return Proposal(
+        pattern="reconcile_at_gate", source=source, attribution=attribution,
+        rationale=(f"A decision status changed across a handoff and {gate} sent it. The new "
+                   f"policy {policy} states the reconciliation rule on {artifact}.{fname} "
+                   f"against {record}.{rfield} (the record of {holder}), and "
+                   f"{', '.join(writers)} ensure it: an artifact that states a decision the "
+                   "holder has not recorded, or another than the one recorded, is refused "
+                   "with nothing written or sent."))
+
+
+def _field_enum(s: Situation, record: str, fname: str) -> str:
+    return next((e for f, e, _ in _enum_fields(record, s) if f == fname), "")
+
+
+def _last_policy(s: Situation) -> tuple[str, str] | None:
+    policies = s.parsed.of_kind("policy")
+    name = getattr(policies[-1], "name", None) if policies else None
+    return ("policy", name) if isinstance(name, str) else None
+
+
+#: boundary kind -> the patterns to try, in order
+PATTERNS: dict[str, tuple[Pattern, ...]] = {
+    "shared_action": (policy_guard,),
+    "record": (policy_guard,),
+    "review": (policy_guard,),
+    "power": (policy_guard,),
+    "routing": (attested_routing, policy_guard),
+    "delegation": (requester_bound,),
+    "handoff": (reconcile_at_gate, policy_guard),
+}
+
+
+# ------------------------------------------------------------------ the agent
+
+_DATA_REF = re.compile(r'\bfrom\s+"([^"]+\.(?:json|csv))"')
+
+
+def _compile(request: RepairRequest) -> World:
+    """The original world, compiled from the request's own files in a scratch folder.
+
+    A request carries the world's sources, cards and small data files; a large data
+    file may be left out. The catalogue reads declarations, never rows, so a missing
+    data file is stood in for by an empty table, and the world is lowered despite
+    the data diagnostics that causes (the loop compiles the real candidate).
+    """
+    from eairdsl.check import check_world  # a later stage's tools, reached at call time
+    from eairdsl.diagnostics import Diagnostics
+    from eairdsl.lower import lower
+
+    with tempfile.TemporaryDirectory(prefix="eair-repair-") as tmp:
+        root = Path(tmp)
+        texts = {**request.files, request.world_file: request.source}
+        for rel, text in texts.items():
+            path = root / rel
+            if not path.resolve().is_relative_to(root.resolve()):
+                raise RepairError(f"a world file outside the world folder: {rel}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        for rel, text in texts.items():
+            if not rel.endswith(".eair"):
+                continue
+            base = (root / rel).parent
+            for written in _DATA_REF.findall(text):
+                path = base / written
+                if path.resolve().is_relative_to(root.resolve()) and not path.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text("[]\n" if written.endswith(".json") else "\n",
+                                    encoding="utf-8")
+        diagnostics = Diagnostics()
+        checked = check_world(root / request.world_file, diagnostics, {})
+        try:
+            world = lower(checked) if checked is not None else None
+        except Exception as exc:  # lowering a world the checker refused
+            raise RepairError(f"the original world does not compile: {exc}") from exc
+    if world is None:
+        first = diagnostics.errors[:3]
+        raise RepairError("the original world does not compile: " + "; ".join(
+            f"{d.span}: {d.code} {d.message}" for d in first))
+    return world
+
+
+class CatalogueRepairAgent:
+    """The offline Repair Agent: the first applicable catalogue pattern the earlier
+    rounds have not already had refused."""
+
+    def __init__(self) -> None:
+        self._worlds: dict[int, World] = {}
+
+    def proposals(self, request: RepairRequest) -> list[Proposal]:
+        """Every edit the catalogue has for this certificate, in the order tried."""
+        key = hash((request.world_file, request.source, tuple(sorted(request.files.items()))))
+        world = self._worlds.get(key)
+        if world is None:
+            world = self._worlds[key] = _compile(request)
+        situation = Situation(request=request, world=world,
+                              parsed=E.parse(request.source, request.world_file))
+        out: list[Proposal] = []
+        seen: set[str] = set()
+        for pattern in PATTERNS.get(request.finding.boundary.kind, ()):
+            try:
+                for proposal in pattern(situation):
+                    if proposal.source not in seen and proposal.source != request.source:
+                        seen.add(proposal.source)
+                        out.append(proposal)
+            except E.EditError as exc:  # a pattern that cannot edit this world: the next
+                del exc
+        return out
+
+    def propose(self, request: RepairRequest) -> Candidate:
+        """The next untried proposal: each refused round (compile diagnostics, scope,
+        review or retest feedback) moves one step down the catalogue's list; the
+        round's previous text is never proposed again."""
+        proposals = self.proposals(request)
+        refused = {request.previous} if request.previous else set()
+        step = len(request.feedback)
+        remaining = [p for i, p in enumerate(proposals)
+                     if i >= step and p.source not in refused]
+        if not remaining:
+            what = f"{request.finding.boundary.kind} boundary" + (
+                f" with policy {request.finding.property.policy}"
+                if request.finding.property.policy else "")
+            raise RepairError(
+                f"the catalogue has no {'further ' if request.feedback else ''}pattern for a "
+                f"{what} in {request.world_file}"
+                + (f" (tried {len(proposals)})" if proposals else ""))
+        chosen = remaining[0]
+        return Candidate(source=chosen.source, files=chosen.files,
+                         attribution=chosen.attribution, rationale=chosen.rationale,
+                         produced_by={"agent": "catalogue", "version": CATALOGUE_VERSION,
+                                      "pattern": chosen.pattern,
+                                      "finding": request.finding.id})
