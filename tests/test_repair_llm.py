@@ -364,3 +364,55 @@ def test_marks() -> None:
                       f"{READ_ONLY_MARK}\nmeasure {{\n}}\nchannel a -> b\n")
     assert strip_marks(marked) == source
     assert strip_marks("  " + READ_ONLY_MARK + "  \nrole a\n") == "role a\n"
+
+
+# ---------------------------------------------------------------- through the loop
+
+def test_the_llm_agent_and_reviewer_through_the_repair_loop(provider: Scripted,
+                                                            tmp_path: Path) -> None:
+    """`eairc repair --agent llm --reviewer llm` in miniature: the agent's syntax error comes
+    back located from the loop's guarded apply, the reviewer's required change comes back
+    as the next round's feedback, and the third candidate is approved and accepted."""
+    from repair_helpers import audited_a1
+
+    from eairdsl.repair.loop import repair
+
+    audit = audited_a1(tmp_path / "a", seeds=3)
+    good = {"tool issue_credit": ["cumulative-check"]}
+    csat = "let csat_role(role: party) = role in [service_recovery, escalation]"
+    assert csat in ORIGINAL
+    # an extra change the loop's ScopeOK passes (attributed, nothing protected touched),
+    # for the reviewer to send back
+    extra = with_cap().replace(csat, csat.replace("service_recovery, escalation",
+                                                  "escalation, service_recovery"))
+    seen: list[str] = []
+
+    def agent_says(source: str, attribution: dict[str, list[str]]) -> Script:
+        def script(messages: list[dict[str, Any]]) -> str:
+            assert "You are the Repair Agent" in messages[0]["content"]
+            seen.append("\n".join(m["content"] for m in messages if m["role"] == "user"))
+            return answer(source, attribution)
+        return script
+
+    def reviewer_says(body: str) -> Script:
+        def script(messages: list[dict[str, Any]]) -> str:
+            assert "You are the Repair Reviewer" in messages[0]["content"]
+            return body
+        return script
+
+    required = "revert let csat_role: the repair does not need it"
+    provider.scripts = [
+        agent_says(with_cap(BROKEN_CAP), good),                   # round 1: does not compile
+        agent_says(extra, {**good, "let csat_role": ["cumulative-check"]}),  # round 2
+        reviewer_says(verdict(False, ("proportionality",), [required])),
+        agent_says(with_cap(), good),                             # round 3
+        reviewer_says(verdict(True))]
+    acc = repair(WORLD, audit, tmp_path / "repair",
+                 LLMRepairAgent(AGENT, settings=settings()),
+                 LLMReviewer(REVIEWER, settings=settings()), seeds=2, max_rounds=3)
+    assert provider.scripts == []
+    assert "error[E108]" in seen[1] and "not taken at the compile stage" in seen[1]
+    assert required in seen[2] and "not taken at the review stage" in seen[2]
+    assert "# Repair round 3" in seen[2]
+    # rounds count the reviews (Table 4), not the candidate that did not compile
+    assert acc.accepted and acc.review_ok and acc.rounds == 2, acc
