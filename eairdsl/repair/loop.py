@@ -21,7 +21,7 @@ and runs rounds:
 A round is one compiled candidate; at most `max_rounds` (default 4).
 Accepted exactly when ScopeOK ∧ ReviewOK ∧ AuditPass ∧ Retain ≥ 0.95.
 
-Everything is kept in `OUT/` (see `docs/repair` in the module `__init__`):
+Everything is kept in `OUT/`:
 `plan.json`, `rounds/NN/` (the agent's text, the formatted candidate and its
 world folder, attribution, diagnostics, `diff.json`, `scope.json`,
 `review.json`, `feedback.json`, `outcome.json`), `retest/NN/`,
