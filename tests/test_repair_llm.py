@@ -416,3 +416,17 @@ def test_the_llm_agent_and_reviewer_through_the_repair_loop(provider: Scripted,
     assert "# Repair round 3" in seen[2]
     # rounds count the reviews (Table 4), not the candidate that did not compile
     assert acc.accepted and acc.review_ok and acc.rounds == 2, acc
+
+
+def test_the_agent_sees_the_worlds_cards_and_which_are_read_only(protected: list[str]) -> None:
+    from eairdsl.repair.llm import agent_messages
+
+    files = {name: (WORLD.parent / name).read_text(encoding="utf-8")
+             for name in ("a1/support.md.j2", "a1/customer.md.j2", "a1/customers.json")}
+    user = agent_messages(repair_request(protected, files=files), "system")[1]["content"]
+    assert "### a1/support.md.j2\n```\n" + files["a1/support.md.j2"] in user
+    assert "### a1/customer.md.j2 (read-only: the card of protected customer)" in user
+    assert "- a1/customers.json (" in user and files["a1/customers.json"][:40] not in user
+    small = agent_messages(repair_request(protected, files=files), "system",
+                           files_chars=10)[1]["content"]
+    assert "### a1/support.md.j2" not in small and "- a1/support.md.j2 (" in small

@@ -19,7 +19,9 @@ self-contained conversation (so a round can be replayed or resumed alone):
 - **user**: the finding (certificate) and its plan as JSON, the protected
   declarations, the world's source with each protected declaration marked by a
   `// [read-only: protected]` line (the markers are removed from the answer),
-  the other files of the world folder by name, and — from the second round on —
+  the other files of the world folder (modules and cards in full up to
+  `files_chars` characters, a protected participant's card marked read-only;
+  data files and the rest by name), and — from the second round on —
   the feedback of every earlier round (the compiler's located diagnostics, scope
   violations, a reviewer's failed dimensions and required changes) and the
   latest candidate it revises.
@@ -92,6 +94,7 @@ _DECL = re.compile(r"^(?:world|import|enum|schema|record|table|ledger|state|docu
                    r"channel|delegation|fork|merge|relay|instances|instance|measure|let|"
                    r"protected)\b\s*([A-Za-z_][A-Za-z0-9_]*)?")
 _MARK_LINE = re.compile(r"^[ \t]*" + re.escape(READ_ONLY_MARK) + r"[ \t]*\r?\n?", re.MULTILINE)
+_CARD = re.compile(r'^\s+card\s+"([^"]+)"')
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KEY = re.compile(r"^[a-z]+ \S.*$")
 _ERRORS_SHOWN = 3
@@ -187,7 +190,46 @@ def _feedback(feedback: list[Feedback]) -> str:
     return "\n\n".join(parts)
 
 
-def agent_messages(request: RepairRequest, system: str) -> list[dict[str, str]]:
+def _cards(source: str) -> dict[str, str]:
+    """card path -> the name of the top-level declaration whose `card "…"` it is."""
+    out: dict[str, str] = {}
+    current: str | None = None
+    for line in source.splitlines():
+        m = _DECL.match(line)
+        if m:
+            current = m.group(1)
+        card = _CARD.match(line)
+        if card and current:
+            out[card.group(1)] = current
+    return out
+
+
+def _files_section(request: RepairRequest, budget: int) -> str:
+    """The world folder's other files: texts (modules, cards) in full up to `budget`
+    characters, the rest (and data files) by name; a protected participant's card is
+    marked read-only."""
+    protected = {p.split(" ", 1)[-1].strip() for p in request.protected}
+    owners = _cards(request.source)
+    shown: list[str] = []
+    listed: list[str] = []
+    left = budget
+    for name, text in sorted(request.files.items()):
+        owner = owners.get(name)
+        note = f" (read-only: the card of protected {owner})" if owner in protected else ""
+        if name.endswith((".eair", ".j2", ".md")) and len(text) <= left:
+            left -= len(text)
+            shown.append(f"### {name}{note}\n```\n{text}\n```")
+        else:
+            listed.append(f"- {name} ({len(text)} characters){note}")
+    body = "\n\n".join(shown)
+    if listed:
+        body += ("\n\n" if body else "") + "Not shown:\n" + "\n".join(listed)
+    return ("## Other files of the world folder (unchanged unless you return them in "
+            f"`files`)\n{body}")
+
+
+def agent_messages(request: RepairRequest, system: str,
+                   files_chars: int = 24000) -> list[dict[str, str]]:
     """The Repair Agent's conversation for one round (see the module docstring)."""
     finding = request.finding.model_dump(mode="json", exclude={"repair_plan"})
     parts = [f"# Repair round {request.round}",
@@ -200,10 +242,7 @@ def agent_messages(request: RepairRequest, system: str) -> list[dict[str, str]]:
              f"are removed from your answer).\n```eair\n"
              f"{mark_protected(request.source, request.protected)}```"]
     if request.files:
-        listing = "\n".join(f"- {name} ({len(text)} characters)"
-                            for name, text in sorted(request.files.items()))
-        parts.append("## Other files of the world folder (unchanged unless you return them "
-                     f"in `files`)\n{listing}")
+        parts.append(_files_section(request, files_chars))
     if request.feedback:
         parts.append("## Feedback on earlier rounds\n" + _feedback(request.feedback))
     if request.previous is not None:
@@ -385,6 +424,7 @@ def _retry_note(problem: str) -> str:
 class LLMRepairAgent:
     """`RepairAgent` played by a litellm model (module docstring).
 
+    `files_chars` bounds the characters of the world folder's other files shown in full.
     `settings` is the run's `LLMSettings` (api base, temperature — 0 unless set —,
     max_tokens, timeout, retries, `record`/`replay` cassette); its `model` is not used,
     `model` is. `last_calls` holds the call records (`call_record`) of the latest
@@ -392,12 +432,15 @@ class LLMRepairAgent:
     """
 
     def __init__(self, model: str, settings: LLMSettings | None = None,
-                 max_tries: int = 2) -> None:
+                 max_tries: int = 2, files_chars: int = 24000) -> None:
         _check(model, max_tries)
+        if files_chars < 0:
+            raise ValueError(f"files_chars must be 0 or more, not {files_chars}")
         self.model = model
         self.settings = settings or LLMSettings()
         self.settings.client()  # a bad cassette setting fails here, not in round 1
         self.max_tries = max_tries
+        self.files_chars = files_chars
         self.system = _system("repair_agent.md")
         self.prompt_version = _version(self.system)
         self.last_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -408,7 +451,7 @@ class LLMRepairAgent:
     async def propose_async(self, request: RepairRequest) -> Candidate:
         scope = f"repair/{request.world_file}/{request.finding.id}/round-{request.round}/agent"
         talk = _Conversation(self.model, self.settings, scope)
-        messages = agent_messages(request, self.system)
+        messages = agent_messages(request, self.system, self.files_chars)
         try:
             for attempt in range(1, self.max_tries + 1):
                 text = await talk.ask(messages, "repair_agent")
