@@ -430,3 +430,9 @@ def test_the_agent_sees_the_worlds_cards_and_which_are_read_only(protected: list
     small = agent_messages(repair_request(protected, files=files), "system",
                            files_chars=10)[1]["content"]
     assert "### a1/support.md.j2" not in small and "- a1/support.md.j2 (" in small
+
+
+def test_an_answer_with_raw_newlines_in_its_strings_or_prose_around_it_is_read() -> None:
+    raw = '{"source": "role a {\n}\n", "attribution": {"participant a": ["R1"]}}'
+    source, attribution, _, _ = parse_candidate("Here you go:\n" + raw + "\nDone.", "w.eair")
+    assert source == "role a {\n}\n" and attribution == {"participant a": ["R1"]}

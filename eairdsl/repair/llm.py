@@ -293,14 +293,14 @@ def _load(text: str) -> Any:
     """JSON from a model answer: bare, fenced, or the outermost object in prose."""
     body = _FENCE.sub("", text.strip())
     try:
-        return json.loads(body)
+        return json.loads(body, strict=False)  # raw newlines in a string are common
     except json.JSONDecodeError as first:
         start, end = body.find("{"), body.rfind("}")
         if start < 0 or end <= start:
             raise RepairError(f"the answer is not JSON ({first.msg} at line {first.lineno} "
                               f"column {first.colno})") from None
         try:
-            return json.loads(body[start:end + 1])
+            return json.loads(body[start:end + 1], strict=False)
         except json.JSONDecodeError as exc:
             raise RepairError(f"the answer is not JSON ({exc.msg} at line {exc.lineno} "
                               f"column {exc.colno} of its object)") from None
