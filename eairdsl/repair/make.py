@@ -41,7 +41,7 @@ def _build(kind: str, table: dict[str, tuple[str, str]], what: str,
                          f"({module_name}.{class_name}: {exc})") from None
     try:
         return cls(model=model, **options) if kind == "llm" else cls(**options)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"cannot start the {kind} {what}: {exc}") from None
 
 
