@@ -361,3 +361,20 @@ def test_an_interrupted_retest_resumes(audit: Path, tmp_path: Path,
     acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS)
     assert len(agent.requests) == 1, "the candidate on disk is reused, not asked again"
     assert acc.accepted
+
+
+def test_the_mechanical_reviewer_rejects_a_lever_flip_as_disproportionate(
+        audit: Path, tmp_path: Path) -> None:
+    """The test stub's lever flip is in scope, but the offline reviewer holds it to the
+    plan's surfaces: rejected on proportionality, with the reason fed back."""
+    from eairdsl.repair.review import MechanicalReviewer
+
+    out = tmp_path / "r"
+    agent = StubAgent(good)
+    acc = repair(A1, audit, out, agent, MechanicalReviewer(), seeds=SEEDS, max_rounds=2)
+    assert not acc.accepted and acc.scope_ok is True and acc.review_ok is False
+    review = json.loads((out / "rounds" / "01" / "review.json").read_text())
+    assert review["verdict"] == "reject" and review["proportionality"]["passed"] is False
+    assert review["refused"] == []
+    fb = agent.requests[1].feedback[0]
+    assert fb.stage == "review" and any(p.startswith("proportionality") for p in fb.problems)
