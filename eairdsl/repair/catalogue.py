@@ -298,8 +298,9 @@ def attested_routing(s: Situation) -> Iterator[Proposal]:
                     # the selection check serves the plan's first requirement (attested
                     # capability); provenance to the approver is not this edit's doing
                     attribution={decl_name("tool", name): s.serving()[:1]},
-                    rationale=(f"{name} recorded a selection on the candidates' own bids. The "
-                               f"rule of {policy} reads calls of {capability}, which only "
+                    rationale=(f"{name} recorded a selection on what the candidates say "
+                               f"of themselves. The rule of {policy} reads calls of "
+                               f"{capability}, which only "
                                f"{', '.join(holders)} hold; the selection is now checked "
                                "against what each candidate holds before it is recorded, "
                                "and refused otherwise."))
