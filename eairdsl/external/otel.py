@@ -1,0 +1,1044 @@
+"""Traces out to OpenTelemetry and back: `export_otel` and the `otel-genai` importer.
+
+Users of this field keep their agent traces in OpenTelemetry backends
+(Phoenix, Langfuse) that read OTLP spans with the GenAI semantic conventions
+(`gen_ai.*`) or OpenInference's (`openinference.span.kind`, `input.value`, …).
+`export_otel` writes an episode trace (docs/trace.md) as OTLP JSON those tools
+load, and the `otel-genai` importer reads OTLP JSON back into a project trace
+through the input adapter (`core.ImportedTrace`), so other frameworks'
+OpenTelemetry traces can be bundled and audited like our own.
+
+Export, one OTel trace per episode (docs/external.md, "OpenTelemetry export"):
+
+- the episode is the root span (`invoke_workflow`, OpenInference `CHAIN`);
+- each task — a request and the participant handling it — is an
+  `invoke_agent` span (`AGENT`); a delegated task is a child of the delegator's
+  open tool call (or of its own task span): delegations are parent–child spans;
+  a task opened by an ordinary message hangs under the root with a span link
+  to the sender's span;
+- each tool call is an `execute_tool` span (`TOOL`) ending at its result;
+- each model call of an LLM run's header (`model_calls`) is a `chat` span
+  (`LLM`) under the task it was made for;
+- every trace event is one span event `eair.<kind>` on the span it belongs to,
+  carrying all its fields (`eair.step`, `eair.t`, …): the lossless layer the
+  importer reads back, so export then import gives the same event lines;
+- an audit's findings (`--audit`) become `gen_ai.evaluation.result` span events
+  on the boundary step's span and on the root.
+
+Identifiers are derived, not random: the trace id is a SHA-256 of the
+episode's header and event lines, a span id a SHA-256 of the trace id and the
+span's role in it, so the same trace exports to the same bytes. Simulated time
+(minutes) maps to nanoseconds from a fixed epoch, `EPOCH_NS`
+(2026-01-01T00:00:00Z); the step's position is added in nanoseconds so that
+steps at the same simulated minute keep their order in a viewer. The result
+line (measurements, witnesses) is grader-side: it is exported only with
+`include_grader=True`, and the importer withholds it to the grader side file.
+
+Import of foreign OTLP (no `eair.*` events) keeps what the spans state and
+invents nothing: an AGENT span's input is a message from the sender its input
+messages name (no recipient otherwise), a nested AGENT span is a delegation
+whose reply edge is the child's output, a TOOL span is a call and its result
+by the enclosing agent, an LLM span's output is the agent's decision; spans of
+other kinds carry no event; evaluation events are withheld.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from eairdsl import __version__
+from eairdsl.external.core import (
+    ImportedTrace,
+    Importer,
+    SourceError,
+    neutral_name,
+    register,
+    sha256_file,
+)
+from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
+
+__all__ = ["EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "ExportSummary", "OtelError",
+           "episode_trace_id", "export_otel", "otlp_document", "read_otlp"]
+
+FORMAT = "otel-genai"
+#: the version of the export layout and of the importer (the `eair.*` layer's meaning)
+EXPORTER_VERSION = "1"
+#: simulated minute 0 of every episode: 2026-01-01T00:00:00Z in Unix nanoseconds
+EPOCH_NS = 1_767_225_600 * 1_000_000_000
+_NS_PER_MINUTE = 60 * 1_000_000_000
+SCOPE = "eairdsl.external.otel"
+#: OTLP span kinds (opentelemetry-proto trace.proto `SpanKind`)
+SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT = 1, 3
+STATUS_ERROR = 2
+#: event fields whose values are JSON text in the export (any JSON value, exact types)
+_JSON_FIELDS = frozenset({"args", "result", "diff"})
+_EVENT_FIELDS = tuple(f for f in TraceEvent.model_fields if f != "type")
+_HEX = re.compile(r"^[0-9a-f]+$")
+_STEP = re.compile(r"^s(\d+)$")
+
+
+class OtelError(ValueError):
+    """An export that cannot be made (unreadable trace, bad audit folder): a clear message."""
+
+
+def _canon(value: Any) -> str:
+    """JSON text with sorted keys, the project's canonical encoding of trace data."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------ OTLP values
+def _any_value(value: Any) -> dict[str, Any]:
+    """An OTLP JSON AnyValue: bool before int (a bool is an int in Python), int64 as text."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
+    raise TypeError(f"no OTLP value for {type(value).__name__}")
+
+
+def _attrs(pairs: dict[str, Any]) -> list[dict[str, Any]]:
+    """OTLP attributes, sorted by key; None values are left out (absent, not null)."""
+    return [{"key": k, "value": _any_value(v)} for k, v in sorted(pairs.items())
+            if v is not None]
+
+
+def _plain(value: Any, where: str, file: str) -> Any:
+    """An OTLP JSON AnyValue back to plain data (untrusted input: every shape checked)."""
+    if not isinstance(value, dict) or len(value) > 1:
+        raise SourceError(file, where, "an attribute value is an object with one of "
+                          "stringValue, boolValue, intValue, doubleValue, arrayValue, "
+                          "kvlistValue, bytesValue")
+    if not value:
+        return None
+    (kind, v), = value.items()
+    match kind:
+        case "stringValue" if isinstance(v, str):
+            return v
+        case "boolValue" if isinstance(v, bool):
+            return v
+        case "intValue" if isinstance(v, (str, int)) and not isinstance(v, bool):
+            try:
+                return int(v)
+            except ValueError:
+                raise SourceError(file, where, f"intValue {v!r} is not an integer") from None
+        case "doubleValue" if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        case "arrayValue" if isinstance(v, dict):
+            return [_plain(x, f"{where}[{i}]", file) for i, x in enumerate(v.get("values", []))]
+        case "kvlistValue" if isinstance(v, dict):
+            return {str(kv.get("key")): _plain(kv.get("value", {}), f"{where}.{kv.get('key')}",
+                                               file) for kv in v.get("values", [])}
+        case "bytesValue" if isinstance(v, str):
+            try:
+                return base64.b64decode(v, validate=True).decode("utf-8", "replace")
+            except ValueError:
+                raise SourceError(file, where, "bytesValue is not base64") from None
+    raise SourceError(file, where, f"{kind} has a value of the wrong type ({type(v).__name__})")
+
+
+def _attr_map(items: Any, where: str, file: str) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise SourceError(file, where, "attributes is a list of {key, value}")
+    out: dict[str, Any] = {}
+    for i, kv in enumerate(items):
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise SourceError(file, f"{where}[{i}]", "an attribute is {key: string, value}")
+        out[kv["key"]] = _plain(kv.get("value", {}), f"{where}[{i}] ({kv['key']})", file)
+    return out
+
+
+# ------------------------------------------------------------------ ids and time
+def episode_trace_id(header_line: str, event_lines: Sequence[str]) -> str:
+    """The OTel trace id of an episode: 32 hex digits of a SHA-256 over its header and
+    event lines (the result line, grader-side, does not count)."""
+    h = hashlib.sha256(f"eair-otel/{EXPORTER_VERSION}\n".encode())
+    h.update(header_line.encode("utf-8"))
+    for line in event_lines:
+        h.update(b"\n")
+        h.update(line.encode("utf-8"))
+    return h.hexdigest()[:32]
+
+
+def _span_id(trace_id: str, role: str) -> str:
+    return hashlib.sha256(f"{trace_id}/{role}".encode()).hexdigest()[:16]
+
+
+def _ns(t: Any, position: int) -> int:
+    minutes = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else 0.0
+    return EPOCH_NS + round(minutes * _NS_PER_MINUTE) + position
+
+
+# ------------------------------------------------------------------ export
+@dataclass
+class _Span:
+    role: str
+    name: str
+    kind: int
+    parent: _Span | None
+    attributes: dict[str, Any]
+    start: int
+    end: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # span ids in the same trace
+    status: dict[str, Any] | None = None
+
+    def cover(self, ns: int) -> None:
+        self.start, self.end = min(self.start, ns), max(self.end, ns)
+
+
+@dataclass
+class _Episode:
+    """One trace file, read raw (the exact JSON values the file holds)."""
+
+    path: Path
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    trace_id: str
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote: for the command line to print."""
+
+    out: Path
+    traces: int
+    spans: int
+    events: int
+    findings: int
+    duplicates: int
+    notes: tuple[str, ...] = ()
+
+
+def _read_episode(path: Path) -> _Episode:
+    """A trace file as raw JSON lines (validated against the trace models on the way)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OtelError(f"cannot read {path}: {exc}") from None
+    if not lines:
+        raise OtelError(f"{path} is empty")
+    try:
+        header = json.loads(lines[0])
+        TraceHeader.model_validate(header)
+    except (ValueError, ValidationError) as exc:
+        raise OtelError(f"{path}:1: not a trace header ({str(exc).splitlines()[0]})") from None
+    if header.get("trace_schema") != TRACE_SCHEMA_VERSION:
+        raise OtelError(f"{path}: trace schema {header.get('trace_schema')}, expected "
+                        f"{TRACE_SCHEMA_VERSION}")
+    events: list[dict[str, Any]] = []
+    event_lines: list[str] = []
+    result: dict[str, Any] | None = None
+    for n, line in enumerate(lines[1:], 2):
+        try:
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("type") == "result":
+                result = data
+                continue
+            TraceEvent.model_validate(data)
+        except (ValueError, ValidationError) as exc:
+            raise OtelError(f"{path}:{n}: not a trace event "
+                            f"({str(exc).splitlines()[0]})") from None
+        events.append(data)
+        event_lines.append(line)
+    return _Episode(path, header, events, result, episode_trace_id(lines[0], event_lines))
+
+
+def _trace_paths(paths: Iterable[Path]) -> list[Path]:
+    from eairdsl.api import UsageError
+    from eairdsl.audit.bundle import trace_files
+
+    found: list[Path] = []
+    for p in paths:
+        try:
+            found.extend(trace_files(Path(p)))
+        except UsageError as exc:
+            raise OtelError(str(exc)) from None
+    return found
+
+
+def _load_audits(audit_dir: Path) -> dict[Path, dict[str, Any]]:
+    """Trace path (resolved) -> its audit report, from `eairc audit`'s index.json."""
+    from eairdsl.api import UsageError
+    from eairdsl.audit.contract import Report
+    from eairdsl.audit.runner import REPORTS, read_index
+
+    try:
+        index = read_index(audit_dir)
+    except UsageError as exc:
+        raise OtelError(str(exc)) from None
+    if not (audit_dir / "index.json").is_file():
+        raise OtelError(f"{audit_dir}: no index.json (not an `eairc audit` folder)")
+    out: dict[Path, dict[str, Any]] = {}
+    for entry in index.entries:
+        report_path = audit_dir / REPORTS / f"{entry.episode}.json"
+        if entry.status == "failed" or not report_path.is_file():
+            continue
+        try:
+            report = Report.model_validate_json(report_path.read_bytes())
+        except (OSError, ValidationError) as exc:
+            raise OtelError(f"{report_path}: not an audit report (contract v1): "
+                            f"{str(exc).splitlines()[0]}") from None
+        data = report.model_dump(mode="json")
+        data["_episode"] = entry.episode
+        for rel in entry.traces:
+            out[(audit_dir / rel).resolve()] = data
+    return out
+
+
+class _Builder:
+    """The span tree of one episode."""
+
+    def __init__(self, ep: _Episode, include_grader: bool) -> None:
+        self.ep = ep
+        self.tid = ep.trace_id
+        self.spans: list[_Span] = []
+        self.host: dict[str, _Span] = {}  # step id -> the span its event sits on
+        self.ns: dict[str, int] = {}
+        header = ep.header
+        world = str(header.get("world", "episode"))
+        first = _ns(ep.events[0]["t"], 0) if ep.events else EPOCH_NS
+        self.root = self._span("root", f"invoke_workflow {world}", SPAN_KIND_INTERNAL, None, {
+            "gen_ai.operation.name": "invoke_workflow",
+            "openinference.span.kind": "CHAIN",
+            "gen_ai.conversation.id": self.tid,
+            "session.id": self.tid,
+            "eair.world": world,
+        }, first)
+        if include_grader and ep.result is not None:
+            self.root.attributes["eair.result"] = _canon(ep.result)
+        self._build()
+
+    def _span(self, role: str, name: str, kind: int, parent: _Span | None,
+              attributes: dict[str, Any], ns: int) -> _Span:
+        span = _Span(role, name, kind, parent, attributes, ns, ns)
+        self.spans.append(span)
+        return span
+
+    def _build(self) -> None:
+        ep = self.ep
+        tasks: dict[int, _Span] = {}
+        calls: dict[str, _Span] = {}  # tool_call step -> its execute_tool span
+        open_call: dict[str, str] = {}  # actor -> its unanswered tool call's step
+        current: dict[str, _Span] = {}  # actor -> the task span it last acted in as handler
+        last_tool_span: dict[tuple[int | None, str, str], _Span] = {}
+        backends = ep.header.get("agents") or {}
+        for pos, e in enumerate(ep.events):
+            step, kind, actor = e["step"], e["kind"], e["actor"]
+            ns = _ns(e["t"], pos)
+            self.ns[step] = ns
+            task = e.get("task")
+            span = self.root
+            if isinstance(task, int):
+                if task not in tasks:
+                    tasks[task] = self._task_span(task, e, ns, current, open_call, calls)
+                span = tasks[task]
+                handler = span.attributes["gen_ai.agent.name"]
+                if actor == handler:
+                    current[actor] = span
+                if kind == "message" and actor == handler and e.get("content") is not None:
+                    span.attributes["output.value"] = e["content"]
+                    span.attributes["output.mime_type"] = "text/plain"
+                if handler in backends:
+                    span.attributes["eair.agent.backend"] = str(backends[handler])
+            if kind == "tool_call":
+                span = self._tool_span(e, span, ns)
+                calls[step] = span
+                open_call[actor] = step
+                last_tool_span[(task, actor, str(e.get("tool")))] = span
+            elif kind == "tool_result" and isinstance(e.get("call"), str) and e["call"] in calls:
+                span = calls[e["call"]]
+                self._tool_result(span, e)
+                if open_call.get(actor) == e["call"]:
+                    del open_call[actor]
+            elif kind == "state_update":
+                span = last_tool_span.get((task, actor, str(e.get("tool"))), span)
+            self.host[step] = span
+            span.events.append(self._event(e, ns))
+            self._cover(span, ns)
+        self._model_calls(tasks)
+
+    def _cover(self, span: _Span | None, ns: int) -> None:
+        while span is not None:
+            span.cover(ns)
+            span = span.parent
+
+    def _task_span(self, task: int, e: dict[str, Any], ns: int, current: dict[str, _Span],
+                   open_call: dict[str, str], calls: dict[str, _Span]) -> _Span:
+        """The `invoke_agent` span of a task: its handler is the opening message's recipient."""
+        opener = e["actor"]
+        handler = e.get("recipient") if e["kind"] == "message" and e.get("recipient") else opener
+        parent, link = self.root, None
+        sender = current.get(opener)
+        if e["kind"] == "message" and e.get("tool") == "delegation":
+            # a synchronous delegation: under the delegator's open call (agent as a tool)
+            waiting = open_call.get(opener)
+            parent = calls.get(waiting or "", sender or self.root)
+        elif sender is not None and opener != handler:
+            link = sender
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "openinference.span.kind": "AGENT",
+            "gen_ai.agent.name": handler,
+            "agent.name": handler,
+            "eair.task": task,
+        }
+        if e["kind"] == "message" and e.get("content") is not None:
+            attrs["input.value"] = e["content"]
+            attrs["input.mime_type"] = "text/plain"
+        span = self._span(f"task:{task}", f"invoke_agent {handler}", SPAN_KIND_INTERNAL,
+                          parent, attrs, ns)
+        if link is not None:
+            span.links.append(_span_id(self.tid, link.role))
+        return span
+
+    def _tool_span(self, e: dict[str, Any], parent: _Span, ns: int) -> _Span:
+        tool = str(e.get("tool"))
+        args = e.get("args")
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "openinference.span.kind": "TOOL",
+            "gen_ai.tool.name": tool,
+            "tool.name": tool,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.id": e["step"],
+            "gen_ai.agent.name": e["actor"],
+        }
+        if args is not None:
+            attrs["gen_ai.tool.call.arguments"] = _canon(args)
+            attrs["tool.parameters"] = _canon(args)
+            attrs["input.value"] = _canon(args)
+            attrs["input.mime_type"] = "application/json"
+        return self._span(f"step:{e['step']}", f"execute_tool {tool}", SPAN_KIND_INTERNAL,
+                          parent, attrs, ns)
+
+    @staticmethod
+    def _tool_result(span: _Span, e: dict[str, Any]) -> None:
+        if "result" in e:
+            result = e["result"]
+            text = result if isinstance(result, str) else _canon(result)
+            span.attributes["gen_ai.tool.call.result"] = text
+            span.attributes["output.value"] = text
+            span.attributes["output.mime_type"] = ("text/plain" if isinstance(result, str)
+                                                   else "application/json")
+        if e.get("rejected"):
+            span.status = {"code": STATUS_ERROR, "message": str(e.get("reason") or "rejected")}
+            span.attributes["error.type"] = "rejected"
+
+    @staticmethod
+    def _event(e: dict[str, Any], ns: int) -> dict[str, Any]:
+        """The lossless span event of one trace event: every field, exact JSON types."""
+        attrs = {f"eair.{k}": (_canon(v) if k in _JSON_FIELDS else v)
+                 for k, v in e.items() if k != "type" and v is not None}
+        return {"name": f"eair.{e['kind']}", "timeUnixNano": str(ns),
+                "attributes": _attrs(attrs)}
+
+    def _model_calls(self, tasks: dict[int, _Span]) -> None:
+        """`chat` spans for the header's model calls, each under the task it was made for,
+        at the step it produced (`viewer.place_calls`)."""
+        calls = self.ep.header.get("model_calls") or []
+        if not calls:
+            return
+        from eairdsl.study.viewer import place_calls
+
+        placed = place_calls(self.ep.events, calls)
+        for i, (call, at) in enumerate(zip(calls, placed, strict=True)):
+            if not isinstance(call, dict):
+                continue
+            task = call.get("task")
+            parent = tasks.get(task, self.root) if isinstance(task, int) else self.root
+            ns = self.ns.get(at, parent.start) if at else parent.end
+            model = call.get("model")
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "chat",
+                "openinference.span.kind": "LLM",
+                "gen_ai.request.model": model if isinstance(model, str) else None,
+                "llm.model_name": model if isinstance(model, str) else None,
+                "gen_ai.agent.name": call.get("participant") if isinstance(
+                    call.get("participant"), str) else None,
+                "eair.model_call": _canon(call),
+                "eair.model_call.index": i,
+                "eair.model_call.step": at,
+            }
+            for key, names in (("tokens_in", ("gen_ai.usage.input_tokens",
+                                              "llm.token_count.prompt")),
+                               ("tokens_out", ("gen_ai.usage.output_tokens",
+                                               "llm.token_count.completion"))):
+                v = call.get(key)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    for n in names:
+                        attrs[n] = v
+            if isinstance(call.get("finish_reason"), str):
+                attrs["gen_ai.response.finish_reasons"] = [call["finish_reason"]]
+            if isinstance(call.get("reply"), str):
+                attrs["output.value"] = call["reply"]
+                attrs["output.mime_type"] = "text/plain"
+            span = self._span(f"model_call:{i}", f"chat {model}", SPAN_KIND_CLIENT, parent,
+                              attrs, ns)
+            if call.get("error"):
+                span.status = {"code": STATUS_ERROR, "message": str(call["error"])}
+            self._cover(parent, ns)
+
+    # -------------------------------------------------------------- findings
+    def findings(self, report: dict[str, Any]) -> int:
+        """`gen_ai.evaluation.result` events for a report: its verdict on the root, each
+        finding and lead on its boundary step's span and on the root."""
+        episode = str(report.get("_episode", ""))
+        base = {"eair.audit.episode": episode, "eair.audit.report_id": report.get("report_id"),
+                "eair.audit.auditor": (report.get("auditor") or {}).get("kind")}
+        end = self.root.end
+        self.root.events.append({
+            "name": "gen_ai.evaluation.result", "timeUnixNano": str(end),
+            "attributes": _attrs({**base, "gen_ai.evaluation.name": "eair.audit.verdict",
+                                  "gen_ai.evaluation.score.label": report.get("verdict")})})
+        n = 0
+        for f in [*report.get("findings", []), *report.get("leads", [])]:
+            boundary = f.get("boundary") or {}
+            step = boundary.get("step")
+            prop = f.get("property") or {}
+            attrs = {**base,
+                     "gen_ai.evaluation.name": f"eair.audit.finding.{f.get('risk')}",
+                     "gen_ai.evaluation.score.label": f.get("status"),
+                     "gen_ai.evaluation.score.value": float(f.get("confidence", 0.0)),
+                     "gen_ai.evaluation.explanation": prop.get("text") or prop.get("policy"),
+                     "eair.finding.id": f.get("id"), "eair.finding.risk": f.get("risk"),
+                     "eair.finding.status": f.get("status"),
+                     "eair.finding.nature": f.get("nature"),
+                     "eair.finding.boundary.kind": boundary.get("kind"),
+                     "eair.finding.boundary.edge": boundary.get("edge"),
+                     "eair.finding.boundary.step": step,
+                     "eair.finding.evidence.steps": [u.get("step") for u in
+                                                     f.get("evidence", [])],
+                     "eair.finding": _canon(f)}
+            host = self.host.get(step) if isinstance(step, str) else None
+            at = self.ns.get(step, end) if isinstance(step, str) else end
+            attrs["eair.finding.on_boundary_span"] = host is not None
+            event = {"name": "gen_ai.evaluation.result", "timeUnixNano": str(at),
+                     "attributes": _attrs(attrs)}
+            if host is not None and host is not self.root:
+                host.events.append(event)
+            self.root.events.append(dict(event))
+            n += 1
+        return n
+
+    # -------------------------------------------------------------- OTLP
+    def otlp(self) -> list[dict[str, Any]]:
+        ids = {id(s): _span_id(self.tid, s.role) for s in self.spans}
+        out = []
+        for s in self.spans:
+            span: dict[str, Any] = {
+                "traceId": self.tid, "spanId": ids[id(s)], "name": s.name, "kind": s.kind,
+                "startTimeUnixNano": str(s.start), "endTimeUnixNano": str(s.end),
+                "attributes": _attrs(s.attributes),
+            }
+            if s.parent is not None:
+                span["parentSpanId"] = ids[id(s.parent)]
+            if s.events:
+                span["events"] = sorted(s.events, key=lambda ev: int(ev["timeUnixNano"]))
+            if s.links:
+                span["links"] = [{"traceId": self.tid, "spanId": sid} for sid in s.links]
+            if s.status is not None:
+                span["status"] = s.status
+            out.append(span)
+        return out
+
+
+def otlp_document(paths: Sequence[Path], audits: Path | None = None, *,
+                  include_grader: bool = False) -> tuple[dict[str, Any], ExportSummary]:
+    """The OTLP JSON document (`{"resourceSpans": […]}`) of every episode under `paths`."""
+    reports = _load_audits(Path(audits)) if audits is not None else {}
+    episodes: dict[str, _Episode] = {}
+    duplicates = 0
+    for p in _trace_paths(paths):
+        ep = _read_episode(p)
+        if ep.trace_id in episodes:
+            duplicates += 1  # the same episode content: exported once (content identity)
+            continue
+        episodes[ep.trace_id] = ep
+    resources = []
+    spans = events = findings = 0
+    for tid in sorted(episodes):
+        ep = episodes[tid]
+        b = _Builder(ep, include_grader)
+        report = reports.get(ep.path.resolve())
+        if report is not None:
+            findings += b.findings(report)
+        otlp_spans = b.otlp()
+        spans += len(otlp_spans)
+        events += len(ep.events)
+        header = {k: v for k, v in ep.header.items() if k != "model_calls"}
+        resources.append({
+            "resource": {"attributes": _attrs({
+                "service.name": "eairdsl",
+                "service.version": __version__,
+                "eair.header": _canon(header),
+                "eair.episode": tid,
+            })},
+            "scopeSpans": [{"scope": {"name": SCOPE, "version": EXPORTER_VERSION},
+                            "spans": otlp_spans}],
+        })
+    summary = ExportSummary(out=Path(), traces=len(episodes), spans=spans, events=events,
+                            findings=findings, duplicates=duplicates)
+    return {"resourceSpans": resources}, summary
+
+
+def export_otel(paths: Path | Sequence[Path], out: Path, audits: Path | None = None, *,
+                include_grader: bool = False) -> ExportSummary:
+    """Write the OTLP JSON of every episode under `paths` (traces, run or study folders)
+    to `out`: sorted keys, one line, byte-identical for the same traces."""
+    many = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    doc, summary = otlp_document(many, audits, include_grader=include_grader)
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False,
+                                  separators=(",", ":")) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return ExportSummary(out=out, traces=summary.traces, spans=summary.spans,
+                         events=summary.events, findings=summary.findings,
+                         duplicates=summary.duplicates)
+
+
+# ------------------------------------------------------------------ import
+@dataclass
+class _InSpan:
+    index: int  # position in the file
+    trace_id: str
+    span_id: str
+    parent: str | None
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    resource: dict[str, Any]
+    events: list[tuple[int, str, dict[str, Any]]]  # (time, name, attributes)
+    status: dict[str, Any]
+    children: list[_InSpan] = field(default_factory=list)
+
+
+def _documents(path: Path) -> list[Any]:
+    """The OTLP JSON objects of a file: one document, or one per line (a collector's file
+    exporter writes JSON Lines)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(path, "", f"cannot read: {exc}") from None
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as whole:
+        docs = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                docs.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                where = f"line {whole.lineno}, column {whole.colno}" if n == 1 else f"line {n}"
+                raise SourceError(path, where, f"not JSON ({(whole if n == 1 else exc).msg})"
+                                  ) from None
+        return docs
+
+
+def _hex_id(value: Any, digits: int, where: str, file: str, *, optional: bool) -> str | None:
+    if optional and (value is None or value == ""):
+        return None
+    if not isinstance(value, str) or len(value) != digits or not _HEX.match(value.lower()):
+        raise SourceError(file, where, f"expected {digits} hex digits, found {value!r}")
+    return value.lower()
+
+
+def _nanos(value: Any, where: str, file: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SourceError(file, where, "a time is Unix nanoseconds (a string or integer)")
+    try:
+        return int(value)
+    except ValueError:
+        raise SourceError(file, where, f"time {value!r} is not an integer") from None
+
+
+def read_otlp(path: Path) -> list[_InSpan]:
+    """Every span of an OTLP JSON file, in file order, checked for shape."""
+    file = str(path)
+    spans: list[_InSpan] = []
+    for d, doc in enumerate(_documents(path)):
+        if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
+            raise SourceError(file, f"document {d}", "an OTLP JSON trace document has "
+                              "resourceSpans (a list)")
+        for r, rs in enumerate(doc["resourceSpans"]):
+            where_r = f"resourceSpans[{r}]"
+            if not isinstance(rs, dict):
+                raise SourceError(file, where_r, "not an object")
+            resource = _attr_map((rs.get("resource") or {}).get("attributes"),
+                                 f"{where_r}.resource.attributes", file)
+            scopes = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", []))
+            if not isinstance(scopes, list):
+                raise SourceError(file, f"{where_r}.scopeSpans", "not a list")
+            for s, ss in enumerate(scopes):
+                for i, sp in enumerate((ss or {}).get("spans") or []):
+                    spans.append(_in_span(sp, f"{where_r}.scopeSpans[{s}].spans[{i}]", file,
+                                          len(spans), resource))
+    return spans
+
+
+def _in_span(sp: Any, where: str, file: str, index: int,
+             resource: dict[str, Any]) -> _InSpan:
+    if not isinstance(sp, dict):
+        raise SourceError(file, where, "a span is an object")
+    trace_id = _hex_id(sp.get("traceId"), 32, f"{where}.traceId", file, optional=False)
+    span_id = _hex_id(sp.get("spanId"), 16, f"{where}.spanId", file, optional=False)
+    parent = _hex_id(sp.get("parentSpanId"), 16, f"{where}.parentSpanId", file, optional=True)
+    start = _nanos(sp.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano", file)
+    end = _nanos(sp.get("endTimeUnixNano", start), f"{where}.endTimeUnixNano", file)
+    events = []
+    for j, ev in enumerate(sp.get("events") or []):
+        w = f"{where}.events[{j}]"
+        if not isinstance(ev, dict):
+            raise SourceError(file, w, "a span event is an object")
+        events.append((_nanos(ev.get("timeUnixNano", start), f"{w}.timeUnixNano", file),
+                       str(ev.get("name", "")), _attr_map(ev.get("attributes"),
+                                                          f"{w}.attributes", file)))
+    status = sp.get("status") or {}
+    assert trace_id is not None and span_id is not None
+    return _InSpan(index, trace_id, span_id, parent, str(sp.get("name", "")), start, end,
+                   _attr_map(sp.get("attributes"), f"{where}.attributes", file), resource,
+                   events, status if isinstance(status, dict) else {})
+
+
+def _by_trace(spans: list[_InSpan]) -> dict[str, list[_InSpan]]:
+    out: dict[str, list[_InSpan]] = {}
+    for s in spans:
+        out.setdefault(s.trace_id, []).append(s)
+    return out
+
+
+class _Exact(ImportedTrace):
+    """A trace exported by `export_otel`: its own header comes back, with the source block."""
+
+    original: dict[str, Any]
+
+    def header(self) -> TraceHeader:
+        data = dict(self.original)
+        data["source"] = self.source.model_dump(mode="json")
+        return TraceHeader.model_validate(data)
+
+
+def _eair_events(spans: list[_InSpan], file: str) -> list[tuple[int, dict[str, Any]]]:
+    """The `eair.*` span events of a trace, as (order, event fields)."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for s in spans:
+        for j, (_, name, attrs) in enumerate(s.events):
+            if not name.startswith("eair.") or "eair.step" not in attrs:
+                continue
+            where = f"span {s.span_id} event {j}"
+            fields: dict[str, Any] = {}
+            for key, value in attrs.items():
+                if not key.startswith("eair."):
+                    continue
+                k = key.removeprefix("eair.")
+                if k not in _EVENT_FIELDS:
+                    raise SourceError(file, where, f"unknown event field {key!r}")
+                if k not in _JSON_FIELDS:
+                    fields[k] = value
+                    continue
+                if not isinstance(value, str):
+                    raise SourceError(file, where, f"{key} is JSON text")
+                try:
+                    fields[k] = json.loads(value)
+                except ValueError:
+                    raise SourceError(file, where, f"{key} is not JSON") from None
+            try:
+                TraceEvent.model_validate(fields)
+            except ValidationError as exc:
+                raise SourceError(file, where, f"not a trace event: "
+                                  f"{str(exc).splitlines()[0]}: "
+                                  f"{str(exc).splitlines()[1].strip()}") from None
+            m = _STEP.match(fields["step"])
+            order = int(m.group(1)) if m else len(out)
+            out.append((order, fields))
+    return sorted(out, key=lambda x: x[0])
+
+
+def _read_exact(path: Path, spans: list[_InSpan], digest: str) -> ImportedTrace:
+    file = str(path)
+    resource = spans[0].resource
+    raw = resource.get("eair.header")
+    try:
+        header = json.loads(raw) if isinstance(raw, str) else None
+        TraceHeader.model_validate(header)
+    except (ValueError, ValidationError):
+        raise SourceError(file, f"trace {spans[0].trace_id}", "eair.header is not a trace "
+                          "header") from None
+    assert isinstance(header, dict)
+    header.pop("source", None)
+    calls = sorted(((s.attrs.get("eair.model_call.index", 0), s.attrs["eair.model_call"])
+                    for s in spans if isinstance(s.attrs.get("eair.model_call"), str)),
+                   key=lambda c: c[0])
+    if calls:
+        header["model_calls"] = [json.loads(c) for _, c in calls]
+    instance = f"{header.get('instance')}-s{header.get('seed')}"
+    built = _Exact(format=FORMAT, src=path, instance=instance,
+                   world=f"{header.get('world')}/{header.get('condition')}",
+                   framework="eairdsl", importer_version=EXPORTER_VERSION, sha256=digest)
+    built.original = header
+    built.note(f"an eairdsl export (trace {spans[0].trace_id}): events read from the "
+               "lossless eair.* span events")
+    for _, fields in _eair_events(spans, file):
+        built.events.append(Event(**fields))
+        for name in (fields.get("actor"), fields.get("recipient")):
+            if isinstance(name, str):
+                built.participant(name)
+    for s in spans:
+        result = s.attrs.get("eair.result")
+        if isinstance(result, str):
+            built.withhold("result", json.loads(result), "the episode's measurements and "
+                           "witness steps are grader-side")
+    _withhold_evaluations(built, spans)
+    return built
+
+
+def _withhold_evaluations(built: ImportedTrace, spans: list[_InSpan]) -> None:
+    evaluations = [{"span": s.span_id, "time": t, **attrs} for s in spans
+                   for t, name, attrs in s.events if name == "gen_ai.evaluation.result"]
+    if evaluations:
+        built.withhold("evaluations", evaluations, "evaluation results are labels, kept "
+                       "from the auditor")
+
+
+_AGENT_OPS = {"invoke_agent": "AGENT", "create_agent": "AGENT", "execute_tool": "TOOL",
+              "chat": "LLM", "text_completion": "LLM", "generate_content": "LLM"}
+
+
+def _kind(s: _InSpan) -> str:
+    kind = s.attrs.get("openinference.span.kind")
+    if isinstance(kind, str) and kind:
+        return kind.upper()
+    op = s.attrs.get("gen_ai.operation.name")
+    return _AGENT_OPS.get(op, "") if isinstance(op, str) else ""
+
+
+def _name_after(s: _InSpan, prefix: str, *keys: str) -> str | None:
+    for k in keys:
+        v = s.attrs.get(k)
+        if isinstance(v, str) and v:
+            return v
+    if s.name.startswith(prefix + " ") and s.name[len(prefix) + 1:]:
+        return s.name[len(prefix) + 1:]
+    return s.name or None
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    """gen_ai.input.messages / gen_ai.output.messages (JSON text of a list) -> messages."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return [m for m in value if isinstance(m, dict)] if isinstance(value, list) else []
+
+
+def _text(message: dict[str, Any]) -> str | None:
+    """A message's text: `content` (a string) or its text parts joined."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = message.get("parts", content)
+    if isinstance(parts, list):
+        texts = [p.get("content", p.get("text")) for p in parts if isinstance(p, dict)]
+        joined = [t for t in texts if isinstance(t, str)]
+        return "\n".join(joined) if joined else None
+    return None
+
+
+def _io(s: _InSpan, side: str) -> tuple[str | None, str | None]:
+    """(sender role the source states, text) of a span's input or output."""
+    msgs = _messages(s.attrs.get(f"gen_ai.{side}.messages"))
+    if msgs:
+        last = msgs[-1]
+        role = last.get("role")
+        return (role if isinstance(role, str) and role else None), _text(last)
+    value = s.attrs.get(f"{side}.value")
+    return None, value if isinstance(value, str) else None
+
+
+def _value(s: _InSpan, keys: Sequence[str], mime_key: str) -> Any:
+    for k in keys:
+        if k in s.attrs:
+            v = s.attrs[k]
+            if isinstance(v, str) and s.attrs.get(mime_key) == "application/json":
+                try:
+                    return json.loads(v)
+                except ValueError:
+                    return v
+            return v
+    return None
+
+
+class _Foreign:
+    """Walk a foreign span tree in time order into the builder, inventing nothing."""
+
+    def __init__(self, built: ImportedTrace, spans: list[_InSpan]) -> None:
+        self.b = built
+        self.t0 = min(s.start for s in spans)
+        ids = {s.span_id: s for s in spans}
+        roots: list[_InSpan] = []
+        for s in spans:
+            parent = ids.get(s.parent) if s.parent else None
+            (parent.children if parent is not None else roots).append(s)
+            if s.parent and parent is None:
+                built.note(f"span {s.span_id}'s parent {s.parent} is not in the file: read "
+                           "as a root")
+        for s in spans:
+            s.children.sort(key=lambda c: (c.start, c.index))
+        self.skipped = 0
+        for r in sorted(roots, key=lambda c: (c.start, c.index)):
+            self.walk(r, None)
+        if self.skipped:
+            built.note(f"{self.skipped} span(s) of no agent, tool or model kind carry no "
+                       "event (their children were read)")
+
+    def t(self, ns: int) -> float:
+        return (ns - self.t0) / _NS_PER_MINUTE
+
+    def walk(self, s: _InSpan, agent: str | None) -> None:
+        kind = _kind(s)
+        if kind == "AGENT":
+            self.agent(s, agent)
+        elif kind == "TOOL":
+            self.tool(s, agent)
+        elif kind == "LLM":
+            _, text = _io(s, "output")
+            if text is not None:
+                self.b.decision(agent or self.emitter(s), text, src_index=s.index,
+                                src_id=s.span_id, t=self.t(s.end))
+            for c in s.children:
+                self.walk(c, agent)
+        else:
+            self.skipped += 1
+            for c in s.children:
+                self.walk(c, agent)
+
+    @staticmethod
+    def emitter(s: _InSpan) -> str:
+        """Who acted when no agent span encloses a span: the service the resource names."""
+        name = s.resource.get("service.name")
+        return name if isinstance(name, str) and name else "unknown"
+
+    def agent(self, s: _InSpan, parent: str | None) -> None:
+        name = _name_after(s, "invoke_agent", "gen_ai.agent.name", "agent.name") or "agent"
+        role, text = _io(s, "input")
+        delegated = parent is not None and parent != name
+        if delegated:
+            assert parent is not None
+            self.b.delegate(parent, name, text, src_index=s.index, src_id=s.span_id,
+                            t=self.t(s.start))
+        elif text is not None:
+            if role is not None and role != name:
+                self.b.message(role, text, recipient=name, basis="source-field",
+                               src_index=s.index, src_id=s.span_id, t=self.t(s.start))
+            else:  # the sender is not stated: no one is named, no edge
+                self.b.participant(name)
+                self.b.message("unknown" if role is None else role, text, src_index=s.index,
+                               src_id=s.span_id, t=self.t(s.start))
+        self.b.participant(name)
+        for c in s.children:
+            self.walk(c, name)
+        _, out = _io(s, "output")
+        if delegated:
+            if out is not None:
+                self.b.reply(out, src_index=s.index, src_id=s.span_id, t=self.t(s.end))
+            else:
+                d = self.b._open.pop()
+                self.b.note(f"delegation {d.caller}->{d.callee} (span {s.span_id}) has no "
+                            "output in the source; no reply edge recorded")
+        elif out is not None:
+            self.b.message(name, out, src_index=s.index, src_id=s.span_id, t=self.t(s.end),
+                           final=True)
+
+    def tool(self, s: _InSpan, agent: str | None) -> None:
+        tool = _name_after(s, "execute_tool", "gen_ai.tool.name", "tool.name") or "tool"
+        actor = agent or self.emitter(s)
+        raw = _value(s, ("gen_ai.tool.call.arguments", "tool.parameters", "input.value"),
+                     "input.mime_type")
+        if isinstance(raw, str):
+            with contextlib.suppress(ValueError):
+                raw = json.loads(raw)
+        args = raw if isinstance(raw, dict) else None
+        call = self.b.tool_call(actor, tool, args, src_index=s.index, src_id=s.span_id,
+                                t=self.t(s.start))
+        if raw is not None and args is None:  # arguments that are not an object stay as text
+            self.b.events[-1].content = raw if isinstance(raw, str) else _canon(raw)
+        for c in s.children:
+            self.walk(c, agent)
+        result = _value(s, ("gen_ai.tool.call.result", "output.value"), "output.mime_type")
+        rejected = True if s.status.get("code") in (2, "STATUS_CODE_ERROR") else None
+        self.b.tool_result(actor, result, call=call, rejected=rejected, src_index=s.index,
+                           src_id=s.span_id, t=self.t(s.end))
+        if rejected and isinstance(s.status.get("message"), str):
+            self.b.events[-1].reason = s.status["message"]
+
+
+def _read_file(path: Path) -> list[ImportedTrace]:
+    digest = sha256_file(path)
+    traces = _by_trace(read_otlp(path))
+    if not traces:
+        raise SourceError(path, "", "no spans in this OTLP file")
+    built_all = []
+    for n, (trace_id, spans) in enumerate(traces.items()):
+        if any(name.startswith("eair.") and "eair.step" in attrs
+               for s in spans for _, name, attrs in s.events):
+            built_all.append(_read_exact(path, spans, digest))
+            continue
+        service = _Foreign.emitter(spans[0])
+        instance = path.stem if len(traces) == 1 else f"{path.stem}-{n + 1:03d}-{trace_id[:8]}"
+        built = ImportedTrace(format=FORMAT, src=path, instance=instance,
+                              world=neutral_name(path.stem), framework=service,
+                              importer_version=EXPORTER_VERSION, sha256=digest)
+        built.note(f"OTel trace {trace_id}: {len(spans)} span(s); times are minutes since "
+                   "its first span started")
+        _withhold_evaluations(built, spans)
+        _Foreign(built, spans)
+        built_all.append(built)
+    return built_all
+
+
+def _accepts(path: Path) -> bool:
+    if path.suffix not in (".json", ".jsonl"):
+        return False
+    try:
+        with path.open("rb") as f:
+            return b"resourceSpans" in f.read(4096)
+    except OSError:
+        return False
+
+
+IMPORTER = register(Importer(
+    format=FORMAT, version=EXPORTER_VERSION,
+    summary="OTLP JSON with OpenTelemetry GenAI / OpenInference spans (and eairc "
+            "export-otel files, read back losslessly)",
+    read=_read_file, accepts=_accepts))
+
+
+def iter_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The event fields of every trace in an OTLP file as the importer reads them (tests)."""
+    for built in _read_file(path):
+        for e in built.events:
+            yield e.as_dict()
