@@ -1250,6 +1250,10 @@ def repair(
         min=1, help="Fresh retest episodes per condition.")] = 20,
     max_rounds: Annotated[int, typer.Option(
         min=1, help="Review rounds at most.")] = 4,
+    api_base: Annotated[str | None, typer.Option(
+        help="LLM agent/reviewer: endpoint of a local or self-hosted server.")] = None,
+    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per LLM request.")] = 60.0,
+    retries: Annotated[int, typer.Option(min=0, help="Retries per LLM request.")] = 4,
 ) -> None:
     """Repair a world from an audit finding: agent, guarded apply, ScopeOK, review, retest.
 
@@ -1264,9 +1268,16 @@ def repair(
         _err(f"error: {audit_dir} is not an audit folder (no index.json); run `eairc audit "
              "… -o AUDIT_DIR` first")
         raise typer.Exit(EXIT_INPUT)
+    def llm(kind: str, name: str | None) -> dict[str, object]:
+        if kind != "llm" or name is None:
+            return {}
+        return {"settings": _audit_llm(name, out, False, None, api_base, timeout, retries, 8,
+                                       None, None, None)}
+
     try:
-        proposer = make_agent(agent, model)
-        checker = make_reviewer(reviewer, reviewer_model or model)
+        proposer = make_agent(agent, model, **llm(agent, model))
+        checker = make_reviewer(reviewer, reviewer_model or model,
+                                **llm(reviewer, reviewer_model or model))
         acc = run_repair(world, audit_dir, out, proposer, checker, finding=finding,
                          seeds=seeds, max_rounds=max_rounds,
                          describe=describe(agent, reviewer, model, reviewer_model),
