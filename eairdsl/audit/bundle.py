@@ -70,8 +70,9 @@ from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
 
-__all__ = ["WITHHELD", "GRADER_INDEX", "BundledTrace", "bundle_files", "bundle_run",
-           "find_world", "trace_files", "write_bundle"]
+__all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
+           "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
+           "write_imported_bundle"]
 
 GRADER_INDEX = "grader-index.json"
 #: what a source location in an event's text becomes
@@ -525,6 +526,68 @@ def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
     return manifest
 
 
+# ------------------------------------------------------------------ imported traces
+
+#: what a bundle of an imported trace (a header with `source`, docs/external.md) withholds
+#: besides `WITHHELD`: the source block and the importer's grader side file
+IMPORTED_WITHHELD: tuple[Withheld, ...] = (
+    Withheld(locator="grader.json",
+             reason="the importer's grader-only side file: the dataset's labels, answers, "
+             "rewards and reference solutions"),
+    Withheld(locator="header.source",
+             reason="the source file, its digest, the importer and the fields it withheld "
+             "(which name the dataset's labels)"),
+)
+
+
+def imported_bundle_files(trace: Trace) -> dict[str, bytes]:
+    """Every file but the manifest of an imported trace's bundle, made without a world.
+
+    The log is all there is: participants are the trace's own, tools those its
+    steps name, and there are no cards, policies, records, documents or
+    authorization rules to show, so none is invented (an empty list, a matrix
+    with no entries).
+    """
+    steps = [e for e in trace.events if e.kind != "judgment"]
+    events = "".join(json.dumps(e.model_dump(mode="json", exclude_none=True), sort_keys=True,
+                                ensure_ascii=False) + "\n" for e in steps)
+    callers: dict[str, list[str]] = {}
+    for e in steps:
+        if e.kind in ("tool_call", "tool_result") and e.tool:
+            roles = callers.setdefault(e.tool, [])
+            if e.kind == "tool_call" and e.actor not in roles:
+                roles.append(e.actor)
+    participants = [Participant(name=name, kind="role",
+                                tools=[t for t, roles in callers.items() if name in roles])
+                    for name in trace.header.agents]
+    return {EVENTS: events.encode(),
+            "participants.json": _dump([p.model_dump(mode="json") for p in participants]),
+            "tools.json": _dump([ToolCard(name=t, kind="external", roles=roles)
+                                 .model_dump(mode="json") for t, roles in callers.items()]),
+            "policies.json": _dump([]),
+            "authorization.json": _dump(Authorization(default="deny").model_dump(mode="json"))}
+
+
+def write_imported_bundle(trace_path: Path, out_dir: Path, index: bool = True) -> Manifest:
+    """`write_bundle` for an imported trace (header `source`): no world, nothing invented."""
+    trace = _read(Path(trace_path))
+    if trace.header.source is None:
+        raise UsageError(f"{trace_path}: not an imported trace (its header has no source)")
+    files = imported_bundle_files(trace)
+    episode = _episode_id(files)
+    manifest = Manifest(episode=episode,
+                        steps=sum(1 for e in trace.events if e.kind != "judgment"),
+                        files={rel: hashlib.sha256(data).hexdigest()
+                               for rel, data in sorted(files.items())},
+                        withheld=sorted([*WITHHELD, *IMPORTED_WITHHELD],
+                                        key=lambda w: w.locator))
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
+    _write_folder(Path(out_dir), episode, files)
+    if index:
+        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+    return manifest
+
+
 def _write_folder(out: Path, name: str, files: dict[str, bytes]) -> None:
     """`out/name/` holding exactly `files`, replaced in one rename."""
     target = out / name
@@ -626,8 +689,9 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     """Bundle a trace, every trace under a run folder, or the given traces into `out_dir`.
 
     The world of each trace is found from its header (`find_world`), or is
-    `world` for all of them. `out_dir` may lie inside the run folder; it is
-    skipped. `out_dir/grader-index.json` maps every episode id to its trace(s).
+    `world` for all of them; an imported trace (header `source`) needs none.
+    `out_dir` may lie inside the run folder; it is skipped.
+    `out_dir/grader-index.json` maps every episode id to its trace(s).
     """
     out_dir = Path(out_dir)
     if isinstance(path, (str, Path)):
@@ -639,6 +703,13 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     index: dict[str, list[Path]] = {}
     for trace_path in traces:
         header = _read(trace_path).header
+        if header.source is not None and world is None:  # imported: no world (external)
+            manifest = write_imported_bundle(trace_path, out_dir, index=False)
+            index.setdefault(manifest.episode, []).append(trace_path)
+            done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
+                                     folder=str(out_dir / manifest.episode),
+                                     steps=manifest.steps))
+            continue
         compiled = worlds.get(header.digest)
         if compiled is None:
             try:
