@@ -39,15 +39,16 @@ from eairdsl import __version__
 from eairdsl.runtime.trace import Event, Trace, TraceHeader
 
 __all__ = ["EdgeBasis", "SourceError", "ImportedTrace", "Importer", "IMPORTERS",
-           "GRADER_SUFFIX", "SourceBlock", "Withheld", "explicit_recipient", "import_path",
-           "importers", "neutral_name", "register", "sha256_file", "grader_path",
-           "safe_file_name", "source_files"]
+           "GRADER_SUFFIX", "RoleHeader", "SourceBlock", "Withheld", "explicit_recipient",
+           "grader_path", "import_path", "importers", "neutral_name", "register",
+           "role_header", "safe_file_name", "sha256_file", "source_files"]
 
 #: what states a recipient in the source; anything else is not an edge
 EdgeBasis = Literal["role-arrow", "span-parent", "source-field", "tool-call"]
 #: the grader-only side file beside `<instance>.jsonl`
 GRADER_SUFFIX = ".grader.json"
-_ARROW = re.compile(r"^\s*(?P<speaker>.*?)\s*\(\s*->\s*(?P<recipient>[^()]+?)\s*\)\s*$")
+_QUALIFIED = re.compile(r"^(?P<speaker>[^()]*?)\s*\((?P<inner>[^()]*)\)$")
+_ARROW = re.compile(r"^->\s*(?P<recipient>\S.*)$")
 _NEUTRAL = re.compile(r"[^a-z0-9]+")
 
 
@@ -88,16 +89,34 @@ def neutral_name(*parts: str) -> str:
     return joined or "imported"
 
 
-def explicit_recipient(role: str) -> tuple[str, str | None]:
-    """`"Orchestrator (-> WebSurfer)"` -> ("Orchestrator", "WebSurfer"); otherwise (role, None).
+@dataclass(frozen=True)
+class RoleHeader:
+    """A role string split into its parts: `Name`, `Name (qualifier)` or `Name (-> X)`."""
 
-    Only an explicit arrow in the role names a recipient; a role such as
-    `"Orchestrator (thought)"` keeps its full text as the speaker and names none.
-    """
-    m = _ARROW.match(role)
+    speaker: str
+    recipient: str | None = None
+    qualifier: str | None = None
+
+
+def role_header(role: str) -> RoleHeader:
+    """`"Orchestrator (-> WebSurfer)"` names a recipient; `"Orchestrator (thought)"` a
+    qualifier; anything else is the speaker's name as written."""
+    text = role.strip()
+    m = _QUALIFIED.match(text)
     if m is None or not m.group("speaker"):
-        return role.strip(), None
-    return m.group("speaker"), m.group("recipient")
+        return RoleHeader(text)
+    speaker, inner = m.group("speaker"), m.group("inner").strip()
+    arrow = _ARROW.match(inner)
+    if arrow is not None:
+        return RoleHeader(speaker, recipient=arrow.group("recipient").strip())
+    return RoleHeader(speaker, qualifier=inner)
+
+
+def explicit_recipient(role: str) -> tuple[str, str | None]:
+    """`"Orchestrator (-> WebSurfer)"` -> ("Orchestrator", "WebSurfer"); a role without an
+    explicit arrow names no recipient."""
+    h = role_header(role)
+    return h.speaker, h.recipient
 
 
 @dataclass
