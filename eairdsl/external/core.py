@@ -265,6 +265,14 @@ class ImportedTrace:
         self._open.pop()
         return step
 
+    def unanswered(self) -> None:
+        """The innermost delegation ends without a final answer: no reply is invented."""
+        if not self._open:
+            raise ValueError("no open delegation")
+        d = self._open.pop()
+        self.note(f"delegation {d.caller}->{d.callee} (task {d.task}) has no final answer "
+                  "in the source; no reply edge recorded")
+
     def close_unanswered(self) -> None:
         """Delegations whose child never answered stay open: no reply is invented."""
         for d in self._open:
