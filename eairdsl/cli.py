@@ -842,6 +842,35 @@ def export(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("export-otel")
+def export_otel_command(
+    target: Annotated[Path, typer.Argument(
+        metavar="TRACE|RUN_DIR|STUDY_DIR", help="A trace, a run folder or a study folder.")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", help="The OTLP JSON file to write.")],
+    audit_dir: Annotated[Path | None, typer.Option(
+        "--audit", metavar="AUDIT_DIR", help="An `eairc audit` folder: its findings become "
+        "gen_ai.evaluation.result events on the boundary step's span and the root.")] = None,
+    include_grader: Annotated[bool, typer.Option(
+        "--include-grader", help="Also export the result line (measurements, witnesses): "
+        "grader-side, off by default.")] = False,
+) -> None:
+    """Export episodes as OTLP JSON (OpenTelemetry GenAI + OpenInference spans, one trace per
+    episode) for Phoenix or Langfuse; `eairc import otel-genai` reads it back (docs/external.md)."""
+    from eairdsl.external.otel import OtelError, export_otel
+
+    try:
+        done = export_otel(target, output, audit_dir, include_grader=include_grader)
+    except OtelError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    dup = f" ({done.duplicates} duplicate trace(s) exported once)" if done.duplicates else ""
+    found = f", {done.findings} finding(s) and lead(s) attached" if audit_dir else ""
+    typer.echo(f"wrote {done.traces} trace(s), {done.spans} span(s), {done.events} event(s)"
+               f"{found} to {output}{dup}")
+    raise typer.Exit(EXIT_OK)
+
+
 @app.command()
 def rescore(
     study_dir: Annotated[Path, typer.Argument(help="A study folder (holding results.sqlite).")],

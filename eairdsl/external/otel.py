@@ -324,7 +324,7 @@ class _Builder:
             "eair.world": world,
         }, first)
         if include_grader and ep.result is not None:
-            self.root.attributes["eair.result"] = _canon(ep.result)
+            self.root.attributes["eair.result_line"] = _canon(ep.result)
         self._build()
 
     def _span(self, role: str, name: str, kind: int, parent: _Span | None,
@@ -807,7 +807,7 @@ def _read_exact(path: Path, spans: list[_InSpan], digest: str) -> ImportedTrace:
             if isinstance(name, str):
                 built.participant(name)
     for s in spans:
-        result = s.attrs.get("eair.result")
+        result = s.attrs.get("eair.result_line")
         if isinstance(result, str):
             built.withhold("result", json.loads(result), "the episode's measurements and "
                            "witness steps are grader-side")
