@@ -397,7 +397,14 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
     if not files:
         raise SourceError(src, "", f"no {format} source files here")
     written: list[Path] = []
+    made: dict[Path, Path] = {}
     for f in files:
         for built in importer.read(f):
-            written.extend(built.write(out))
+            paths = built.write(out)
+            if paths[0] in made:
+                raise SourceError(f, "", f"trace {built.world}/{built.instance} was already "
+                                  f"imported from {made[paths[0]]}: two source traces with "
+                                  "one id")
+            made[paths[0]] = f
+            written.extend(paths)
     return written
