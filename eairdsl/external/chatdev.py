@@ -92,7 +92,7 @@ def feed(b: ImportedTrace, log: list[Entry]) -> None:
     skipped = usage = 0
     for k, e in enumerate(log):
         t = (e.when - t0).total_seconds() / 60 if t0 is not None else None
-        src = {"src_index": k, "src_id": f"line {e.line}"}
+        sid = f"line {e.line}"
         if any(e.head.startswith(x) for x in _NOISE):
             skipped += 1
             continue
@@ -107,20 +107,22 @@ def feed(b: ImportedTrace, log: list[Entry]) -> None:
                         for r in _ROLE_ROW.finditer(body)}
                 user, assistant = rows.get("user_role_name"), rows.get("assistant_role_name")
                 pair = (user, assistant) if user and assistant else None
-            b.decision("System", body, t=t, **src)
+            b.decision("System", body, t=t, src_index=k, src_id=sid)
             continue
         pm = _PAIR.match(body)
         if pm is not None and speaker in (pm.group("a"), pm.group("b")):
             other = pm.group("b") if speaker == pm.group("a") else pm.group("a")
             if other != speaker:
-                b.message(speaker, body, recipient=other, basis="source-field", t=t, **src)
+                b.message(speaker, body, recipient=other, basis="source-field", t=t,
+                          src_index=k, src_id=sid)
                 continue
         if body.startswith("**[Start Chat]**") and pair is not None and speaker in pair:
             other = pair[1] if speaker == pair[0] else pair[0]
             if other != speaker:
-                b.message(speaker, body, recipient=other, basis="source-field", t=t, **src)
+                b.message(speaker, body, recipient=other, basis="source-field", t=t,
+                          src_index=k, src_id=sid)
                 continue
-        b.message(speaker, body, t=t, **src)
+        b.message(speaker, body, t=t, src_index=k, src_id=sid)
     if skipped:
         b.note(f"{skipped} harness entr{'y' if skipped == 1 else 'ies'} "
                f"({_NOISE[0]!r}) are not events")

@@ -65,15 +65,17 @@ def _record(path: Path, digest: str, n: int, rec: Any) -> ImportedTrace:
             raise SourceError(path, at, "a message is not an object")
         role = m.get("role")
         content = _text(m.get("content"))
-        src = {"src_index": i, "src_id": f"traj[{i}]"}
+        sid = f"traj[{i}]"
         match role:
             case "system":
-                b.message("system", content, recipient="assistant", basis="source-field", **src)
+                b.message("system", content, recipient="assistant", basis="source-field",
+                          src_index=i, src_id=sid)
             case "user":
-                b.message("user", content, recipient="assistant", basis="source-field", **src)
+                b.message("user", content, recipient="assistant", basis="source-field",
+                          src_index=i, src_id=sid)
             case "assistant" if m.get("tool_calls"):
                 if content is not None:
-                    b.decision("assistant", content, **src)
+                    b.decision("assistant", content, src_index=i, src_id=sid)
                 for k, call in enumerate(m["tool_calls"]):
                     fn = call.get("function") if isinstance(call, dict) else None
                     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
@@ -86,7 +88,8 @@ def _record(path: Path, digest: str, n: int, rec: Any) -> ImportedTrace:
                     if cid:
                         calls[cid] = step
             case "assistant":
-                b.message("assistant", content, recipient="user", basis="source-field", **src)
+                b.message("assistant", content, recipient="user", basis="source-field",
+                          src_index=i, src_id=sid)
             case "tool":
                 cid = m.get("tool_call_id")
                 call = calls.get(cid) if isinstance(cid, str) else None
