@@ -1029,6 +1029,35 @@ def bundle(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("import")
+def import_command(
+    format: Annotated[str, typer.Argument(
+        metavar="FORMAT", help="who-and-when, trail, openinference, otel-genai, tau-bench, "
+        "chatdev or mad (docs/external.md).")],
+    src: Annotated[Path, typer.Argument(
+        metavar="SRC", help="A source file, or a folder (every file of the format under it).")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Folder for the traces (OUT/<world>/<instance>.jsonl) and their "
+        "grader-only side files (<instance>.grader.json).")],
+) -> None:
+    """Import other frameworks' traces into EAIR traces, inventing nothing (docs/external.md)."""
+    from eairdsl.external.core import SourceError, import_path, importers
+
+    known = importers()
+    if format not in known:
+        _err(f"error: unknown format {format!r}; use one of {', '.join(sorted(known))}")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        written = import_path(format, src, out)
+    except SourceError as exc:
+        _err(f"{exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+    traces = [p for p in written if p.suffix == ".jsonl"]
+    typer.echo(f"imported {len(traces)} trace(s) as {format} into {out}/; "
+               f"{len(written) - len(traces)} grader side file(s) (*.grader.json, grader-only)")
+    raise typer.Exit(EXIT_OK)
+
+
 _AUDITOR_HELP = ("offline (default: deterministic rules, no network), llm (--model) or "
                  "oracle (grader-side witness steps; a pipeline check, not an auditor)")
 
