@@ -430,3 +430,41 @@ def test_export_otel_command(runs: Path, exported: Path, tmp_path: Path) -> None
 def test_export_errors_are_clear(tmp_path: Path) -> None:
     with pytest.raises(OtelError, match="no such trace file or run folder"):
         export_otel(tmp_path / "nothing", tmp_path / "out.json")
+
+
+def test_two_episodes_with_one_name_both_come_back(runs: Path, tmp_path: Path) -> None:
+    """Same world, condition, instance and seed, other content (another agent profile):
+    two traces in the export, two files on import, each with its own events."""
+    src = traces(runs / "d1")[0]
+    lines = src.read_text().splitlines()
+    other = json.loads(lines[1])
+    other["content"] = "a different opening request"
+    twin = tmp_path / "twin" / src.name
+    twin.parent.mkdir()
+    twin.write_text("\n".join([lines[0], json.dumps(other, sort_keys=True,
+                                                    ensure_ascii=False), *lines[2:]]) + "\n")
+    out = tmp_path / "two.json"
+    assert export_otel([src, twin], out).traces == 2
+    written = sorted(p for p in import_path(FORMAT, out, tmp_path / "back"))
+    assert len(written) == 2 and len({p.name for p in written}) == 2
+    got = sorted(p.read_text().splitlines()[1:] for p in written)
+    want = sorted([[x for x in lines[1:] if json.loads(x)["type"] == "event"],
+                   twin.read_text().splitlines()[1:-1]])
+    assert got == want
+
+
+def test_round_tripped_traces_audit_like_the_originals(runs: Path, exported: Path,
+                                                       tmp_path: Path) -> None:
+    """With its world given, a round-tripped trace bundles to the same sanitized episode
+    (same opaque id) and the offline auditor writes the same report, byte for byte."""
+    import_path(FORMAT, exported, tmp_path / "back")
+    world = ROOT / "worlds" / "a1.eair"
+    first = audit_episodes(runs / "a1", tmp_path / "a", RulesAuditor(), world=world)
+    second = audit_episodes(tmp_path / "back" / "a1", tmp_path / "b", RulesAuditor(),
+                            world=world)
+    assert [e.episode for e in first.entries] == [e.episode for e in second.entries]
+    assert sum(e.findings + e.leads for e in first.entries) >= 1
+    for e in first.entries:
+        name = f"{e.episode}.json"
+        assert (tmp_path / "a" / REPORTS / name).read_bytes() == (
+            tmp_path / "b" / REPORTS / name).read_bytes()

@@ -49,6 +49,7 @@ import contextlib
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -777,7 +778,10 @@ def _eair_events(spans: list[_InSpan], file: str) -> list[tuple[int, dict[str, A
     return sorted(out, key=lambda x: x[0])
 
 
-def _read_exact(path: Path, spans: list[_InSpan], digest: str) -> ImportedTrace:
+def _read_exact(path: Path, spans: list[_InSpan], digest: str,
+                clash: set[str]) -> ImportedTrace:
+    """An `export_otel` trace; `clash`: names that two traces of the file share (their
+    files get the trace id's first digits, so neither overwrites the other)."""
     file = str(path)
     resource = spans[0].resource
     raw = resource.get("eair.header")
@@ -795,6 +799,8 @@ def _read_exact(path: Path, spans: list[_InSpan], digest: str) -> ImportedTrace:
     if calls:
         header["model_calls"] = [json.loads(c) for _, c in calls]
     instance = f"{header.get('instance')}-s{header.get('seed')}"
+    if f"{header.get('world')}/{header.get('condition')}/{instance}" in clash:
+        instance = f"{instance}-{spans[0].trace_id[:8]}"
     built = _Exact(format=FORMAT, src=path, instance=instance,
                    world=f"{header.get('world')}/{header.get('condition')}",
                    framework="eairdsl", importer_version=EXPORTER_VERSION, sha256=digest)
@@ -813,6 +819,17 @@ def _read_exact(path: Path, spans: list[_InSpan], digest: str) -> ImportedTrace:
                            "witness steps are grader-side")
     _withhold_evaluations(built, spans)
     return built
+
+
+def _exact_name(span: _InSpan) -> str:
+    """world/condition/instance-sSEED of an exported trace, from its resource's header."""
+    try:
+        h = json.loads(str(span.resource.get("eair.header")))
+    except ValueError:
+        return ""
+    if not isinstance(h, dict):
+        return ""
+    return f"{h.get('world')}/{h.get('condition')}/{h.get('instance')}-s{h.get('seed')}"
 
 
 def _withhold_evaluations(built: ImportedTrace, spans: list[_InSpan]) -> None:
@@ -1002,10 +1019,14 @@ def _read_file(path: Path) -> list[ImportedTrace]:
     if not traces:
         raise SourceError(path, "", "no spans in this OTLP file")
     built_all = []
+    exact = {tid for tid, spans in traces.items()
+             if any(name.startswith("eair.") and "eair.step" in attrs
+                    for s in spans for _, name, attrs in s.events)}
+    names = Counter(_exact_name(traces[tid][0]) for tid in exact)
+    clash = {name for name, k in names.items() if k > 1}
     for n, (trace_id, spans) in enumerate(traces.items()):
-        if any(name.startswith("eair.") and "eair.step" in attrs
-               for s in spans for _, name, attrs in s.events):
-            built_all.append(_read_exact(path, spans, digest))
+        if trace_id in exact:
+            built_all.append(_read_exact(path, spans, digest, clash))
             continue
         service = _Foreign.emitter(spans[0])
         instance = path.stem if len(traces) == 1 else f"{path.stem}-{n + 1:03d}-{trace_id[:8]}"
