@@ -468,3 +468,18 @@ def test_round_tripped_traces_audit_like_the_originals(runs: Path, exported: Pat
         name = f"{e.episode}.json"
         assert (tmp_path / "a" / REPORTS / name).read_bytes() == (
             tmp_path / "b" / REPORTS / name).read_bytes()
+
+
+def test_collector_json_lines_and_flattened_messages(tmp_path: Path) -> None:
+    """A collector's file exporter writes one OTLP document per line, and one trace may
+    span lines; OpenInference's and the older GenAI flattened messages are read."""
+    written = import_path(FORMAT, FIXTURE.with_name("collector_lines.jsonl"), tmp_path)
+    assert len(written) == 1
+    events = [json.loads(x) for x in written[0].read_text().splitlines()[1:]]
+    assert [(e["kind"], e["actor"], e.get("recipient"), e["content"]) for e in events] == [
+        ("message", "unknown", None, "Find the 2019 audit memo."),
+        ("decision", "researcher", None, "Searching the archive."),
+        ("decision", "researcher", None, "Found it in folder B."),
+        ("message", "researcher", None, "The memo is in folder B."),
+    ]
+    assert [e["t"] for e in events] == [0.0, 2.0, 4.0, 5.0]  # minutes since the first span

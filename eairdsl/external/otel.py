@@ -885,15 +885,44 @@ def _text(message: dict[str, Any]) -> str | None:
     return None
 
 
+#: flattened message lists: OpenInference `llm.input_messages.N.message.role|content` and
+#: the older GenAI `gen_ai.prompt.N.role|content` / `gen_ai.completion.N.role|content`
+_FLAT = {"input": (("llm.input_messages.", ".message."), ("gen_ai.prompt.", ".")),
+         "output": (("llm.output_messages.", ".message."), ("gen_ai.completion.", "."))}
+
+
+def _flat_last(s: _InSpan, side: str) -> dict[str, Any] | None:
+    """The last message of a flattened list (highest index), as {role, content}."""
+    for prefix, middle in _FLAT[side]:
+        found: dict[int, dict[str, Any]] = {}
+        for key, value in s.attrs.items():
+            if not key.startswith(prefix):
+                continue
+            index, _, rest = key[len(prefix):].partition(middle)
+            if index.isdigit() and rest in ("role", "content"):
+                found.setdefault(int(index), {})[rest] = value
+        if found:
+            return found[max(found)]
+    return None
+
+
 def _io(s: _InSpan, side: str) -> tuple[str | None, str | None]:
-    """(sender role the source states, text) of a span's input or output."""
+    """(sender role the source states, text) of a span's input or output: the GenAI
+    message list, else `input.value`/`output.value`, else a flattened message list."""
     msgs = _messages(s.attrs.get(f"gen_ai.{side}.messages"))
     if msgs:
         last = msgs[-1]
         role = last.get("role")
         return (role if isinstance(role, str) and role else None), _text(last)
     value = s.attrs.get(f"{side}.value")
-    return None, value if isinstance(value, str) else None
+    if isinstance(value, str):
+        return None, value
+    flat = _flat_last(s, side)
+    if flat is None:
+        return None, None
+    role, content = flat.get("role"), flat.get("content")
+    return (role if isinstance(role, str) and role else None,
+            content if isinstance(content, str) else None)
 
 
 def _value(s: _InSpan, keys: Sequence[str], mime_key: str) -> Any:
