@@ -417,6 +417,10 @@ def test_export_otel_command(runs: Path, exported: Path, tmp_path: Path) -> None
     assert done.exit_code == 0, done.output
     assert "10 trace(s)" in done.output
     assert out.read_bytes() == exported.read_bytes()
+    back = cli.invoke(app, ["import", FORMAT, str(out), "-o", str(tmp_path / "back")])
+    assert back.exit_code == 0, back.output
+    assert "imported 10 trace(s)" in back.output
+    assert len(traces(tmp_path / "back")) == 10
     not_trace = tmp_path / "x.jsonl"
     not_trace.write_text('{"hello": 1}\n')
     failed = cli.invoke(app, ["export-otel", str(not_trace), "-o", str(tmp_path / "y.json")])
