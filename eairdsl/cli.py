@@ -1058,6 +1058,80 @@ def import_command(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command("import-eval")
+def import_eval(
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="An `eairc import` folder.")],
+    audit_dir: Annotated[Path | None, typer.Option(
+        "--audit", metavar="AUDIT_DIR", help="`eairc audit OUT -o AUDIT_DIR`'s folder: "
+        "findings, leads, evidence units and the predictions graded.")] = None,
+    predictions: Annotated[Path | None, typer.Option(
+        help="A predictions file to grade instead of the audit reports (docs/external.md).")
+    ] = None,
+    k: Annotated[int, typer.Option(min=0, help="Who&When step accuracy within ±k.")] = 1,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the whole evaluation as JSON (grader-side).")] = None,
+) -> None:
+    """Summary per framework and grading against the datasets' labels (grader side)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from eairdsl.external.grading import evaluate
+
+    if not out.is_dir():
+        _err(f"error: {out} is not a folder")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        result = evaluate(out, audit_dir, predictions, k)
+    except ValueError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INPUT) from None
+
+    def rate(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    table = Table(title="Imported traces per framework")
+    for col in ("format", "framework", "traces", "steps", "edges", "audited", "findings",
+                "leads", "units", "agent", "step", "location"):
+        table.add_column(col, justify="left" if col in ("format", "framework") else "right")
+    for r in result.frameworks:
+        table.add_row(r.format, r.framework, str(r.traces), str(r.steps), str(r.explicit_edges),
+                      str(r.audited), str(r.findings), str(r.leads),
+                      f"{r.units_resolvable}/{r.units_total}", rate(r.agent_accuracy),
+                      rate(r.step_accuracy), rate(r.location_accuracy))
+    Console(width=None if sys.stdout.isatty() else 120).print(table)
+    typer.echo("edges: steps with an explicit edge; units: resolvable/all evidence units; "
+               "agent, step, location: accuracy against the labels")
+    ww = result.who_and_when
+    if ww is not None and "all" in ww:
+        for name in ("all", "unflagged"):
+            g = ww[name]
+            typer.echo(f"Who&When ({name} labels, n={g['labels']}): agent "
+                       f"{rate(g['agent_accuracy'])}, step exact {rate(g['step_accuracy'])}, "
+                       f"step within ±{k} {rate(g[f'step_within_{k}_accuracy'])}")
+    if ww is not None:
+        flags = ww["flagged"]
+        typer.echo(f"Who&When label-noise flags: {len(flags)}" + (
+            " (" + "; ".join(f"{i} {f}" for i, f in flags) + ")" if flags else ""))
+    tr = result.trail
+    if tr is not None:
+        typer.echo(f"TRAIL ({tr['errors']} annotated errors, alias table {tr['alias_table']}): "
+                   f"location {rate(tr['location_accuracy'])}, (location, category) "
+                   f"{rate(tr['pair_accuracy'])}")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
+    if json_out is not None:
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(result.model_dump(mode="json"), indent=1,
+                                           sort_keys=True, ensure_ascii=False) + "\n",
+                                encoding="utf-8")
+        except OSError as exc:
+            _err(f"error: cannot write {json_out}: {exc.strerror or exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        typer.echo(f"wrote {json_out} (grader-side)")
+    raise typer.Exit(EXIT_OK)
+
+
 _AUDITOR_HELP = ("offline (default: deterministic rules, no network), llm (--model) or "
                  "oracle (grader-side witness steps; a pipeline check, not an auditor)")
 
