@@ -69,7 +69,7 @@ from eairdsl.external.core import (
 from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
 
 __all__ = ["EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "ExportSummary", "OtelError",
-           "episode_trace_id", "export_otel", "otlp_document", "read_otlp"]
+           "episode_trace_id", "export_otel", "iter_events", "otlp_document", "read_otlp"]
 
 FORMAT = "otel-genai"
 #: the version of the export layout and of the importer (the `eair.*` layer's meaning)
@@ -226,7 +226,6 @@ class ExportSummary:
     events: int
     findings: int
     duplicates: int
-    notes: tuple[str, ...] = ()
 
 
 def _read_episode(path: Path) -> _Episode:
@@ -1012,9 +1011,7 @@ class _Foreign:
             if out is not None:
                 self.b.reply(out, src_index=s.index, src_id=s.span_id, t=self.t(s.end))
             else:
-                d = self.b._open.pop()
-                self.b.note(f"delegation {d.caller}->{d.callee} (span {s.span_id}) has no "
-                            "output in the source; no reply edge recorded")
+                self.b.unanswered()
         elif out is not None:
             self.b.message(name, out, src_index=s.index, src_id=s.span_id, t=self.t(s.end),
                            final=True)
