@@ -37,18 +37,21 @@ from eairdsl.external.otel import (
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "external" / "otel" / "travel_agents.json"
 WORLDS = ("a1", "b1", "c1", "d1", "f1")
+#: episodes in the run folder: three per world
+N = 3 * len(WORLDS)
 HEX32, HEX16 = re.compile(r"^[0-9a-f]{32}$"), re.compile(r"^[0-9a-f]{16}$")
 VALUE_KEYS = {"stringValue", "boolValue", "intValue", "doubleValue", "arrayValue"}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two sim episodes of every shipped world, offline: runs/<world>/<condition>/…"""
+    """Three sim episodes of every shipped world, offline, one of them with reckless
+    agents (guards reject their calls): runs/<world>/<condition>/…"""
     out = tmp_path_factory.mktemp("runs")
     for name in WORLDS:
         world = resolve_world(ROOT / "worlds" / f"{name}.eair")
-        for seed in (0, 1):
-            run_episode(world, None, None, seed, out=out / name)
+        for seed, agents in ((0, "sim"), (1, "sim"), (2, "sim:reckless")):
+            run_episode(world, None, None, seed, agents=agents, out=out / name)
     return out
 
 
@@ -81,7 +84,7 @@ def test_round_trip_gives_back_every_event_of_the_five_worlds(runs: Path, export
     written = import_path(FORMAT, exported, tmp_path / "back")
     originals = traces(runs)
     assert {p.parent.parent.name for p in originals} == set(WORLDS)
-    assert len(written) == len(originals) == 10  # no grader side file without --include-grader
+    assert len(written) == len(originals) == N  # no grader side file without --include-grader
     events = 0
     for original in originals:
         back = tmp_path / "back" / original.relative_to(runs)
@@ -115,7 +118,12 @@ def test_model_calls_become_chat_spans_and_come_back(runs: Path, tmp_path: Path)
     ]
     llm = tmp_path / "llm" / "d1" / "canonical" / src.name
     llm.parent.mkdir(parents=True)
-    llm.write_text("\n".join([json.dumps(header, sort_keys=True), *lines[1:]]) + "\n")
+    judgment = {"actor": "judge", "content": "the reply disclosed nothing restricted",
+                "kind": "judgment", "step": f"s{len(events) + 1:04d}", "t": events[-1]["t"],
+                "type": "event"}
+    body = [*lines[1:len(events) + 1], json.dumps(judgment, sort_keys=True),
+            *lines[len(events) + 1:]]
+    llm.write_text("\n".join([json.dumps(header, sort_keys=True), *body]) + "\n")
     out = tmp_path / "llm.json"
     export_otel(llm, out)
     spans = spans_of(json.loads(out.read_text()))
@@ -130,15 +138,17 @@ def test_model_calls_become_chat_spans_and_come_back(runs: Path, tmp_path: Path)
     assert attrs(by_id[chats[0]["parentSpanId"]]["attributes"])["eair.task"] == "1"
     assert "eair.task" not in attrs(by_id[chats[1]["parentSpanId"]]["attributes"])  # the root
     import_path(FORMAT, out, tmp_path / "back")
-    back = json.loads((tmp_path / "back" / "d1" / "canonical" / src.name).read_text()
-                      .splitlines()[0])
-    assert back["model_calls"] == header["model_calls"]
+    back_lines = (tmp_path / "back" / "d1" / "canonical" / src.name).read_text().splitlines()
+    assert json.loads(back_lines[0])["model_calls"] == header["model_calls"]
+    assert back_lines[1:] == [x for x in body if json.loads(x)["type"] == "event"]
+    root = spans[0]  # a judgment belongs to no task: it sits on the root
+    assert [attrs(e["attributes"])["eair.kind"] for e in root["events"]] == ["judgment"]
 
 
 # ------------------------------------------------------------------ shape
 def test_otlp_shape(runs: Path, exported: Path) -> None:
     doc = json.loads(exported.read_text())
-    assert set(doc) == {"resourceSpans"} and len(doc["resourceSpans"]) == 10
+    assert set(doc) == {"resourceSpans"} and len(doc["resourceSpans"]) == N
     trace_ids = set()
     for rs in doc["resourceSpans"]:
         spans = rs["scopeSpans"][0]["spans"]
@@ -184,7 +194,7 @@ def test_otlp_shape(runs: Path, exported: Path) -> None:
             f"{header['instance']}-s{header['seed']}.jsonl")
         assert n_events == sum(1 for line in trace.read_text().splitlines()[1:]
                                if json.loads(line)["type"] == "event")
-    assert len(trace_ids) == 10
+    assert len(trace_ids) == N
 
 
 def test_delegations_are_parent_child_agent_spans(exported: Path) -> None:
@@ -244,7 +254,7 @@ def test_export_is_deterministic(runs: Path, exported: Path, tmp_path: Path) -> 
     shutil.copytree(runs, moved)
     shutil.copy(traces(moved)[0], traces(moved)[0].with_name("copy.jsonl"))
     summary = export_otel(moved, tmp_path / "moved.json")
-    assert summary.duplicates == 1 and summary.traces == 10  # a copy is the same episode
+    assert summary.duplicates == 1 and summary.traces == N  # a copy is the same episode
     assert (tmp_path / "moved.json").read_bytes() == exported.read_bytes()
 
 
@@ -260,7 +270,7 @@ def test_grader_fields_only_with_the_flag(runs: Path, exported: Path, tmp_path: 
     assert result["type"] == "result" and "witnesses" in result
     written = import_path(FORMAT, with_grader, tmp_path / "back")
     sides = [p for p in written if p.name.endswith(".grader.json")]
-    assert len(sides) == 10
+    assert len(sides) == N
     for p in written:
         if p.suffix == ".jsonl":
             text = p.read_text()
@@ -415,12 +425,12 @@ def test_export_otel_command(runs: Path, exported: Path, tmp_path: Path) -> None
     out = tmp_path / "cli.json"
     done = cli.invoke(app, ["export-otel", str(runs), "-o", str(out)])
     assert done.exit_code == 0, done.output
-    assert "10 trace(s)" in done.output
+    assert f"{N} trace(s)" in done.output
     assert out.read_bytes() == exported.read_bytes()
     back = cli.invoke(app, ["import", FORMAT, str(out), "-o", str(tmp_path / "back")])
     assert back.exit_code == 0, back.output
-    assert "imported 10 trace(s)" in back.output
-    assert len(traces(tmp_path / "back")) == 10
+    assert f"imported {N} trace(s)" in back.output
+    assert len(traces(tmp_path / "back")) == N
     not_trace = tmp_path / "x.jsonl"
     not_trace.write_text('{"hello": 1}\n')
     failed = cli.invoke(app, ["export-otel", str(not_trace), "-o", str(tmp_path / "y.json")])
