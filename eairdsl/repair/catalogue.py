@@ -14,11 +14,15 @@ source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
   before the official record write;
 - `attested_routing` (routing): the selection tool refuses a candidate that does
   not hold the tool the governing policy's rule reads the calls of;
+- `approval_review` (routing, second): attested routing, and the approval that
+  can break the policy ensures its rule (a review by the policy holder) before
+  the disposition is recorded;
 - `requester_bound` (delegation): the delegate's record reads are filtered by the
   ultimate requester's principal under the authorization matrix;
-- `reconcile_at_gate` (handoff): a new policy states that the artifact a gate
-  writes states a decision value only when the decision holder's latest record
-  has it, and the gate ensures it.
+- `reconcile_at_gate` (handoff): a new policy states that once the decision
+  holder has recorded a decision the artifact states it (and before, no decision
+  value), and the tools that write the artifact ensure it — all of them, then
+  the gate alone.
 
 Nothing here names a shipped world, tool, record or field: every name comes
 from the request (a test greps this file). No pattern flips a world's levers,
@@ -306,6 +310,51 @@ def attested_routing(s: Situation) -> Iterator[Proposal]:
                                "and refused otherwise."))
 
 
+def approval_review(s: Situation) -> Iterator[Proposal]:
+    """Attested routing, and the approval that can break the policy requires its rule —
+    a review by the policy holder — before it is recorded (`ensure POLICY` at every other
+    tool whose effects the rule reads, beyond the plan's own surfaces)."""
+    for routed in attested_routing(s):
+        selection = set(routed.attribution)
+        for policy in _rule_policies(s):
+            rule = s.policy_rule(policy)
+            read = _rule_reads(s, rule)
+            deciding = [t.name for t in s.world.tools
+                         if decl_name("tool", t.name) not in selection
+                         and s.written(t) & read and s.editable("tool", t.name)
+                         and not any(g.after and g.policy == policy for g in t.guards)]
+            if not deciding:
+                continue
+            text = next(p.text for p in s.world.policies if p.name == policy)
+            needed = [t for t in s.tools_called_in(rule) if s.holders(t)]
+            by = (f" by a holder of {needed[-1]} ({', '.join(s.holders(needed[-1]))})"
+                  if needed else "")
+            source = routed.source
+            for name in deciding:
+                tool = s.tool(name)
+                assert tool is not None
+                revise = _revisable(s, tool, read)
+                message = _quote_safe(
+                    f"refused: policy {policy} ({text}) requires the review{by} first; "
+                    "nothing was recorded; " + (f"revise {' or '.join(revise)}."
+                                                if revise else "revise the call."))
+                for clause in _template_clauses(template("policy_guard", TOOL=name,
+                                                         POLICY=policy, MESSAGE=message), name):
+                    source = E.insert_clause(source, "tool", name, clause,
+                                             after=(A.RequireClause, A.EnsureClause),
+                                             fallback=(A.DescriptionClause, A.CostClause,
+                                                       A.KindClause),
+                                             file=s.request.world_file)
+            rest = [r for r in s.serving() if r not in next(iter(routed.attribution.values()))]
+            attribution = dict(routed.attribution)
+            attribution.update({decl_name("tool", t): rest or s.serving() for t in deciding})
+            yield Proposal(
+                pattern="approval_review", source=source, attribution=attribution,
+                rationale=(routed.rationale + f" The approval ({', '.join(deciding)}) now "
+                           f"ensures {policy}: it is refused, and the approver told whose "
+                           "review the policy requires, until that review is on record."))
+
+
 def _delegates(s: Situation) -> list[str]:
     """The delegate participants: the finding's participant, then every callee of a
     delegation channel."""
@@ -395,20 +444,25 @@ def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
                     for rfield, renum, rvalues in _enum_fields(record.name, s):
                         if renum == enum or not set(rvalues) < set(values):
                             continue
-                        yield _reconcile(s, name, artifact, fname, record.name, rfield, rvalues)
+                        # every tool that writes the artifact (a wrong status refused
+                        # where it is first written: what lets the writer revise it),
+                        # then the gate alone (the plan's own surface)
+                        for upstream in (True, False):
+                            yield _reconcile(s, name, artifact, fname, record.name, rfield,
+                                             rvalues, upstream)
 
 
 def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, rfield: str,
-               decisions: list[str]) -> Proposal:
+               decisions: list[str], upstream: bool) -> Proposal:
     policy = f"{gate}_reconciled"
     while s.parsed.find("policy", policy) is not None or any(
             p.name == policy for p in s.world.policies):
         policy += "_"
     holders = sorted({p.name for t in s.world.tools if record in s.written(t)
                       for p in s.world.parties if any(r.name == t.name for r in p.tools)})
-    # every tool that writes the artifact, the gate first: a wrong status is refused
-    # where it is first written, not only where it leaves
-    writers = [gate, *sorted(t.name for t in s.world.tools if t.name != gate
+    # the gate, and (upstream) every tool that writes the artifact: a wrong status is
+    # then refused where it is first written, not only where it leaves
+    writers = [gate, *sorted(t.name for t in s.world.tools if t.name != gate and upstream
                              and artifact in s.written(t) and s.editable("tool", t.name))]
     undecided = [v for v in s.world.enums.get(_field_enum(s, artifact, fname), [])
                  if v not in decisions]
@@ -472,7 +526,7 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     "record": (policy_guard,),
     "review": (policy_guard,),
     "power": (policy_guard,),
-    "routing": (attested_routing, policy_guard),
+    "routing": (attested_routing, approval_review),
     "delegation": (requester_bound,),
     "handoff": (reconcile_at_gate, policy_guard),
 }
