@@ -182,13 +182,15 @@ class Seen:
 
     text: dict[tuple[str, str], str] = field(default_factory=dict)
     total: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: steps shown with every field they have, none cut
+    #: steps shown in some answer, and those shown with every field they have, none cut
+    steps: set[str] = field(default_factory=set)
     whole: set[str] = field(default_factory=set)
 
     def item(self, view: dict[str, Any]) -> None:
         """One step as `read` shows it (`fields` a list of FieldText) or as the dump does
         (`fields` an object field -> full text)."""
         step = str(view.get("step"))
+        self.steps.add(step)
         cells = view.get("fields")
         if isinstance(cells, dict):
             for name, text in cells.items():
@@ -216,8 +218,8 @@ class Seen:
                         if s == step and name.startswith(n + "."))
 
     def complete(self, step: str, name: str | None) -> bool:
-        if name is None:
-            return step in self.whole
+        if name is None:  # read for coverage only: any view of the step will do
+            return step in self.steps
         key = (step, name)
         return key in self.total and len(self.text.get(key, "")) >= self.total[key]
 
@@ -319,6 +321,12 @@ class ReadWhatItNeeds:
                     fresh.setdefault(step, []).append(name)
             calls += [("read", {"step": s, "fields": names, "budget": self.window})
                       for s, names in fresh.items()]
+        # never the same call twice: an answer that made no progress is not asked again
+        asked = {(c["function"]["name"], json.dumps(json.loads(c["function"]["arguments"]),
+                                                     sort_keys=True))
+                 for m in messages if m.get("role") == "assistant"
+                 for c in m.get("tool_calls") or []}
+        calls = [c for c in calls if (c[0], json.dumps(c[1], sort_keys=True)) not in asked]
         if calls:
             return respond(calls)
         return respond([(SUBMIT_TOOL, self.submission(seen))])
@@ -444,16 +452,20 @@ def traces(world: World, seeds: int, runs: Path) -> list[Path]:
     return out
 
 
-def measure(names: list[str], seeds: int, scratch: Path, window: int = 12000
-            ) -> list[EpisodeFigures]:
+def bundles(names: list[str], seeds: int, scratch: Path) -> list[tuple[str, Bundle]]:
+    """The sanitized bundles of `seeds` sim episodes per condition of each world."""
     out = []
     for name in names:
         world = resolve_world(ROOT / "worlds" / f"{name}.eair")
         for trace in traces(world, seeds, scratch / "runs" / name):
             manifest = write_bundle(trace, world, scratch / "bundles" / name, index=False)
-            bundle = Bundle.load(scratch / "bundles" / name / manifest.episode)
-            out.append(measure_bundle(name, bundle, window))
+            out.append((name, Bundle.load(scratch / "bundles" / name / manifest.episode)))
     return out
+
+
+def measure(names: list[str], seeds: int, scratch: Path, window: int = 12000
+            ) -> list[EpisodeFigures]:
+    return [measure_bundle(name, b, window) for name, b in bundles(names, seeds, scratch)]
 
 
 # ------------------------------------------------------------------ the table
@@ -516,8 +528,18 @@ def report_lines(figs: list[EpisodeFigures], window: int) -> list[str]:
                                     f"chars, verdicts "
                                     + ", ".join(f"{v} {sum(f.verdict == v for f in mine)}"
                                                 for v in sorted({f.verdict for f in mine})))]
+    lines += ["", *totals(figs)]
+    return lines
+
+
+#: trace text sizes (characters of every field of every step) the ratio is broken down by
+SIZES = ((0, 10_000), (10_000, 40_000), (40_000, None))
+
+
+def totals(figs: list[EpisodeFigures], title: str | None = None) -> list[str]:
+    """The table over every episode, the ratios against the dump and by trace size."""
     s = summarize(figs)
-    lines += ["", *table(figs, f"ALL: {len(figs)} episodes")]
+    lines = table(figs, title or f"ALL: {len(figs)} episodes")
     q = {arm: f"{r['quotes_read']}/{r['quotes']}" for arm, r in s.items()}
     lines.append("  quotes verbatim in text the policy was shown: "
                  + ", ".join(f"{a} {v}" for a, v in q.items()))
@@ -528,6 +550,15 @@ def report_lines(figs: list[EpisodeFigures], window: int) -> list[str]:
             lines.append(f"  {arm}/dump {_pct(r['ratio_total'])} of the characters (target "
                          f"<= {TARGET:.0%}: {verdict}); without the system prompt "
                          f"{_pct(r['bare_ratio_total'])}")
+    for low, high in SIZES:
+        part = [f for f in figs if f.trace_chars >= low and (high is None or f.trace_chars < high)]
+        if not part:
+            continue
+        p = summarize(part)
+        label = f"trace text {low:,}-{high:,}" if high is not None else f"trace text >= {low:,}"
+        lines.append(f"  {label:<26} {len(part):>3} episodes: " + ", ".join(
+            f"{arm}/dump {_pct(p[arm]['ratio_total'])} (no-sys {_pct(p[arm]['bare_ratio_total'])})"
+            for arm in GRAPH_ARMS if arm in p))
     if "topology" in s and "none" in s and s["none"]["chars_total"]:
         cut = 1 - s["topology"]["chars_total"] / s["none"]["chars_total"]
         paper = 1 - PAPER["topology"] / PAPER["none"]
@@ -541,28 +572,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=2,
                         help="episodes per condition (seed 0 sim, 1 reckless, ...)")
     parser.add_argument("--worlds", default=",".join(WORLDS))
-    parser.add_argument("--window", type=int, default=12000,
-                        help="LLMAuditor window_chars (its default 12000)")
+    parser.add_argument("--window", default="12000",
+                        help="LLMAuditor window_chars, or a comma-separated list (the first "
+                             "gets the per-world tables; default 12000, the auditor's)")
     parser.add_argument("--json", type=Path, help="write the per-episode figures here")
     parser.add_argument("--keep", type=Path, help="keep the runs and bundles here")
     args = parser.parse_args(argv)
+    windows = [int(w) for w in args.window.split(",") if w.strip()]
     os.chdir(ROOT)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="eair-audit-llm-bench-"))
     start = time.perf_counter()
     try:
         names = [n.strip() for n in args.worlds.split(",") if n.strip()]
-        figs = measure(names, args.seeds, scratch, args.window)
+        made = bundles(names, args.seeds, scratch)
+        figs = {w: [measure_bundle(name, b, w) for name, b in made] for w in windows}
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    print("\n".join(report_lines(figs, args.window)))
+    print("\n".join(report_lines(figs[windows[0]], windows[0])))
+    for w in windows[1:]:
+        print("\n" + "\n".join(totals(figs[w], f"ALL, window {w:,}: {len(figs[w])} episodes")))
     if args.json is not None:
-        rows = [{"world": f.world, "episode": f.episode, "steps": f.steps,
+        out = {}
+        for w, rows in figs.items():
+            out[str(w)] = {"summary": summarize(rows), "episodes": [
+                {"world": f.world, "episode": f.episode, "steps": f.steps,
                  "trace_chars": f.trace_chars, "verdict": f.verdict,
-                 "arms": {a: vars(x) for a, x in sorted(f.arms.items())}} for f in figs]
-        args.json.write_text(json.dumps({"window": args.window, "episodes": rows,
-                                         "summary": summarize(figs)}, indent=2,
-                                        sort_keys=True) + "\n", encoding="utf-8")
+                 "arms": {a: vars(x) for a, x in sorted(f.arms.items())}} for f in rows]}
+        args.json.write_text(json.dumps({"windows": out}, indent=2, sort_keys=True) + "\n",
+                             encoding="utf-8")
     print(f"\ntotal {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
