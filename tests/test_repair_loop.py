@@ -33,6 +33,8 @@ from eairdsl.repair.loop import ACCEPTANCE, repair, select_finding
 from eairdsl.repair.model import Candidate, RepairError, RepairRequest, Review
 
 SEEDS = 3  # fresh retest episodes per condition: small, the loop is what is tested
+VALIDATE = 3  # episodes of W′'s self-test
+SMALL = {"seeds": SEEDS, "validate_episodes": VALIDATE}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def _acceptance(out: Path) -> dict[str, object]:
 def test_accepted_repair_writes_every_artefact(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     agent, reviewer = StubAgent(good), StubReviewer(approve())
-    acc = repair(A1, audit, out, agent, reviewer, seeds=SEEDS)
+    acc = repair(A1, audit, out, agent, reviewer, **SMALL)
     data = _acceptance(out)
     for key in ("accepted", "scope_ok", "review_ok", "audit_pass", "retain", "rounds",
                 "target"):
@@ -144,7 +146,7 @@ def _protected_edit(request: RepairRequest) -> Candidate:
 def test_a_protected_declaration_touched_is_out_of_scope(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     agent, reviewer = StubAgent(_protected_edit), StubReviewer()
-    acc = repair(A1, audit, out, agent, reviewer, seeds=SEEDS, max_rounds=2)
+    acc = repair(A1, audit, out, agent, reviewer, **SMALL, max_rounds=2)
     assert not acc.accepted and acc.scope_ok is False and acc.review_ok is None
     assert acc.audit_pass is None and acc.target is None and acc.rounds == 2
     assert not reviewer.requests, "an out-of-scope candidate is never reviewed"
@@ -168,7 +170,7 @@ def _unattributed_edit(request: RepairRequest) -> Candidate:
 def test_an_unattributed_extra_change_is_rejected(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     agent = StubAgent(_unattributed_edit, good)
-    acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS, max_rounds=2)
+    acc = repair(A1, audit, out, agent, StubReviewer(), **SMALL, max_rounds=2)
     first = json.loads((out / "rounds" / "01" / "scope.json").read_text())
     assert first["ok"] is False and first["unattributed"] == ["tool customer_profile"]
     fb = agent.requests[1].feedback[0]
@@ -186,7 +188,7 @@ def _bad_requirement(request: RepairRequest) -> Candidate:
 def test_an_attribution_to_a_requirement_the_plan_lacks_is_rejected(
         audit: Path, tmp_path: Path) -> None:
     acc = repair(A1, audit, tmp_path / "r", StubAgent(_bad_requirement), StubReviewer(),
-                 seeds=SEEDS, max_rounds=1)
+                 **SMALL, max_rounds=1)
     assert acc.scope_ok is False and not acc.accepted
     assert "no-such-requirement" in acc.history[0]["problems"][0]
 
@@ -202,7 +204,7 @@ def test_an_approval_with_a_failed_dimension_is_refused(audit: Path, tmp_path: P
     out = tmp_path / "r"
     agent = StubAgent(good)
     reviewer = StubReviewer(contradictory, rejecting, contradictory)
-    acc = repair(A1, audit, out, agent, reviewer, seeds=SEEDS, max_rounds=3)
+    acc = repair(A1, audit, out, agent, reviewer, **SMALL, max_rounds=3)
     assert not acc.accepted and acc.review_ok is False and acc.scope_ok is True
     assert acc.rounds == 3 and acc.audit_pass is None
     review = json.loads((out / "rounds" / "01" / "review.json").read_text())
@@ -229,7 +231,7 @@ def _closing_disabled(request: RepairRequest) -> Candidate:
 def test_a_retest_that_loses_utility_is_not_accepted(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     agent = StubAgent(_closing_disabled, good)
-    acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS, max_rounds=2)
+    acc = repair(A1, audit, out, agent, StubReviewer(), **SMALL, max_rounds=2)
     first = json.loads((out / "rounds" / "01" / "outcome.json").read_text())
     assert first["stage"] == "retest" and first["ok"] is False
     assert first["retain"] < 0.95 and first["scope_ok"] and first["review_ok"]
@@ -256,7 +258,7 @@ LEVER_ON_TEXT = "lever cumulative_check : bool = true"
 def test_compile_diagnostics_reach_the_agent_located(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     agent = StubAgent(_syntax_error, _unknown_name, good)
-    acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS)
+    acc = repair(A1, audit, out, agent, StubReviewer(), **SMALL)
     assert acc.accepted and acc.round == 3 and acc.rounds == 1  # compile failures: no round
     located = re.compile(r"^a1\.eair:\d+:\d+: error\[E\d{3}\]: ")
     syntax = agent.requests[1].feedback[0]
@@ -275,7 +277,7 @@ def test_compile_diagnostics_reach_the_agent_located(audit: Path, tmp_path: Path
 
 def test_compile_failures_are_bounded(audit: Path, tmp_path: Path) -> None:
     agent = StubAgent(_syntax_error)
-    acc = repair(A1, audit, tmp_path / "r", agent, StubReviewer(), seeds=SEEDS,
+    acc = repair(A1, audit, tmp_path / "r", agent, StubReviewer(), **SMALL,
                  compile_tries=2)
     assert not acc.accepted and len(agent.requests) == 2 and acc.rounds == 0
     assert acc.scope_ok is None and "did not compile" in acc.reason
@@ -295,7 +297,7 @@ class _Failing:
 def test_an_agent_failure_is_recorded_and_the_loop_goes_on(audit: Path,
                                                            tmp_path: Path) -> None:
     out = tmp_path / "r"
-    acc = repair(A1, audit, out, _Failing(), StubReviewer(), seeds=SEEDS)
+    acc = repair(A1, audit, out, _Failing(), StubReviewer(), **SMALL)
     first = json.loads((out / "rounds" / "01" / "outcome.json").read_text())
     assert first["stage"] == "propose" and "provider returned no candidate" in \
         first["problems"][0]
@@ -319,12 +321,12 @@ def test_resume_after_an_interruption(audit: Path, tmp_path: Path) -> None:
     out = tmp_path / "r"
     first = _Interrupting()
     with pytest.raises(KeyboardInterrupt):
-        repair(A1, audit, out, first, StubReviewer(), seeds=SEEDS)
+        repair(A1, audit, out, first, StubReviewer(), **SMALL)
     assert (out / "rounds" / "01" / "outcome.json").is_file()
     assert not (out / "rounds" / "02" / "outcome.json").exists()
     assert not (out / ACCEPTANCE).exists()
     agent = StubAgent(good)
-    acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS)
+    acc = repair(A1, audit, out, agent, StubReviewer(), **SMALL)
     # round 1 was not asked again; round 2 got round 1's feedback
     assert [r.round for r in agent.requests] == [2]
     assert agent.requests[0].feedback[0].stage == "scope"
@@ -333,7 +335,7 @@ def test_resume_after_an_interruption(audit: Path, tmp_path: Path) -> None:
     html = (out / "review.html").read_bytes()
     # a finished repair rerun: nothing asked, the same decision byte for byte
     idle = StubAgent(good)
-    again = repair(A1, audit, out, idle, StubReviewer(), seeds=SEEDS)
+    again = repair(A1, audit, out, idle, StubReviewer(), **SMALL)
     assert idle.requests == [] and again == acc
     assert (out / ACCEPTANCE).read_bytes() == before and (out / "review.html").read_bytes() == html
     # another command into the same folder is refused
@@ -354,11 +356,11 @@ def test_an_interrupted_retest_resumes(audit: Path, tmp_path: Path,
     monkeypatch.setattr(retest_mod, "audit_episodes", stop)
     agent = StubAgent(good)
     with pytest.raises(KeyboardInterrupt):
-        repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS)
+        repair(A1, audit, out, agent, StubReviewer(), **SMALL)
     assert (out / "rounds" / "01" / "candidate.json").is_file()
     assert (out / "retest" / "01" / "after" / "results.sqlite").is_file()
     monkeypatch.setattr(retest_mod, "audit_episodes", real)
-    acc = repair(A1, audit, out, agent, StubReviewer(), seeds=SEEDS)
+    acc = repair(A1, audit, out, agent, StubReviewer(), **SMALL)
     assert len(agent.requests) == 1, "the candidate on disk is reused, not asked again"
     assert acc.accepted
 
@@ -371,7 +373,7 @@ def test_the_mechanical_reviewer_rejects_a_lever_flip_as_disproportionate(
 
     out = tmp_path / "r"
     agent = StubAgent(good)
-    acc = repair(A1, audit, out, agent, MechanicalReviewer(), seeds=SEEDS, max_rounds=2)
+    acc = repair(A1, audit, out, agent, MechanicalReviewer(), **SMALL, max_rounds=2)
     assert not acc.accepted and acc.scope_ok is True and acc.review_ok is False
     review = json.loads((out / "rounds" / "01" / "review.json").read_text())
     assert review["verdict"] == "reject" and review["proportionality"]["passed"] is False

@@ -62,7 +62,7 @@ def test_the_retest_cohort_is_fresh_paired_and_resumes(
     audited = audited_episodes(audit)
     out = tmp_path / "rt"
     result = retest(original, candidate, main, audit, target, out, seeds=3,
-                    conditions=["mild", "strong"])
+                    conditions=["mild", "strong"], validate_episodes=3)
     fresh = [c for c in result.cases if c.group == "fresh"]
     regression = [c for c in result.cases if c.group == "regression"]
     assert len(fresh) == 6 and {c.condition for c in fresh} == {"mild", "strong"}
@@ -114,7 +114,7 @@ def test_the_original_world_fails_the_audit_pass(audit: Path, tmp_path: Path) ->
     assert original is not None
     target = target_of(select_finding(audit, original).finding)
     result = retest(original, original, A1, audit, target, tmp_path / "rt", seeds=2,
-                    regression=0, conditions=["strong"])
+                    regression=0, conditions=["strong"], validate_episodes=2)
     assert not result.audit_pass and result.audit_problems
     assert result.target_after.k > 0 and result.retain == 1.0
 

@@ -229,9 +229,12 @@ def _texts(folder: Path, refs: dict[str, str]) -> dict[str, str]:
 def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
            reviewer: Reviewer, *, finding: str | None = None, seeds: int = 20,
            max_rounds: int = 4, compile_tries: int = 3,
-           describe: dict[str, Any] | None = None,
+           validate_episodes: int | None = None, describe: dict[str, Any] | None = None,
            progress: Progress | None = None) -> Acceptance:
-    """Run (or resume) the whole repair loop into `out`; return the acceptance decision."""
+    """Run (or resume) the whole repair loop into `out`; return the acceptance decision.
+
+    `seeds` fresh retest episodes per condition; `validate_episodes` bounds the
+    self-test of an approved W′ (default: `eairc validate`'s)."""
     from eairdsl.compiler import compile_world  # tool modules: loaded on first use
 
     say = progress or (lambda _m: None)
@@ -294,7 +297,7 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
             say(f"round {n}: asking the Repair Agent")
             outcome = _round(n, rdir, world_file, audit_dir, out, original, source, files,
                              selected, protected, feedback, last_text, agent, reviewer, only,
-                             target, seeds, say)
+                             target, seeds, validate_episodes, say)
             write_atomic(done, _dump(outcome.model_dump(mode="json")))
         history.append(outcome)
         say(f"round {n}: {outcome.stage} {'passed' if outcome.ok else 'failed'}"
@@ -382,7 +385,7 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
            source: str, files: dict[str, str], selected: Selected, protected: list[str],
            feedback: list[Feedback], last_text: str | None, agent: RepairAgent,
            reviewer: Reviewer, only: list[str], target: Any, seeds: int,
-           say: Progress) -> RoundOutcome:
+           validate_episodes: int | None, say: Progress) -> RoundOutcome:
     """One round, from the agent's proposal to its review and retest."""
     rdir.mkdir(parents=True, exist_ok=True)
     cand_path = rdir / "candidate.json"
@@ -458,7 +461,8 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
     say(f"round {n}: approved; retesting on a fresh cohort")
     rt = retest(original, cand_world, applied.main, audit_dir, target,
                 out / "retest" / f"{n:02d}", seeds=seeds,
-                conditions=selected.conditions or None, progress=say)
+                conditions=selected.conditions or None,
+                validate_episodes=validate_episodes, progress=say)
     problems = list(rt.audit_problems[:10])
     if rt.retain < RETAIN:
         problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "

@@ -230,9 +230,12 @@ def _bit(row: dict[str, Any] | None, m: str) -> int | None:
 
 def retest(original: World, candidate: World, candidate_file: Path, audit_dir: Path,
            target: Target, out: Path, *, seeds: int = 20, regression: int | None = None,
-           conditions: list[str] | None = None,
+           conditions: list[str] | None = None, validate_episodes: int | None = None,
            progress: Callable[[str], None] | None = None) -> RetestResult:
-    """Run the retest into `out` (resumable) and return its result (also `out/result.json`)."""
+    """Run the retest into `out` (resumable) and return its result (also `out/result.json`).
+
+    `validate_episodes` bounds `validate_world`'s self-test of W′ (default: every
+    instance and at least 10 seeds, as `eairc validate`)."""
     say = progress or (lambda _msg: None)
     done = out / RESULT
     if done.is_file():
@@ -355,7 +358,7 @@ def retest(original: World, candidate: World, candidate_file: Path, audit_dir: P
     u_after = util.after.k / util.after.n if util.after.n else 0.0
     retain = (u_after / u_before) if u_before > 0 else 1.0
     say("retest: validating W' (sim:compliant and sim:reckless)")
-    report = validate_world(candidate, conds[0])
+    report = validate_world(candidate, conds[0], validate_episodes)
     validation = {"condition": report.condition, "episodes": report.episodes,
                   "compliant_failures": len(report.compliant_failures),
                   "reckless_realized": report.episodes - len(report.reckless_failures),
