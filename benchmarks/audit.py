@@ -13,10 +13,15 @@ from a small sim study by content identity, audited blind, graded). The oracle
 auditor's time is printed beside the rules auditor's for reference; it is
 grader-side only and never an arm of the study.
 
+And, with `--llm`, the LLM path (benchmarks/audit_llm.py, run after the rest):
+the characters a scripted auditor that reads only what it needs sends to the
+model per audit with the graph index (annotated, topology, none) against a
+full-trace dump; target at most 50%, F.16 measured 21.9% fewer tokens.
+
 No assertions on timings: figures are printed (best of `--repeat` per episode).
 
     python benchmarks/audit.py [--seeds N] [--repeat N] [--per-world N] [--positives N]
-                               [--no-study] [--keep DIR]
+                               [--no-study] [--keep DIR] [--llm]
 """
 
 from __future__ import annotations
@@ -243,6 +248,8 @@ def main() -> None:
     parser.add_argument("--positives", type=int, default=10)
     parser.add_argument("--no-study", action="store_true", help="skip the audit study")
     parser.add_argument("--keep", type=Path, help="keep the runs, bundles and audits here")
+    parser.add_argument("--llm", action="store_true",
+                        help="also the LLM path's characters sent (benchmarks/audit_llm.py)")
     args = parser.parse_args()
     os.chdir(ROOT)  # traces name their world; bundling finds worlds/<name>.eair from here
     scratch = Path(tempfile.mkdtemp(prefix="eair-audit-bench-")) if args.keep is None \
@@ -262,6 +269,15 @@ def main() -> None:
             per_episode(name, world, args.seeds, args.repeat, scratch, rules)
         if not args.no_study:
             audit_study_figures(worlds, scratch, args.per_world, args.positives, rules)
+        if args.llm:
+            import sys
+
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import audit_llm
+
+            print()
+            audit_llm.main(["--seeds", str(args.seeds), "--worlds", ",".join(names),
+                            "--keep", str(scratch / "llm")])
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
