@@ -278,7 +278,11 @@ class Trace:
 
 def read_trace(path: Path) -> Trace:
     """Read a trace file back into models (raises ValueError on a malformed file)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    # split on "\n" only: the writer leaves U+2028, U+2029 and U+0085 unescaped inside
+    # strings (imported web text has them), and `splitlines` would cut a line there
+    lines = [ln.removesuffix("\r") for ln in path.read_text(encoding="utf-8").split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     if not lines:
         raise ValueError(f"{path} is empty")
     header = TraceHeader.model_validate_json(lines[0])
