@@ -43,7 +43,13 @@ explores (searches, neighbours, paths) before it knows what to cite. The system
 prompt (the contract's schema, R1-R4, B.1; about 17,600 characters) is resent
 with every request, so the table also gives the characters without it.
 
-    python benchmarks/audit_llm.py [--seeds N] [--worlds a1,d1] [--window N] [--json FILE]
+Long traces: the graph arms' cost is bounded by the window (the opening and each
+read are cut to it) while the dump grows with the trace, so `--long` adds
+synthetic long episodes (benchmarks/scaling.py's requests world, nothing
+seeded: a clean report reading one step) printed apart from the shipped worlds.
+
+    python benchmarks/audit_llm.py [--seeds N] [--worlds a1,d1] [--window N[,N...]]
+                                   [--long N[,N...]] [--json FILE] [--keep DIR]
 
 (`python benchmarks/audit.py --llm` runs the same.) No network:
 LITELLM_OFFLINE_MODE is set; no assertions on timings.
@@ -463,6 +469,22 @@ def bundles(names: list[str], seeds: int, scratch: Path) -> list[tuple[str, Bund
     return out
 
 
+def long_bundles(requests: list[int], scratch: Path) -> list[tuple[str, Bundle]]:
+    """One sim episode of benchmarks/scaling.py's synthetic world per request count (five
+    roles, seven steps per request): long traces with nothing seeded, a clean report."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import scaling
+
+    out = []
+    for n in requests:
+        compiled = scaling.build(scratch / "long" / f"requests-{n}", 100, n, 5)
+        run = run_episode(compiled, None, None, 0, "sim", scratch / "runs" / "long")
+        manifest = write_bundle(Path(run.trace_path or ""), compiled, scratch / "bundles" / "long",
+                                index=False)
+        out.append((f"syn{n}", Bundle.load(scratch / "bundles" / "long" / manifest.episode)))
+    return out
+
+
 def measure(names: list[str], seeds: int, scratch: Path, window: int = 12000
             ) -> list[EpisodeFigures]:
     return [measure_bundle(name, b, window) for name, b in bundles(names, seeds, scratch)]
@@ -575,6 +597,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", default="12000",
                         help="LLMAuditor window_chars, or a comma-separated list (the first "
                              "gets the per-world tables; default 12000, the auditor's)")
+    parser.add_argument("--long", default="100,500",
+                        help="also synthetic long episodes with this many requests each "
+                             "(benchmarks/scaling.py's world; '' for none)")
     parser.add_argument("--json", type=Path, help="write the per-episode figures here")
     parser.add_argument("--keep", type=Path, help="keep the runs and bundles here")
     args = parser.parse_args(argv)
@@ -586,19 +611,32 @@ def main(argv: list[str] | None = None) -> None:
         names = [n.strip() for n in args.worlds.split(",") if n.strip()]
         made = bundles(names, args.seeds, scratch)
         figs = {w: [measure_bundle(name, b, w) for name, b in made] for w in windows}
+        longs = long_bundles([int(n) for n in args.long.split(",") if n.strip()], scratch)
+        long_figs = {w: [measure_bundle(name, b, w) for name, b in longs] for w in windows}
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
     print("\n".join(report_lines(figs[windows[0]], windows[0])))
     for w in windows[1:]:
         print("\n" + "\n".join(totals(figs[w], f"ALL, window {w:,}: {len(figs[w])} episodes")))
+    for w in windows if longs else []:
+        print(f"\nSynthetic long episodes (not in ALL; window {w:,}): nothing seeded, so the "
+              "report is clean and reads one step")
+        for f in long_figs[w]:
+            row = "  ".join(f"{a} {x.chars:,}" + (f" ({x.chars / f.arms['dump'].chars:.1%})"
+                                                  if a != "dump" else "")
+                            for a, x in f.arms.items())
+            valid = sum(x.valid for x in f.arms.values())
+            print(f"  {f.world:<8} {f.steps:>5} steps, trace text {f.trace_chars:>8,}: {row}; "
+                  f"valid {valid}/{len(f.arms)}")
     if args.json is not None:
         out = {}
         for w, rows in figs.items():
             out[str(w)] = {"summary": summarize(rows), "episodes": [
                 {"world": f.world, "episode": f.episode, "steps": f.steps,
                  "trace_chars": f.trace_chars, "verdict": f.verdict,
-                 "arms": {a: vars(x) for a, x in sorted(f.arms.items())}} for f in rows]}
+                 "arms": {a: vars(x) for a, x in sorted(f.arms.items())}}
+                for f in rows + long_figs[w]]}
         args.json.write_text(json.dumps({"windows": out}, indent=2, sort_keys=True) + "\n",
                              encoding="utf-8")
     print(f"\ntotal {time.perf_counter() - start:.1f} s", file=sys.stderr)
