@@ -540,6 +540,9 @@ IMPORTED_WITHHELD: tuple[Withheld, ...] = (
 )
 
 
+_LINE_BREAKS = {0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\u0085"}
+
+
 def imported_bundle_files(trace: Trace) -> dict[str, bytes]:
     """Every file but the manifest of an imported trace's bundle, made without a world.
 
@@ -549,8 +552,11 @@ def imported_bundle_files(trace: Trace) -> dict[str, bytes]:
     with no entries).
     """
     steps = [e for e in trace.events if e.kind != "judgment"]
+    # U+2028, U+2029 and U+0085 escaped: a reader that splits lines with `splitlines`
+    # (Bundle.load) would cut a line at them; the parsed text is the same
     events = "".join(json.dumps(e.model_dump(mode="json", exclude_none=True), sort_keys=True,
-                                ensure_ascii=False) + "\n" for e in steps)
+                                ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+                     for e in steps)
     callers: dict[str, list[str]] = {}
     for e in steps:
         if e.kind in ("tool_call", "tool_result") and e.tool:
