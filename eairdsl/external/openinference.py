@@ -24,7 +24,8 @@ What becomes an event, in depth-first start-time order (`src_id` = span id,
 - CHAIN spans (smolagents' `Step N`) with an `output.value`: a `decision` after what ran
   inside the step (the step's observation as recorded);
 - spans outside every AGENT span are the harness, not events (counted in a note),
-  unless the trace has no AGENT span at all: then its root span is the one agent.
+  unless the trace has no AGENT span at all: then its root span is the one agent, and
+  its input and output are messages to no stated recipient.
 
 An agent's name is its `agent.name` attribute; for a nested agent without one, the
 one managed agent its parent declares (`smolagents.managed_agents.N.name`) or the
@@ -270,8 +271,9 @@ class _Builder:
             if has_agent:
                 self.outside(r)
             else:
-                self.b.note("no AGENT span: the root span is the one agent")
-                self.agent(r, None, None)
+                self.b.note("no AGENT span: the root span is the one agent, and its input "
+                            "and output address no one the trace states")
+                self.agent(r, None, None, stated=False)
         if self.skipped:
             self.b.note(f"{self.skipped} span(s) outside every AGENT span (the harness) are "
                         "not events")
@@ -284,9 +286,18 @@ class _Builder:
         for c in s.children:
             self.outside(c)
 
-    def agent(self, s: Span, parent: Span | None, parent_name: str | None) -> None:
+    def agent(self, s: Span, parent: Span | None, parent_name: str | None,
+              stated: bool = True) -> None:
         name = self.name_of(s, parent)
         inp, out = _text(s.attrs.get("input.value")), _text(s.attrs.get("output.value"))
+        if not stated:  # a root span that is no AGENT span: no edge to or from it is stated
+            if inp is not None:
+                self.b.message(root_user, inp, t=self.t(s.start), **self.src(s))
+            for c in s.children:
+                self.inside(c, s, name, [])
+            if out is not None:
+                self.b.message(name, out, final=True, t=self.t(s.end), **self.src(s))
+            return
         if parent_name is None:
             self.b.message(root_user, inp, recipient=name, basis="span-parent",
                            t=self.t(s.start), **self.src(s))
