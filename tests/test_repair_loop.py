@@ -280,7 +280,8 @@ def test_compile_failures_are_bounded(audit: Path, tmp_path: Path) -> None:
     acc = repair(A1, audit, tmp_path / "r", agent, StubReviewer(), **SMALL,
                  compile_tries=2)
     assert not acc.accepted and len(agent.requests) == 2 and acc.rounds == 0
-    assert acc.scope_ok is None and "did not compile" in acc.reason
+    assert acc.scope_ok is None and "without a compiled candidate" in acc.reason
+    assert "a1.eair:" in acc.reason  # the last diagnostic, located
 
 
 class _Failing:

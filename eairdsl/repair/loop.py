@@ -286,7 +286,9 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
             stop = f"no candidate accepted in {max_rounds} round(s)"
             break
         if failures >= compile_tries:
-            stop = f"{failures} candidate(s) did not compile or could not be produced"
+            last = history[-1] if history else None
+            stop = (f"{failures} tries without a compiled candidate; last: "
+                    f"{last.problems[0] if last and last.problems else 'no candidate'}")
             break
         n += 1
         rdir = out / "rounds" / f"{n:02d}"
