@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from eairdsl.api import resolve_world, run_episode
@@ -497,3 +499,85 @@ def test_collector_json_lines_and_flattened_messages(tmp_path: Path) -> None:
         ("message", "researcher", None, "The memo is in folder B."),
     ]
     assert [e["t"] for e in events] == [0.0, 2.0, 4.0, 5.0]  # minutes since the first span
+
+
+# ------------------------------------------------------------------ property
+_NAMES = st.sampled_from(["planner", "booker", "critic", "user", "tool_runner"])
+
+
+@st.composite
+def _tree(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["AGENT", "AGENT", "TOOL", "LLM", "CHAIN"]))
+    node: dict[str, Any] = {"kind": kind, "name": draw(_NAMES),
+                            "input": draw(st.none() | st.text(max_size=8)),
+                            "role": draw(st.none() | _NAMES),
+                            "output": draw(st.none() | st.text(max_size=8)),
+                            "children": []}
+    if depth < 3:
+        node["children"] = draw(st.lists(_tree(depth + 1), max_size=3))
+    return node
+
+
+def _otlp(roots: list[dict[str, Any]]) -> tuple[dict[str, Any], set[tuple[str, str]]]:
+    """OTLP JSON of random span trees, and the edges the spans state: a nested agent and
+    its nearest agent ancestor (both ways), an input message's role and its agent."""
+    spans: list[dict[str, Any]] = []
+    stated: set[tuple[str, str]] = set()
+    clock = [1_700_000_000_000_000_000]
+
+    def emit(node: dict[str, Any], parent: str | None, agent: str | None) -> None:
+        sid = f"{len(spans) + 1:016x}"
+        clock[0] += 10**9
+        start = clock[0]
+        a = [{"key": "openinference.span.kind", "value": {"stringValue": node["kind"]}}]
+        if node["kind"] == "AGENT":
+            a.append({"key": "gen_ai.agent.name", "value": {"stringValue": node["name"]}})
+            if agent is not None and agent != node["name"]:
+                stated.update({(agent, node["name"]), (node["name"], agent)})
+        if node["kind"] == "TOOL":
+            a.append({"key": "tool.name", "value": {"stringValue": node["name"]}})
+        if node["input"] is not None:
+            if node["role"] is not None:
+                msgs = [{"role": node["role"], "content": node["input"]}]
+                a.append({"key": "gen_ai.input.messages",
+                          "value": {"stringValue": json.dumps(msgs)}})
+                if node["kind"] == "AGENT":
+                    stated.add((node["role"], node["name"]))
+            else:
+                a.append({"key": "input.value", "value": {"stringValue": node["input"]}})
+        if node["output"] is not None:
+            a.append({"key": "output.value", "value": {"stringValue": node["output"]}})
+        span: dict[str, Any] = {"traceId": "ab" * 16, "spanId": sid, "name": node["name"],
+                                "kind": 1, "startTimeUnixNano": str(start), "attributes": a}
+        if parent is not None:
+            span["parentSpanId"] = parent
+        spans.append(span)
+        for c in node["children"]:
+            emit(c, sid, node["name"] if node["kind"] == "AGENT" else agent)
+        clock[0] += 10**9
+        span["endTimeUnixNano"] = str(clock[0])
+
+    for r in roots:
+        emit(r, None, None)
+    return {"resourceSpans": [{"resource": {"attributes": []},
+                               "scopeSpans": [{"spans": spans}]}]}, stated
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(roots=st.lists(_tree(), min_size=1, max_size=3))
+def test_no_imported_edge_is_one_the_spans_do_not_state(roots: list[dict[str, Any]],
+                                                        tmp_path: Path) -> None:
+    doc, stated = _otlp(roots)
+    src = tmp_path / "random.json"
+    src.write_text(json.dumps(doc))
+    events = list(iter_events(src))
+    for e in events:
+        if e["kind"] == "message":
+            assert (e.get("recipient") is None) == (e.get("edge") is None)
+        if e.get("edge"):
+            sender, recipient = e["edge"].split("->")
+            assert (sender, recipient) in stated, (e, stated)
+            assert sender == e["actor"] and recipient == e["recipient"]
+        else:
+            assert e.get("recipient") is None
