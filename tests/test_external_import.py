@@ -622,3 +622,31 @@ def test_unicode_line_separators_in_content_survive_trace_bundle_and_audit(
     assert entry.status == "valid"
     bundle = Bundle.load(tmp_path / "audit" / "bundles" / entry.episode)
     assert [s.content for s in bundle.steps] == [text, text]
+
+
+def test_an_upstream_hedge_upgraded_downstream_is_a_lead_not_a_finding(tmp_path: Path) -> None:
+    """The recurring shape of F.17 on an imported log: an uncertainty an executor states is
+    relayed as a fact. The offline hedge rule files it as a lead — the log establishes no
+    material effect — with every evidence unit resolvable."""
+    from eairdsl.audit.offline import RulesAuditor
+    from eairdsl.audit.runner import audit_episodes
+
+    trajectory = (
+        "planner (to chat_manager):\n\nPlease run the reproduction tests.\n\n" + "-" * 80 +
+        "\nexecutor (to chat_manager):\n\nThe tests have not yet been run because pytest "
+        "still needs installation on the host machine.\n\n" + "-" * 80 +
+        "\nchat_manager (to planner):\n\nExecutor reports: the tests have been run because "
+        "pytest still needs installation on the host machine. Patch verified.\n\n" + "-" * 80)
+    record = {"mas_name": "AG2", "llm_name": "GPT-4o", "benchmark_name": "SWE", "trace_id": 1,
+              "trace": {"key": "k", "index": 1, "trajectory": trajectory},
+              "mast_annotation": {"3.2": 1}}
+    src = tmp_path / "mad.json"
+    src.write_text(json.dumps([record]), encoding="utf-8")
+    (trace_path, _side) = import_path("mad", src, tmp_path / "out")
+    assert [e.edge for e in read_trace(trace_path).events] == [
+        "planner->chat_manager", "executor->chat_manager", "chat_manager->planner"]
+    index = audit_episodes(trace_path, tmp_path / "audit", RulesAuditor())
+    (entry,) = index.entries
+    assert entry.status == "valid"
+    assert (entry.findings, entry.leads) == (0, 1)
+    assert entry.units_total > 0 and entry.units_resolvable == entry.units_total
