@@ -309,7 +309,7 @@ class ImportedTrace:
     def write(self, out: Path) -> list[Path]:
         """Write `<out>/<world>/<instance>.jsonl` and, when anything was withheld, its
         grader side file. Returns the paths written."""
-        folder = out / self.world
+        folder = out / safe_file_name(self.world)
         path = folder / f"{safe_file_name(self.instance)}.jsonl"
         self.trace().write(path)
         written = [path]

@@ -249,18 +249,29 @@ class EvalReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _imported(out: Path) -> list[Imported]:
+def _is_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            first = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and first.get("type") == "header"
+
+
+def _imported(out: Path, notes: list[str]) -> list[Imported]:
     found: list[Imported] = []
     for folder, dirs, names in os.walk(out):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
             p = Path(folder) / name
-            if not name.endswith(".jsonl"):
-                continue
+            if not name.endswith(".jsonl") or not _is_header(p):
+                continue  # not a trace (a bundle's events, a sidecar)
             try:
                 trace = read_trace(p)
-            except (OSError, ValueError):
-                continue  # not a trace (a bundle's events, a sidecar)
+            except (OSError, ValueError) as exc:
+                notes.append(f"{p}: not a readable trace ({str(exc).splitlines()[0][:120]}); "
+                             "left out")
+                continue
             if trace.header.source is None:
                 continue
             side = grader_path(p)
@@ -356,8 +367,8 @@ def evaluate(out: Path, audit: Path | None = None, predictions: Path | None = No
              k: int = 1) -> EvalReport:
     """The summary per framework and the grades (module docstring). Raises ValueError
     with the file named for an unreadable audit folder or predictions file."""
-    items = _imported(Path(out))
     report = EvalReport()
+    items = _imported(Path(out), report.notes)
     if not items:
         report.notes.append(f"no imported traces under {out}")
         return report
