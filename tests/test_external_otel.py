@@ -43,6 +43,45 @@ WORLDS = ("a1", "b1", "c1", "d1", "f1")
 N = 3 * len(WORLDS)
 HEX32, HEX16 = re.compile(r"^[0-9a-f]{32}$"), re.compile(r"^[0-9a-f]{16}$")
 VALUE_KEYS = {"stringValue", "boolValue", "intValue", "doubleValue", "arrayValue"}
+#: the fields of opentelemetry-proto's trace messages, in the OTLP JSON (lowerCamelCase) names
+PROTO = {
+    "ResourceSpans": {"resource", "scopeSpans", "schemaUrl"},
+    "Resource": {"attributes", "droppedAttributesCount"},
+    "ScopeSpans": {"scope", "spans", "schemaUrl"},
+    "InstrumentationScope": {"name", "version", "attributes", "droppedAttributesCount"},
+    "Span": {"traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind",
+             "startTimeUnixNano", "endTimeUnixNano", "attributes", "droppedAttributesCount",
+             "events", "droppedEventsCount", "links", "droppedLinksCount", "status"},
+    "Event": {"timeUnixNano", "name", "attributes", "droppedAttributesCount"},
+    "Link": {"traceId", "spanId", "traceState", "attributes", "droppedAttributesCount",
+             "flags"},
+    "Status": {"message", "code"},
+    "KeyValue": {"key", "value"},
+}
+
+
+def assert_proto_fields(doc: dict[str, Any]) -> None:
+    """Every object of the document uses only its proto message's fields."""
+    def kv(items: list[dict[str, Any]]) -> None:
+        for item in items:
+            assert set(item) <= PROTO["KeyValue"]
+    for rs in doc["resourceSpans"]:
+        assert set(rs) <= PROTO["ResourceSpans"] and set(rs["resource"]) <= PROTO["Resource"]
+        kv(rs["resource"]["attributes"])
+        for ss in rs["scopeSpans"]:
+            assert set(ss) <= PROTO["ScopeSpans"]
+            assert set(ss["scope"]) <= PROTO["InstrumentationScope"]
+            for span in ss["spans"]:
+                assert set(span) <= PROTO["Span"], set(span) - PROTO["Span"]
+                kv(span["attributes"])
+                for e in span.get("events", []):
+                    assert set(e) <= PROTO["Event"]
+                    kv(e["attributes"])
+                for link in span.get("links", []):
+                    assert set(link) <= PROTO["Link"]
+                if "status" in span:
+                    assert set(span["status"]) <= PROTO["Status"]
+                    assert span["status"]["code"] in (0, 1, 2)
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +190,7 @@ def test_model_calls_become_chat_spans_and_come_back(runs: Path, tmp_path: Path)
 def test_otlp_shape(runs: Path, exported: Path) -> None:
     doc = json.loads(exported.read_text())
     assert set(doc) == {"resourceSpans"} and len(doc["resourceSpans"]) == N
+    assert_proto_fields(doc)
     trace_ids = set()
     for rs in doc["resourceSpans"]:
         spans = rs["scopeSpans"][0]["spans"]
@@ -295,6 +335,7 @@ def test_findings_sit_on_the_boundary_steps_span_and_the_root(runs: Path,
     summary = export_otel(runs, out, audits=audit)
     assert summary.findings == expected
     doc = json.loads(out.read_text())
+    assert_proto_fields(doc)
     reports = {e.episode: json.loads((audit / REPORTS / f"{e.episode}.json").read_text())
                for e in index.entries}
     seen = 0

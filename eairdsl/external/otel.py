@@ -64,6 +64,7 @@ from eairdsl.external.core import (
     SourceError,
     neutral_name,
     register,
+    safe_file_name,
     sha256_file,
 )
 from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
@@ -731,7 +732,8 @@ def _by_trace(spans: list[_InSpan]) -> dict[str, list[_InSpan]]:
 
 
 class _Exact(ImportedTrace):
-    """A trace exported by `export_otel`: its own header comes back, with the source block."""
+    """A trace exported by `export_otel`: its own header comes back, with the source block,
+    and the file goes where `eairc run` put it: OUT/<world>/<condition>/<instance>-s<seed>."""
 
     original: dict[str, Any]
 
@@ -739,6 +741,10 @@ class _Exact(ImportedTrace):
         data = dict(self.original)
         data["source"] = self.source.model_dump(mode="json")
         return TraceHeader.model_validate(data)
+
+    def write(self, out: Path) -> list[Path]:
+        # the builder writes OUT/<its world>/…: here the run's world is one folder up
+        return super().write(out / safe_file_name(str(self.original.get("world"))))
 
 
 def _eair_events(spans: list[_InSpan], file: str) -> list[tuple[int, dict[str, Any]]]:
@@ -801,7 +807,7 @@ def _read_exact(path: Path, spans: list[_InSpan], digest: str,
     if f"{header.get('world')}/{header.get('condition')}/{instance}" in clash:
         instance = f"{instance}-{spans[0].trace_id[:8]}"
     built = _Exact(format=FORMAT, src=path, instance=instance,
-                   world=f"{header.get('world')}/{header.get('condition')}",
+                   world=str(header.get("condition")),
                    framework="eairdsl", importer_version=EXPORTER_VERSION, sha256=digest)
     built.original = header
     built.note(f"an eairdsl export (trace {spans[0].trace_id}): events read from the "
