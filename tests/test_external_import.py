@@ -650,3 +650,45 @@ def test_an_upstream_hedge_upgraded_downstream_is_a_lead_not_a_finding(tmp_path:
     assert entry.status == "valid"
     assert (entry.findings, entry.leads) == (0, 1)
     assert entry.units_total > 0 and entry.units_resolvable == entry.units_total
+
+
+def test_openinference_flat_export_with_nested_attributes(tmp_path: Path) -> None:
+    """Phoenix's flat shape: spans with `context.span_id` and `parent_id`, attributes as
+    nested objects, out of order in the file; an error status rejects the tool result."""
+    def span(sid: str, parent: str | None, name: str, start: str, attrs: dict[str, Any],
+             status: str = "OK") -> dict[str, Any]:
+        return {"name": name, "context": {"trace_id": "tr1", "span_id": sid},
+                "parent_id": parent, "start_time": f"2025-01-01T10:00:{start}Z",
+                "end_time": f"2025-01-01T10:00:{start}Z", "status_code": status,
+                "attributes": attrs}
+
+    spans = [
+        span("c", "b", "search", "03", {"openinference": {"span": {"kind": "TOOL"}},
+                                        "tool": {"name": "search"},
+                                        "input": {"value": '{"q": "x"}'}}, "ERROR"),
+        span("a", None, "run", "00", {"openinference": {"span": {"kind": "AGENT"}},
+                                      "agent": {"name": "planner"},
+                                      "input": {"value": "task"}, "output": {"value": "done"}}),
+        span("b", "a", "delegate", "01", {"openinference": {"span": {"kind": "AGENT"}},
+                                          "agent": {"name": "researcher"},
+                                          "input": {"value": "look it up"}}),
+        span("d", "b", "llm", "02", {"openinference": {"span": {"kind": "LLM"}}, "llm": {
+            "output_messages": {"0": {"message": {"role": "assistant", "tool_calls": {"0": {
+                "tool_call": {"function": {"name": "search",
+                                           "arguments": '{"q": "x"}'}}}}}}}}}),
+    ]
+    src = tmp_path / "phoenix.json"
+    src.write_text(json.dumps(spans), encoding="utf-8")
+    (trace_path,) = import_path("openinference", src, tmp_path / "out")
+    header, ev = _events(trace_path)
+    assert header.instance == "tr1"
+    assert [(e.kind, e.actor, e.edge, e.src_id) for e in ev] == [
+        ("message", "user", "user->planner", "a"),
+        ("message", "planner", "planner->researcher", "b"),
+        ("tool_call", "researcher", None, "d"),  # the model's request: content absent
+        ("tool_call", "researcher", None, "c"),
+        ("tool_result", "researcher", None, "c"),
+        ("message", "planner", "planner->user", "a"),
+    ]
+    assert ev[4].rejected is True and ev[4].call == ev[3].step and ev[2].content is None
+    assert any("no final answer" in n for n in header.source["notes"])
