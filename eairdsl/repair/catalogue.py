@@ -184,7 +184,14 @@ def _rule_policies(s: Situation) -> list[str]:
     """Policies with a declared rule the finding implicates: its own, then the plan's."""
     names = [s.finding.property.policy] if s.finding.property.policy else []
     names += [p for p in s.surfaces("policy") if p not in names]
-    return [n for n in names if s.policy_rule(n) is not None]
+    found = [n for n in names if s.policy_rule(n) is not None]
+    if found:
+        return found
+    # A finding stated as free text (no policy named: the role never read the document
+    # the policy is written in) still implicates every declared rule that reads what the
+    # plan's tools write: the rule the write at the boundary can break.
+    return [p.name for p in s.world.policies
+            if p.rule is not None and _guarded_tools(s, p.rule)]
 
 
 def _rule_reads(s: Situation, rule: Expr | None) -> set[str]:
