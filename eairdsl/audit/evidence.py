@@ -257,7 +257,9 @@ class Bundle:
         steps: list[TraceEvent] = []
         events = root / EVENTS
         if events.is_file():
-            for n, line in enumerate(events.read_text(encoding="utf-8").splitlines(), 1):
+            for n, line in enumerate(events.read_text(encoding="utf-8").split("\n"), 1):
+                if not line:
+                    continue  # the final newline (lines are split on "\n" only: U+2028 is text)
                 try:
                     steps.append(TraceEvent.model_validate_json(line))
                 except ValueError as e:
