@@ -604,8 +604,10 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None, 
             cites += _cites(_hop_cite(end[0], ["R3"]))
     supported = end is not None and any("R3" in c.supports for c in cites)
     tool = (end[0] if end is not None else first).step.tool or ""
+    # every hop whose artifact drifted is where a reconcile check can sit, and the last one
     surfaces = [f"tool {t}" for t in dict.fromkeys(
-        x for x in (tool, first.step.tool) if x and x in ctx.tools)]
+        x for x in (tool, first.step.tool, *(h.step.tool for h, _, _ in drifted))
+        if x and x in ctx.tools)]
     vocabulary = ", ".join(sorted(set(first.vocabulary)))
     text = {
         "contradicted": f"a decision {chief} recorded (who holds the decision over "
