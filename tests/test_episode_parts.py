@@ -38,6 +38,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("study", ("eairdsl.study",)),
     ("audit", ("eairdsl.audit",)),
     ("repair", ("eairdsl.repair",)),
+    ("signals", ("eairdsl.signals",)),
     ("external", ("eairdsl.external",)),
 )
 
