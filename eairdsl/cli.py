@@ -647,13 +647,13 @@ def study(
     from rich.console import Console
 
     from eairdsl.api import UsageError, resolve_world
-    from eairdsl.study.executor import Budget, begin_llm, run_study
+    from eairdsl.study.executor import Budget, run_study, warm_llm
     from eairdsl.study.grid import GridError, parse_models, parse_names, plan_world
 
     try:
         chosen = parse_models(models, agents, shifts)
-        if replay is None and any(m.llm for m in chosen):
-            begin_llm()  # litellm's import starts now, beside the worlds' compilation
+        if replay is None:  # litellm's import starts now, beside the worlds' compilation
+            warm_llm(chosen, workers or os.cpu_count() or 1, executor)
         loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
         wanted = parse_names(conditions)
         picks = "seed" if instances.strip() == "seed" else parse_names(instances)

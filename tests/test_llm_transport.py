@@ -4,8 +4,10 @@ A study whose calls go through the transport (`eairdsl.agents.transport`: the
 litellm CPU in a child process) must give the same traces, rows and cassettes
 as the same study with every call in-process, and replay byte for byte; a
 timed-out call is cancelled in the child, which goes on serving; a child that
-dies mid-call leaves the retry to this process. The server (tests/fake_openai.py)
-runs on 127.0.0.1 in a thread of this test, with two scripted models.
+dies mid-call leaves the retry to this process. The transport is opt-in
+(EAIR_LLM_TRANSPORTS or LLMSettings.transport): here it is forced on. The
+server (tests/fake_openai.py) runs on 127.0.0.1 in a thread of this test,
+with two scripted models.
 """
 
 from __future__ import annotations
@@ -92,9 +94,12 @@ def _traces(out: Path) -> dict[str, bytes]:
 
 
 def _rows(out: Path) -> list[dict[str, Any]]:
+    """The store's rows without row ids and times, in grid order (not completion order)."""
     with Store.open(out / STORE_FILE, create=False) as store:
-        return [{k: v for k, v in r.items() if k not in ("id", "created")}
+        rows = [{k: v for k, v in r.items() if k not in ("id", "created")}
                 for r in store.rows()]
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in (
+        "world", "model", "condition", "instance", "seed", "rep", "attempt")))
 
 
 def test_transport_answers_as_in_process_and_replays(d1: World, server: FakeServer,
@@ -178,10 +183,19 @@ def test_a_dead_child_leaves_the_retry_in_process(d1: World, server: FakeServer,
     assert result.usage["total"]["calls"] == 1
 
 
-def test_the_default_keeps_a_process_that_imported_litellm_in_process() -> None:
+def test_the_transport_is_opt_in_and_never_where_litellm_was_imported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import litellm  # noqa: F401 - as a library user who configured litellm would
 
-    assert not transport.transport_usable({})  # auto: this process has litellm itself
+    monkeypatch.delenv(transport.TRANSPORTS_ENV, raising=False)
+    assert not transport.transport_usable({})  # off by default
+    monkeypatch.setenv(transport.TRANSPORTS_ENV, "2")
+    assert not transport.transport_usable({})  # asked for, but this process has litellm
+    monkeypatch.setitem(sys.modules, "litellm", None)  # as if it had not been imported
+    del sys.modules["litellm"]
+    assert transport.transport_usable({})
+    assert not transport.transport_usable({}, False)
+    monkeypatch.setenv(transport.TRANSPORTS_ENV, "0")
+    assert not transport.transport_usable({})
     assert transport.transport_usable({}, True)
     assert not transport.transport_usable({"hook": object()}, True)  # not JSON
-    assert not transport.transport_usable({}, False)

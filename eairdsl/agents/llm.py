@@ -26,7 +26,8 @@ timeout bounds every attempt. When the budget is spent, `decide` raises
 reason; the other participants of that episode then fail fast, and the rest
 of the run carries on.
 
-Requests to one provider share an asyncio semaphore (`max_connections`), so
+Requests to one provider and endpoint share an asyncio semaphore
+(`max_connections`, one per event loop for every model on that provider), so
 episodes run concurrently in one event loop (`eairdsl.api.run_episodes_concurrently`
 — the runner lives after the API in the pipeline; nothing under `eairdsl.agents`
 imports `eairdsl.api`) use the time spent waiting on the API. Tokens and cost
@@ -35,8 +36,10 @@ imports `eairdsl.api`) use the time spent waiting on the API. Tokens and cost
 
 litellm is imported on the first live request, or before it on a background
 thread (`prefetch_litellm`, which studies and runs of live models call as they
-begin), never when this module is imported, and not at all when a cassette is
-replayed.
+begin); never when this module is imported, and not at all when a cassette is
+replayed. Where an (opt-in) litellm transport process runs
+(`eairdsl.agents.transport`), each attempt's litellm call is made there
+instead and comes back as the same normalised answer.
 """
 
 from __future__ import annotations
@@ -137,8 +140,8 @@ class LLMSettings(BaseModel):
     #: Extra keyword arguments for litellm.acompletion (e.g. api_key, mock_response).
     completion_kwargs: dict[str, Any] = {}
     #: Live requests through litellm transport processes (`eairdsl.agents.transport`),
-    #: which studies and runs start: None where they answer as this process would
-    #: (litellm not imported here), True always, False never (every call in-process).
+    #: which studies and runs then start: None as EAIR_LLM_TRANSPORTS says (off unless
+    #: set, and only where they answer as this process would), True always, False never.
     transport: bool | None = None
 
     _client: LLMClient | None = PrivateAttr(default=None)

@@ -1,4 +1,4 @@
-"""litellm in a helper process: the episodes' event loop never spends litellm's CPU.
+"""litellm in a helper process (opt-in): the episodes' event loop spends no litellm CPU.
 
 Each live LLM call costs litellm about 5 ms of CPU (request transformation,
 tool-schema sanitising, response objects, cost and logging), and the episodes
@@ -15,20 +15,23 @@ parent, unchanged.
 
 The child imports litellm as soon as it starts, on the other core, while the
 parent compiles worlds and opens the store: the parent never imports litellm.
-One child by default: on 2 cores a second one gave no gain at 64 requests in
-flight and costs its own import. With `EAIR_LLM_TRANSPORTS=N` N children share
-the calls, each new call going to the ready child with the fewest in flight;
-each starts when the one before is ready, so the first request waits for one
-import only. A child ignores Ctrl-C (the parent decides), dies with its parent
-(Linux), and exits when its stdin closes. If it dies, calls in flight fail as
-retryable transport errors and their retries, like later calls, go in-process.
+Off by default. Measured with benchmarks/llm_study.py on this 2-core machine
+(shared with other work), in-process calls kept 92.7% of ideal at 32 requests
+in flight and 82% at 64, one or two transport processes 85-92% and 74-81%, a
+later first request and about twice the CPU: the child serialises litellm's
+work just as the loop did, and the IPC comes on top. It is meant for machines
+with cores to spare, with `EAIR_LLM_TRANSPORTS=N` (N children share the calls,
+each new call going to the ready child with the fewest in flight; each starts
+when the one before is ready, so the first request waits for one import only)
+or `LLMSettings.transport=True`. A child ignores Ctrl-C (the parent decides),
+dies with its parent (Linux), and exits when its stdin closes. If it dies,
+calls in flight fail as retryable transport errors and their retries, like
+later calls, go in-process.
 
-A transport is started only where it cannot change an answer: this process has
-not imported litellm itself (so configured nothing in it a child would miss:
-custom providers, callbacks, registered models) and `completion_kwargs` is
-JSON; `transport_usable` says so, `LLMSettings.transport` forces it on or off,
-and `EAIR_LLM_TRANSPORTS=N` sets how many children run (0: none, every call
-in-process).
+Even then a transport is started only where it cannot change an answer: this
+process has not imported litellm itself (so configured nothing in it a child
+would miss: custom providers, callbacks, registered models) and
+`completion_kwargs` is JSON; `transport_usable` says so.
 """
 
 from __future__ import annotations
@@ -170,7 +173,7 @@ def _settle(future: asyncio.Future[Any], value: Any) -> None:
         future.set_result(value)
 
 
-#: How many transport processes to run (default 1); 0 means none, every call in-process.
+#: How many transport processes a run starts: unset or 0, none (every call in-process).
 TRANSPORTS_ENV = "EAIR_LLM_TRANSPORTS"
 _POOL: list[Transport] = []
 _POOL_LOCK = threading.Lock()
@@ -178,7 +181,7 @@ _POOL_LOCK = threading.Lock()
 
 def start(count: int | None = None) -> list[Transport]:
     """Start this process's transports (idempotent): the first now, its child importing
-    litellm at once; each further one (up to `count`, default `EAIR_LLM_TRANSPORTS` or 1)
+    litellm at once; each further one (up to `count`, default `EAIR_LLM_TRANSPORTS`, or 1)
     when the one before is ready, so the first request is not slowed by a second import."""
     if count is None:
         env = os.environ.get(TRANSPORTS_ENV, "")
@@ -224,14 +227,17 @@ def transport_usable(completion_kwargs: dict[str, Any], force: bool | None = Non
     """Whether a run may start the transport: a child must answer exactly as this process.
 
     `force` False: never; True: whenever the extra kwargs are JSON. None (the default):
-    also only if this process has not imported litellm itself — a process that did may
-    have configured it (custom providers, callbacks, registered models, keys) and a child
-    would not see that, so its calls stay here. `EAIR_LLM_TRANSPORTS=0` turns it off.
+    only with `EAIR_LLM_TRANSPORTS` set to 1 or more (measured here, it did not pay on
+    2 cores: see the module docstring), and only if this process has not imported
+    litellm itself — a process that did may have configured it (custom providers,
+    callbacks, registered models, keys) and a child would not see that.
     """
-    if force is False or os.environ.get(TRANSPORTS_ENV, "").strip() == "0":
+    if force is False:
         return False
-    if force is None and "litellm" in sys.modules:
-        return False
+    if force is None:
+        env = os.environ.get(TRANSPORTS_ENV, "").strip()
+        if not env.isdigit() or int(env) < 1 or "litellm" in sys.modules:
+            return False
     return json_only(completion_kwargs)
 
 

@@ -26,12 +26,10 @@ Backends:
   provider and endpoint by `max_connections` (shared by every model column on
   that provider) and episodes in flight by `max_episodes` (default
   max(64, 8 × max_connections), as `eairdsl.api.run_episodes_concurrently`).
-  litellm itself runs in a transport process (`eairdsl.agents.transport`),
-  started as the study begins so that its import overlaps the setup, and its
-  CPU stays off this loop; where a child could answer otherwise (this process
-  imported litellm itself) the calls stay here and litellm is imported on a
-  background thread instead. The sim models' episodes run first on the chosen
-  backend, then the LLM ones.
+  litellm is imported on a background thread as the study begins (after the
+  pool's fork in a mixed study), or, opted in with EAIR_LLM_TRANSPORTS=N, runs
+  in transport processes (`eairdsl.agents.transport`). The sim models'
+  episodes run first on the chosen backend, then the LLM ones.
 
 Resuming an LLM study. The first run keeps its LLM options in the store (meta
 `llm_options`: each LLM column's model, the counterpart, judge and role
@@ -99,6 +97,7 @@ __all__ = [
     "run_study",
     "run_task",
     "spend",
+    "warm_llm",
 ]
 
 EXECUTORS = ("local", "dask")
@@ -662,15 +661,16 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
 
 
 def begin_llm(llm: LLMSettings | None = None) -> bool:
-    """As live LLM episodes are about to run: start the litellm transport process (True),
-    whose child imports litellm on the other core while this process sets up, or where
-    it cannot answer as this process would, prefetch litellm on a thread here (False).
+    """As live LLM episodes are about to run: prefetch litellm on a thread here (False),
+    or, where a transport is asked for and can answer as this process would
+    (`eairdsl.agents.transport.transport_usable`), start it (True): its child imports
+    litellm on another core.
 
     `llm` may be None (the models' defaults) or hold no model (the executor sets one per
     column): only its transport choice and extra kwargs matter here. Idempotent: a front
-    end calls it as soon as it knows the study has live LLM models (`eairc study` does,
-    before compiling the worlds); `run_study` calls it again and stops the transport
-    when it ends.
+    end calls it as soon as it knows the study has live LLM models and no process pool
+    will fork (`warm_llm`); `run_study` calls it again and stops a transport when it
+    ends.
     """
     from eairdsl.agents import transport
     from eairdsl.agents.llm import prefetch_litellm
@@ -684,6 +684,17 @@ def begin_llm(llm: LLMSettings | None = None) -> bool:
             pass
     prefetch_litellm()
     return False
+
+
+def warm_llm(models: Sequence[Model], workers: int, executor: str = "local") -> None:
+    """For a front end, before it compiles the worlds: `begin_llm` now if the study has
+    live LLM models and no sim model that the local process pool would run (forking in
+    the middle of the import is unsafe; `run_study` then begins after the fork)."""
+    if not any(m.llm for m in models):
+        return
+    if any(m.llm is None for m in models) and executor == "local" and workers > 1:
+        return
+    begin_llm()
 
 
 def _stop_transport() -> None:
