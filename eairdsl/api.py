@@ -509,10 +509,10 @@ async def run_episodes_concurrently(
 
 
 def _begin_live(llm: LLMSettings | None) -> bool:
-    """Before live LLM episodes: start the litellm transport process (True: its child
-    imports litellm on another core meanwhile; see `eairdsl.agents.transport`) or, where
-    it could answer otherwise than this process, prefetch litellm on a thread here.
-    Nothing for a replay, which never imports litellm."""
+    """Before live LLM episodes: prefetch litellm on a thread here (False), or, where a
+    transport is asked for (EAIR_LLM_TRANSPORTS, `LLMSettings.transport`) and answers as
+    this process would, start it (True; see `eairdsl.agents.transport`). Nothing for a
+    replay, which never imports litellm."""
     if llm is None or llm.replay is not None or not llm.active:
         return False
     from eairdsl.agents import transport
