@@ -1428,6 +1428,14 @@ def repair(
     raise typer.Exit(EXIT_OK if acc.accepted else EXIT_INPUT)
 
 
+signals_app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    help="Signals: findings across runs grouped into issues with severity, remediations "
+    "and checks (docs/signals.md).",
+)
+app.add_typer(signals_app, name="signals")
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:
