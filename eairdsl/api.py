@@ -395,7 +395,7 @@ async def _measure_with_judge(episode: Episode, llm: LLMSettings,
     def collect(rubric: list[Any], artifact: str, positive: int) -> None:
         asked[key(rubric, artifact, positive)] = (rubric, artifact, positive)
 
-    measure_episode(episode, collect)
+    measure_episode(episode, collect, witnesses=False)  # asking only: result thrown away
     answers: dict[str, bool | None] = {}
     why: dict[str, str] = {}
     judgments: dict[str, Judgment] = {}
