@@ -8,14 +8,23 @@ script checks it is the same episode: every replayed event has the trace's time,
 kind, actor and tool, every tool result equals the trace's, and the six
 measurements equal the trace's result line (asserted, and printed).
 
-Then it times both per episode (CPU, median of rounds): the compiled runtime's
-`run_episode` with sim agents (which decide as they go) against the replay
-(which reads its decisions), over every condition and instance, and prints the
-ratio and the top cProfile entries of the compiled runtime's episodes.
+Then it times both per episode (CPU, median of rounds) over every condition and
+instance. The comparison is like for like: both sides are handed the same
+decisions, read from the trace beforehand — the compiled runtime's participants
+are `ReplayAgent`s that answer each `decide` with the party's next recorded
+tool call or reply (the runtime still builds every observation, validates,
+guards, charges, executes and traces every call, and measures), the replay
+reads its list. Reported beside it, each against the replay too: the compiled
+runtime as `run_episode` runs it (sim agents deciding as they go, and the
+witness pass), and the witness pass's own cost (`measure_episode(...,
+witnesses=True)` less `witnesses=False`), which the hand-written program has
+no counterpart of. The top cProfile entries of the compiled runtime's replayed
+episodes follow.
 
-A1 is not replayed (five roles, delegated approvals, handoffs, manager warnings
-and three ledgers would make the hand-written program most of this file); its
-compiled cost per episode is printed for reference.
+A1 is not replayed by hand (five roles, delegated approvals, handoffs, manager
+warnings and three ledgers would make the hand-written program most of this
+file); its compiled cost per episode, replayed and with sim agents, is printed
+for reference.
 
     python benchmarks/replay.py [--rounds R] [--seeds N] [--profile K]
 """
@@ -23,6 +32,7 @@ compiled cost per episode is printed for reference.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import io
 import json
@@ -36,9 +46,12 @@ from typing import Any
 
 import simpy
 
-from eairdsl.api import resolve_world, run_episode
-from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.trace import read_trace
+from eairdsl import __version__
+from eairdsl.agents.protocol import Observation, Reply, ToolCall
+from eairdsl.api import _agents, _instance, resolve_world, run_episode
+from eairdsl.measure import measure_episode
+from eairdsl.runtime.engine import CompiledWorld, Episode
+from eairdsl.runtime.trace import Trace, TraceHeader, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 D1 = ROOT / "worlds" / "d1"
@@ -232,6 +245,91 @@ def check_replay(replay: D1Replay, trace: Any) -> dict[str, bool | None]:
     return measured
 
 
+# ------------------------------------------------------------------ the compiled side, replayed
+
+class ReplayAgent:
+    """Decides nothing: answers each `decide` with the party's next recorded action."""
+
+    label = "replay"
+
+    def __init__(self, actions: list[ToolCall | Reply]) -> None:
+        self.actions = actions
+        self.next = 0
+
+    async def decide(self, observation: Observation) -> ToolCall | Reply:
+        action = self.actions[self.next]
+        self.next += 1
+        return action
+
+
+def recorded_actions(trace: Any, parties: list[str]) -> dict[str, list[ToolCall | Reply]]:
+    """Each party's decisions in trace order: its tool calls and the replies that end its
+    tasks (a message on a task the party already holds; a message opening a task is the
+    sender's reply passed on, or a delegation, not a decision of its own)."""
+    out: dict[str, list[ToolCall | Reply]] = {p: [] for p in parties}
+    owner: dict[int | None, str | None] = {}
+    for e in trace.events:
+        if e.kind == "message":
+            if e.task in owner:
+                if e.actor in out and owner[e.task] == e.actor:
+                    out[e.actor].append(Reply(text=e.content or ""))
+            else:
+                owner[e.task] = e.recipient
+        elif e.kind == "tool_call" and e.actor in out:
+            out[e.actor].append(ToolCall(tool=e.tool, args=e.args or {}))
+    return out
+
+
+class CompiledReplay:
+    """The compiled runtime's episode as `run_episode` runs it, agents replaced by
+    `ReplayAgent`s: header, trace, episode, measurement (witness pass optional)."""
+
+    def __init__(self, compiled: CompiledWorld) -> None:
+        self.compiled = compiled
+        self.loop = asyncio.new_event_loop()
+
+    def prepare(self, trace: Any) -> tuple[Any, ...]:
+        h = trace.header
+        w = self.compiled.world
+        inst = _instance(w, h.instance, h.seed)
+        _, traits = _agents(self.compiled, h.condition, inst, h.seed, "sim")
+        actions = recorded_actions(trace, [p.name for p in w.parties if p.kind != "actor"])
+        return h.condition, inst, h.seed, traits, actions
+
+    def episode(self, job: tuple[Any, ...], witnesses: bool = False) -> Trace:
+        cond, inst, seed, traits, actions = job
+        w = self.compiled.world
+        agent_map = {p: ReplayAgent(a) for p, a in actions.items()}
+        header = TraceHeader(world=str(w.meta.name), digest=str(w.digest), condition=cond,
+                             levers=dict(self.compiled.conditions[cond].levers),
+                             instance=str(inst.get("id")), seed=seed,
+                             agents=dict.fromkeys(sorted(agent_map), "replay"),
+                             eairdsl_version=__version__)
+        trace = Trace(header)
+        episode = Episode(self.compiled, cond, inst, seed, agent_map,
+                          {p: dict(v) for p, v in traits.items()}, trace, shift_traits=True)
+        self.loop.run_until_complete(episode.run())
+        trace.result = measure_episode(episode, witnesses=witnesses)
+        return trace
+
+
+def sim_traces(compiled: CompiledWorld, jobs: list[tuple[str, int]]) -> list[Any]:
+    """The traces `run_episode` writes with sim agents, read back (the decisions' source)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return [read_trace(Path(run_episode(compiled, c, None, s, out=Path(tmp)).trace_path
+                                or "")) for c, s in jobs]
+
+
+def check_compiled_replay(runner: CompiledReplay, traces: list[Any]) -> list[tuple[Any, ...]]:
+    """Assert the replayed compiled episodes are the sim episodes: every event and the
+    result line (witnesses included) byte-identical; returns the prepared jobs."""
+    jobs = [runner.prepare(t) for t in traces]
+    for job, t in zip(jobs, traces, strict=True):
+        mine = runner.episode(job, witnesses=True).lines()[1:]
+        assert mine == t.lines()[1:], (t.header.condition, t.header.instance, t.header.seed)
+    return jobs
+
+
 # ------------------------------------------------------------------ timing
 
 def cpu_per_call(fn: Callable[[], object], calls: int, rounds: int) -> list[float]:
@@ -245,6 +343,35 @@ def cpu_per_call(fn: Callable[[], object], calls: int, rounds: int) -> list[floa
     return out
 
 
+def per_episode(fns: dict[str, Callable[[], object]], n: int, rounds: int) -> dict[str, float]:
+    """Median CPU ms per episode of each `fn` (which runs `n` episodes), rounds interleaved
+    (A B C A B C ...) so that a drift of the machine's speed touches every figure alike."""
+    figures: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()  # warm caches
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            figures[name].append(cpu_per_call(fn, 1, 1)[0] / n * 1e3)
+    return {name: statistics.median(v) for name, v in figures.items()}
+
+
+def print_profile(label: str, fn: Callable[[], object], entries: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(3):
+        fn()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(entries)
+    print(f"\n{label}, cProfile by own time:")
+    print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(
+        "measure_episode|engine.py.*\\(run\\)|tools.py.*\\(call\\)|_measure|witness.*measure")
+    print(f"\n{label}, stages (cumulative):")
+    print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
@@ -254,62 +381,71 @@ def main() -> None:
 
     world = resolve_world(ROOT / "worlds" / "d1.eair")
     compiled = CompiledWorld(world)
-    conditions = [c.name for c in world.conditions]
-    jobs = [(c, s) for c in conditions for s in range(args.seeds)]
+    jobs = [(c.name, s) for c in world.conditions for s in range(args.seeds)]
     replay = D1Replay()
-    with tempfile.TemporaryDirectory() as tmp:
-        traces = [read_trace(Path(run_episode(compiled, c, None, s, out=Path(tmp)).trace_path
-                                  or "")) for c, s in jobs]
+    traces = sim_traces(compiled, jobs)
     checked = [check_replay(replay, t) for t in traces]
     agree = sum(m == t.result.measurements for m, t in zip(checked, traces, strict=True))
     print(f"d1: {agree}/{len(traces)} replayed episodes give the trace's six measurements "
           f"and the same events at the same times, e.g. {traces[0].header.condition}/"
           f"{traces[0].header.instance}: {json.dumps(checked[0])}")
+    runner = CompiledReplay(compiled)
+    prepared = check_compiled_replay(runner, traces)
+    print(f"d1: {len(prepared)}/{len(traces)} compiled episodes driven by the recorded "
+          "decisions give the sim trace's events and result line byte for byte")
 
     inputs = [(decisions_of(t.events), t.header.instance, t.header.levers) for t in traces]
-
-    def compiled_all() -> None:
-        for c, s in jobs:
-            run_episode(compiled, c, None, s)
 
     def replay_all() -> None:
         for d, inst, levers in inputs:
             replay.episode(d, inst, levers)
 
-    compiled_all()  # warm caches
-    rows = []
-    for name, fn in (("compiled runtime", compiled_all), ("hand-written replay", replay_all)):
-        per = [x / len(jobs) for x in cpu_per_call(fn, 1, args.rounds)]
-        rows.append((name, statistics.median(per), min(per)))
-    print(f"{'d1, CPU per episode':24} {'median ms':>10} {'best ms':>9}")
-    for name, med, best in rows:
-        print(f"{name:24} {med * 1e3:10.3f} {best * 1e3:9.3f}")
-    print(f"ratio compiled / replay: {rows[0][1] / rows[1][1]:.1f}x (median), "
-          f"{rows[0][2] / rows[1][2]:.1f}x (best); {len(jobs)} episodes per round")
+    def compiled_all(witnesses: bool) -> Callable[[], None]:
+        def run() -> None:
+            for job in prepared:
+                runner.episode(job, witnesses)
+        return run
 
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(3):
-        compiled_all()
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile)
-    print("\nd1 compiled runtime, cProfile by own time:")
-    print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(
-        "measure_episode|engine.py.*\\(run\\)|sim.py.*decide")
-    print("\nd1 compiled runtime, stages (cumulative):")
-    print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
+    def sim_all() -> None:
+        for c, s in jobs:
+            run_episode(compiled, c, None, s)
+
+    fig = per_episode({"replay": replay_all, "compiled": compiled_all(False),
+                       "compiled+witnesses": compiled_all(True), "sim": sim_all},
+                      len(jobs), args.rounds)
+    base = fig["replay"]
+    print(f"{'d1, CPU per episode (median of ' + str(args.rounds) + ')':44} {'ms':>8} "
+          f"{'/ replay':>9}")
+    for name, label in (("replay", "hand-written replay (plain Python + simpy)"),
+                        ("compiled", "compiled runtime, same decisions"),
+                        ("compiled+witnesses", "  + witness pass"),
+                        ("sim", "run_episode, sim agents + witnesses")):
+        print(f"{label:44} {fig[name]:8.3f} {fig[name] / base:8.1f}x")
+    print(f"witness pass: {fig['compiled+witnesses'] - fig['compiled']:.3f} ms per episode; "
+          f"sim agents deciding: {fig['sim'] - fig['compiled+witnesses']:.3f} ms; "
+          f"{len(jobs)} episodes per round")
+    print_profile("d1 compiled runtime, same decisions", compiled_all(False), args.profile)
 
     a1 = resolve_world(ROOT / "worlds" / "a1.eair")
     a1c = CompiledWorld(a1)
     a1_jobs = [(c.name, s) for c in a1.conditions for s in range(3)]
-    run_episode(a1c, a1_jobs[0][0], None, 0)
-    per = [x / len(a1_jobs) for x in cpu_per_call(
-        lambda: [run_episode(a1c, c, None, s) for c, s in a1_jobs], 1, max(3, args.rounds // 2))]
-    print(f"\na1 (not replayed): compiled runtime {statistics.median(per) * 1e3:.3f} ms CPU "
-          f"per episode (median)")
+    a1_runner = CompiledReplay(a1c)
+    a1_prepared = check_compiled_replay(a1_runner, sim_traces(a1c, a1_jobs))
+
+    def a1_compiled() -> None:
+        for job in a1_prepared:
+            a1_runner.episode(job)
+
+    def a1_sim() -> None:
+        for c, s in a1_jobs:
+            run_episode(a1c, c, None, s)
+
+    fig = per_episode({"compiled": a1_compiled, "sim": a1_sim}, len(a1_jobs),
+                      max(3, args.rounds // 2))
+    print(f"\na1 (no hand-written replay): compiled runtime {fig['compiled']:.3f} ms CPU per "
+          f"episode with the recorded decisions, {fig['sim']:.3f} ms as run_episode runs it "
+          f"(sim agents, witnesses); {len(a1_prepared)} episodes, replay checked byte for byte")
+    print_profile("a1 compiled runtime, same decisions", a1_compiled, args.profile)
 
 
 if __name__ == "__main__":
