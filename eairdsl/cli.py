@@ -1436,6 +1436,42 @@ signals_app = typer.Typer(
 app.add_typer(signals_app, name="signals")
 
 
+@signals_app.command("match")
+def signals_match(
+    pred: Annotated[Path, typer.Argument(
+        metavar="PRED", help="Predictions: an audit folder, a study folder with one audit, "
+        "or a JSON file of occurrences.")],
+    ref: Annotated[Path, typer.Argument(metavar="REF", help="References, the same kinds.")],
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the whole result (pairs, unmatched) as byte-stable JSON.")
+    ] = False,
+    leads: Annotated[bool, typer.Option(
+        "--leads", help="Let leads (insufficient evidence) of an audit enter too.")] = False,
+) -> None:
+    """Match predicted occurrences and Signals to references (Signals §6.1, docs/signals.md).
+
+    Same session, component type and normalised name, a shared type id; a maximum
+    one-to-one matching; occurrence, Signal and session precision, recall and F1.
+    """
+    from eairdsl.api import UsageError
+    from eairdsl.signals.match_inputs import match_paths
+    from eairdsl.signals.matcher import result_json, summary_lines
+
+    try:
+        result, p, r = match_paths(pred, ref, leads=leads)
+    except UsageError as exc:
+        _err(_usage_message(exc))
+        raise typer.Exit(EXIT_INPUT) from None
+    for side, name in ((p, "PRED"), (r, "REF")):
+        for note in side.notes[:5]:
+            _err(f"note: {name}: {note}")
+    if as_json:
+        sys.stdout.write(result_json(result))
+    else:
+        for line in summary_lines(result):
+            typer.echo(line)
+
+
 def main() -> None:
     """Console entry point: never show a Python traceback for a failure of ours."""
     try:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["MATCHER_VERSION", "Coverage", "MatchOccurrence", "MatchResult", "MatchSet",
            "MatchSignal", "Pair", "Rates", "SignalPair", "match", "maximum_matching",
-           "normalise_name", "rates", "result_json", "signals_of"]
+           "normalise_name", "rates", "result_json", "signals_of", "summary_lines"]
 
 #: bumped whenever a rule of the matcher changes (it is written into every result)
 MATCHER_VERSION = "signals-matcher-1"
@@ -434,3 +434,27 @@ def result_json(result: MatchResult) -> str:
     """The result as JSON with sorted keys and two-space indent, ending in a newline."""
     return json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True,
                       ensure_ascii=False) + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f}%"
+
+
+def _rate_line(what: str, r: Rates) -> str:
+    return (f"{what}: precision {_pct(r.precision)}, recall {_pct(r.recall)}, "
+            f"F1 {_pct(r.f1)} ({r.matched} matched of {r.predicted} predicted, "
+            f"{r.reference} reference)")
+
+
+def summary_lines(result: MatchResult) -> list[str]:
+    """The result in four lines of text (what `eairc signals match` prints)."""
+    c = result.coverage
+    return [
+        _rate_line("occurrences", result.occurrences),
+        f"signal coverage: {c.at_least_one}/{c.reference_signals} reference Signals with at "
+        f"least one matched occurrence ({_pct(c.fraction_at_least_one)}), "
+        f"{c.at_least_half}/{c.reference_signals} with at least half "
+        f"({_pct(c.fraction_at_least_half)})",
+        _rate_line("signals", result.signals),
+        _rate_line("sessions", result.sessions),
+    ]
