@@ -47,7 +47,7 @@ from typing import Any
 import simpy
 
 from eairdsl import __version__
-from eairdsl.agents.protocol import Observation, Reply, ToolCall
+from eairdsl.agents.protocol import Agent, Observation, Reply, ToolCall
 from eairdsl.api import _agents, _instance, resolve_world, run_episode
 from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import CompiledWorld, Episode
@@ -150,7 +150,8 @@ class D1Replay:
                 _, tool, args = act
                 log.append((env.now, "tool_call", party, tool, args))
                 yield env.timeout(COST[tool])
-                rejected, result = False, None
+                rejected = False
+                result: Any = None
                 if tool == "delegate":
                     log.append((env.now, "message", party, "assistant->specialist",
                                 args["question"], None, "delegation"))
@@ -299,7 +300,7 @@ class CompiledReplay:
     def episode(self, job: tuple[Any, ...], witnesses: bool = False) -> Trace:
         cond, inst, seed, traits, actions = job
         w = self.compiled.world
-        agent_map = {p: ReplayAgent(a) for p, a in actions.items()}
+        agent_map: dict[str, Agent] = {p: ReplayAgent(a) for p, a in actions.items()}
         header = TraceHeader(world=str(w.meta.name), digest=str(w.digest), condition=cond,
                              levers=dict(self.compiled.conditions[cond].levers),
                              instance=str(inst.get("id")), seed=seed,
