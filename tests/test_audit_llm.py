@@ -1,16 +1,14 @@
 """The LLM auditor (issue 15 item 3) and the naive free-text extractor, offline.
 
-A `CustomLLM` registered under the provider name `auditscripted` plays the
-auditor model from a per-test script (litellm's custom-provider hook, as in
-tests/test_llm_path.py) and records every request it receives, so the tests can
+A `CustomLLM` (tests/scripted_llm.py) registered under the provider name
+`auditscripted` plays the auditor model from a per-test script (litellm's
+custom-provider hook) and records every request it receives, so the tests can
 read exactly what was sent: the tools offered, the validator's diagnostics in a
 tool result, and — for the withheld-data test — every character of every prompt.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import json
 import os
 import re
@@ -23,8 +21,8 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm
-from litellm import CustomLLM, ModelResponse
+from litellm import ModelResponse
+from scripted_llm import Scripted, respond, scripted_provider, tool_names, unregister
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import resolve_world, run_episode
@@ -49,56 +47,7 @@ Script = Callable[[list[dict[str, Any]], dict[str, Any]], Any]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-def respond(content: str | None = None, calls: list[tuple[str, Any]] | None = None,
-            tokens: tuple[int, int] = (100, 20)) -> ModelResponse:
-    """A model answer; a call's arguments that are a str are sent as they are (raw)."""
-    tool_calls = [{"id": f"x-{i}", "type": "function",
-                   "function": {"name": name,
-                                "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                  for i, (name, args) in enumerate(calls or [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return ModelResponse(
-        choices=[{"message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        usage={"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-               "total_tokens": sum(tokens)})
-
-
-class Scripted(CustomLLM):
-    def __init__(self) -> None:
-        super().__init__()
-        self.script: Script | None = None
-        self.requests: list[dict[str, Any]] = []
-
-    async def acompletion(  # type: ignore[override]
-            self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-            model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-            logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
-        self.requests.append({"model": model, "messages": copy.deepcopy(messages),
-                              "params": copy.deepcopy(optional_params)})
-        assert self.script is not None, "the test set no script"
-        out = self.script(messages, optional_params)
-        if asyncio.iscoroutine(out):
-            out = await out
-        return out
-
-
-PROVIDER = Scripted()
-
-
-def _register() -> None:
-    litellm.custom_provider_map = [*[p for p in litellm.custom_provider_map
-                                     if p.get("provider") != "auditscripted"],
-                                   {"provider": "auditscripted", "custom_handler": PROVIDER}]
-
-
-@pytest.fixture
-def provider() -> Scripted:
-    _register()
-    PROVIDER.script = None
-    PROVIDER.requests = []
-    return PROVIDER
+provider = scripted_provider("auditscripted")
 
 
 def settings(**kw: Any) -> LLMSettings:
@@ -124,10 +73,6 @@ def quote_off() -> dict[str, Any]:
     assert "2.1 of 5, below" in unit["quote"]
     unit["quote"] = unit["quote"].replace("2.1 of 5, below", "2.1 of 5, belov")
     return sub
-
-
-def tool_names(params: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in params.get("tools") or []]
 
 
 def last_tool_result(messages: list[dict[str, Any]]) -> Any:
@@ -296,8 +241,7 @@ def test_cassette_replay_is_byte_identical_with_no_provider(provider: Scripted, 
     first = recorded.audit(bundle)
     assert len(provider.requests) == 3 and len(cassette.read_text().splitlines()) == 3
     # no provider at all: a request that reached litellm would fail
-    litellm.custom_provider_map = [p for p in litellm.custom_provider_map
-                                   if p.get("provider") != "auditscripted"]
+    unregister("auditscripted")
     provider.script = None
     provider.requests = []
     replayed = LLMAuditor(MODEL, settings=settings(replay=cassette), graph="topology")

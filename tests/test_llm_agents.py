@@ -1,7 +1,7 @@
 """The `llm` backend through litellm's own offline hooks — no network anywhere.
 
-A `CustomLLM` registered in `litellm.custom_provider_map` under the provider
-name `scripted` answers every `litellm.acompletion` the real agent code makes,
+A `CustomLLM` (tests/scripted_llm.py) registered in `litellm.custom_provider_map`
+under the provider name `scripted` answers every `litellm.acompletion` the real agent code makes,
 from a per-test script; `mock_response` covers the cost map. litellm is
 imported once for the whole session (it takes seconds).
 """
@@ -23,7 +23,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from litellm import CustomLLM, ModelResponse
+from litellm import ModelResponse
+from scripted_llm import Scripted, respond, scripted_provider, tool_names
 
 from eairdsl.agents.llm import EMPTY_REPLY_TOOL, INVALID_JSON_ARG, LLMSettings
 from eairdsl.api import (
@@ -40,55 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "scripted/agent"
 Script = Callable[[list[dict[str, Any]], dict[str, Any]], Any]
 
-
-def respond(content: str | None = None, calls: list[tuple[str, Any]] | None = None,
-            tokens: tuple[int, int] = (100, 20)) -> ModelResponse:
-    """A chat completion with optional tool calls (arguments given as raw text or data)."""
-    tool_calls = [{"id": f"provider-{i}", "type": "function",
-                   "function": {"name": name,
-                                "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                  for i, (name, args) in enumerate(calls or [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return ModelResponse(
-        choices=[{"message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        usage={"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-               "total_tokens": sum(tokens)})
-
-
-class Scripted(CustomLLM):
-    """Answers from `self.script(messages, params)`; records every request it saw."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.script: Script | None = None
-        self.requests: list[dict[str, Any]] = []
-
-    async def acompletion(  # type: ignore[override]
-            self, model: str, messages: list, api_base: str,
-                          custom_prompt_dict: dict, model_response: ModelResponse,
-                          print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any,
-                          optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
-        self.requests.append({"model": model, "messages": messages, "params": optional_params})
-        assert self.script is not None, "the test set no script"
-        out = self.script(messages, optional_params)
-        if asyncio.iscoroutine(out):
-            out = await out
-        return out
-
-
 pytestmark = pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning")
 
-PROVIDER = Scripted()
-litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": PROVIDER}]
-
-
-@pytest.fixture
-def provider() -> Scripted:
-    PROVIDER.script = None
-    PROVIDER.requests = []
-    return PROVIDER
+provider = scripted_provider("scripted", snapshot=False)
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +56,6 @@ def settings(**kw: Any) -> LLMSettings:
                             "backoff_max": 0.01}
     base.update(kw)
     return LLMSettings(**base)
-
-
-def tool_names(params: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in params.get("tools") or []]
 
 
 def current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

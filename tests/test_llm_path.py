@@ -1,7 +1,7 @@
 """The LLM path is correct (issue 13, item 6), offline through litellm's custom-provider hook.
 
-A `CustomLLM` registered under the provider name `pathscripted` answers every
-`litellm.acompletion` from a per-test script and records what it received.
+A `CustomLLM` (tests/scripted_llm.py) registered under the provider name `pathscripted`
+answers every `litellm.acompletion` from a per-test script and records what it received.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from litellm import CustomLLM, ModelResponse
+from litellm import ModelResponse
+from scripted_llm import Scripted, respond, scripted_provider
 from typer.testing import CliRunner
 
 from eairdsl.agents.llm import LLMSettings, alternate
@@ -40,53 +41,7 @@ Script = Callable[[list[dict[str, Any]], dict[str, Any]], Any]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-def respond(content: str | None = None, calls: list[tuple[str, Any]] | None = None,
-            tokens: tuple[int, int] = (100, 20)) -> ModelResponse:
-    tool_calls = [{"id": f"p-{i}", "type": "function",
-                   "function": {"name": name, "arguments": json.dumps(args)}}
-                  for i, (name, args) in enumerate(calls or [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return ModelResponse(
-        choices=[{"message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        usage={"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-               "total_tokens": sum(tokens)})
-
-
-class Scripted(CustomLLM):
-    def __init__(self) -> None:
-        super().__init__()
-        self.script: Script | None = None
-        self.requests: list[dict[str, Any]] = []
-
-    async def acompletion(  # type: ignore[override]
-            self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-            model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-            logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
-        self.requests.append({"model": model, "messages": messages, "params": optional_params})
-        assert self.script is not None, "the test set no script"
-        out = self.script(messages, optional_params)
-        if asyncio.iscoroutine(out):
-            out = await out
-        return out
-
-
-PROVIDER = Scripted()
-# Appended, not assigned: other test modules register their own providers the same way.
-litellm.custom_provider_map = [*[p for p in litellm.custom_provider_map
-                                 if p.get("provider") != "pathscripted"],
-                               {"provider": "pathscripted", "custom_handler": PROVIDER}]
-
-
-@pytest.fixture
-def provider() -> Scripted:
-    litellm.custom_provider_map = [*[p for p in litellm.custom_provider_map
-                                     if p.get("provider") != "pathscripted"],
-                                   {"provider": "pathscripted", "custom_handler": PROVIDER}]
-    PROVIDER.script = None
-    PROVIDER.requests = []
-    return PROVIDER
+provider = scripted_provider("pathscripted", snapshot=False)
 
 
 @pytest.fixture(scope="module")
