@@ -228,6 +228,11 @@ def maximum_matching(adj: Sequence[Sequence[int]], n_right: int) -> list[tuple[i
     left_of = [-1] * n_right
     right_of = [-1] * nl
     alive_l, alive_r = [True] * nl, [True] * n_right
+    for i in range(nl):                   # a greedy start; augmenting paths make it maximum
+        for j in adj[i]:
+            if left_of[j] < 0:
+                right_of[i], left_of[j] = j, i
+                break
     while _augment(adj, left_of, right_of, alive_l, alive_r):
         pass
     for i in range(nl):
@@ -355,18 +360,30 @@ def _block(session: str, ctype: str, name: str) -> tuple[str, str, str] | None:
 
 def _pairs(preds: Sequence[Any], refs: Sequence[Any],
            block: Callable[[Any], tuple[str, str, str] | None]) -> list[tuple[int, int]]:
-    """The canonical maximum matching of two canonically sorted lists, blocked by `block`."""
-    by_block: dict[tuple[str, str, str], list[int]] = {}
+    """The canonical maximum matching of two canonically sorted lists, blocked by `block`.
+
+    Pairs exist only inside a block (session or batch, component type, normalised
+    name), so each block is matched on its own: the same answer as one matching of the
+    whole graph (the canonical order restricted to a block is the block's order), in
+    time that grows with the largest block rather than with the whole audit.
+    """
+    left: dict[tuple[str, str, str], list[int]] = {}
+    right: dict[tuple[str, str, str], list[int]] = {}
+    for i, p in enumerate(preds):
+        b = block(p)
+        if b is not None and p.types:
+            left.setdefault(b, []).append(i)
     for j, r in enumerate(refs):
         b = block(r)
         if b is not None and r.types:
-            by_block.setdefault(b, []).append(j)
-    adj: list[list[int]] = []
-    for p in preds:
-        b = block(p)
-        cands = by_block.get(b, []) if b is not None else []
-        adj.append([j for j in cands if set(p.types) & set(refs[j].types)])
-    return maximum_matching(adj, len(refs))
+            right.setdefault(b, []).append(j)
+    out: list[tuple[int, int]] = []
+    for b in sorted(left.keys() & right.keys()):
+        li, rj = left[b], right[b]
+        adj = [[k for k, j in enumerate(rj) if set(preds[i].types) & set(refs[j].types)]
+               for i in li]
+        out.extend((li[a], rj[c]) for a, c in maximum_matching(adj, len(rj)))
+    return sorted(out)
 
 
 def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
