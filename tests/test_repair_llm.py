@@ -1,16 +1,14 @@
 """The LLM Repair Agent and LLM Reviewer (issue 16 items 2–3) against scripted models, offline.
 
-A `CustomLLM` registered under the provider name `repairscripted` plays the model
-from a per-test script (litellm's custom-provider hook, as in
-tests/test_audit_llm.py) and records every request, so the tests read exactly
+A `CustomLLM` (tests/scripted_llm.py) registered under the provider name
+`repairscripted` plays the model from a queue of per-call scripts (litellm's
+custom-provider hook) and records every request, so the tests read exactly
 what was sent: the marked source, the plan, the loop's feedback with the
 compiler's located diagnostics, the semantic diff and both sources.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import json
 import os
 import shutil
@@ -24,7 +22,7 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from litellm import CustomLLM, ModelResponse
+from scripted_llm import Scripted, scripted_provider, unregister
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.audit.contract import Finding
@@ -72,47 +70,7 @@ Script = Callable[[list[dict[str, Any]]], Any]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-def respond(content: str) -> ModelResponse:
-    return ModelResponse(choices=[{"message": {"role": "assistant", "content": content},
-                                   "finish_reason": "stop"}],
-                         usage={"prompt_tokens": 1000, "completion_tokens": 200,
-                                "total_tokens": 1200})
-
-
-class Scripted(CustomLLM):
-    def __init__(self) -> None:
-        super().__init__()
-        self.scripts: list[Script] = []
-        self.requests: list[dict[str, Any]] = []
-
-    async def acompletion(  # type: ignore[override]
-            self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-            model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-            logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
-        self.requests.append({"model": model, "messages": copy.deepcopy(messages),
-                              "params": copy.deepcopy(optional_params)})
-        assert self.scripts, "the script is spent"
-        out = self.scripts.pop(0)(messages)
-        if asyncio.iscoroutine(out):
-            out = await out
-        return respond(out) if isinstance(out, str) else out
-
-
-PROVIDER = Scripted()
-
-
-def _register() -> None:
-    litellm.custom_provider_map = [*[p for p in litellm.custom_provider_map
-                                     if p.get("provider") != "repairscripted"],
-                                   {"provider": "repairscripted", "custom_handler": PROVIDER}]
-
-
-@pytest.fixture
-def provider() -> Scripted:
-    _register()
-    PROVIDER.scripts = []
-    PROVIDER.requests = []
-    return PROVIDER
+provider = scripted_provider("repairscripted", messages_only=True, text_tokens=(1000, 200))
 
 
 def settings(**kw: Any) -> LLMSettings:
@@ -331,8 +289,7 @@ def test_cassette_replay_is_byte_identical(provider: Scripted, protected: list[s
     review_req = review_request(tmp_path, candidate.source, candidate.attribution)
     review = LLMReviewer(REVIEWER, settings=record).review(review_req)
     assert len(provider.requests) == 3 and len(cassette.read_text().splitlines()) == 3
-    litellm.custom_provider_map = [p for p in litellm.custom_provider_map
-                                   if p.get("provider") != "repairscripted"]
+    unregister("repairscripted")
     provider.requests.clear()
     replay = settings(replay=cassette)
     again = LLMRepairAgent(AGENT, settings=replay).propose(request)

@@ -266,71 +266,44 @@ def test_report_charts_stay_inside_their_viewbox(sim_study: Path) -> None:
 PROVIDER = "reportscripted"
 
 
-def _respond(content: str | None = None, calls: list[tuple[str, Any]] | None = None,
-             tokens: tuple[int, int] = (100, 20)) -> Any:
-    from litellm import ModelResponse
-
-    tool_calls = [{"id": f"p-{i}", "type": "function",
-                   "function": {"name": name, "arguments": json.dumps(args)}}
-                  for i, (name, args) in enumerate(calls or [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return ModelResponse(
-        choices=[{"message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        usage={"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-               "total_tokens": sum(tokens)})
-
-
-def _scripted() -> Any:
+def _models(calls: Counter[str]) -> dict[str, Any]:
+    """`careful` delegates and looks the record up; `terse` answers at once and fails
+    its first call ever (`calls`: the provider's count of calls per model)."""
     import litellm
-    from litellm import CustomLLM
+    from scripted_llm import respond, tool_names
 
-    class Scripted(CustomLLM):
-        """`careful` delegates and looks the record up; `terse` answers at once and fails
-        its first call ever."""
+    def terse(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        if calls["terse"] == 1:
+            raise litellm.InternalServerError(message="terse is down",
+                                              llm_provider=PROVIDER, model="terse")
+        return respond("I cannot say.", tokens=(70, 5))
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls: Counter[str] = Counter()
+    def careful(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        tools = tool_names(params)
+        done = [m for m in messages if m["role"] == "tool"]
+        if "delegate" in tools:
+            return respond(f"Relayed: {done[-1]['content']}") if done else respond(
+                calls=[("delegate", {"question": "How is Jordan Lee doing?"})])
+        read = next((t for t in tools if t.endswith("_read")), None)
+        if read is None or done:
+            return respond("Here is the record." if done else "Nothing to read.",
+                           tokens=(150, 30))
+        spec = params["tools"][tools.index(read)]["function"]["parameters"]
+        hint = spec["properties"]["id"]["description"].removeprefix("e.g. ")
+        return respond(calls=[(read, {"id": hint})])
 
-        async def acompletion(self, model: str, messages: list[Any],
-                              *args: Any, **kwargs: Any) -> Any:
-            model = model.rsplit("/", 1)[-1]
-            self.calls[model] += 1
-            params = kwargs.get("optional_params") or {}
-            tools = [t["function"]["name"] for t in params.get("tools") or []]
-            if model == "terse":
-                if self.calls[model] == 1:
-                    raise litellm.InternalServerError(message="terse is down",
-                                                      llm_provider=PROVIDER, model=model)
-                return _respond("I cannot say.", tokens=(70, 5))
-            done = [m for m in messages if m["role"] == "tool"]
-            if "delegate" in tools:
-                return _respond(f"Relayed: {done[-1]['content']}") if done else _respond(
-                    calls=[("delegate", {"question": "How is Jordan Lee doing?"})])
-            read = next((t for t in tools if t.endswith("_read")), None)
-            if read is None or done:
-                return _respond("Here is the record." if done else "Nothing to read.",
-                                tokens=(150, 30))
-            spec = params["tools"][tools.index(read)]["function"]["parameters"]
-            hint = spec["properties"]["id"]["description"].removeprefix("e.g. ")
-            return _respond(calls=[(read, {"id": hint})])
-
-    return Scripted()
+    return {"careful": careful, "terse": terse}
 
 
 @pytest.fixture(scope="module")
 def llm_study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    import litellm
+    from scripted_llm import installed
 
     from eairdsl.agents.llm import LLMSettings
     from eairdsl.study.executor import run_study
 
-    handler = _scripted()
-    before = list(litellm.custom_provider_map)
-    litellm.custom_provider_map = [*before, {"provider": PROVIDER, "custom_handler": handler}]
-    try:
+    with installed(PROVIDER, snapshot=False) as handler:
+        handler.by_model = _models(handler.calls)
         out = tmp_path_factory.mktemp("llm") / "cmp"
         world = resolve_world(D1)
         plan = plan_world(world, ["canonical", "need_to_know"], ["hr-1"], 2)
@@ -338,8 +311,6 @@ def llm_study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         settings = LLMSettings(timeout=5.0, retries=0, backoff_base=0.001, backoff_max=0.01,
                                max_connections=1)
         run_study([world], [plan], models, out, llm=settings)
-    finally:
-        litellm.custom_provider_map = before
     write_report(out, resamples=100)
     yield out
 

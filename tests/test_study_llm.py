@@ -1,18 +1,16 @@
 """Studies of LLM models, offline: two scripted litellm "models" through the real agent path.
 
-A `CustomLLM` registered under the provider `studyscripted` plays two models:
-`steady` delegates and relays like a careful assistant; `flaky` answers at once
-without delegating, and fails 3 of every 10 calls it gets (a server error, no
+A `CustomLLM` (tests/scripted_llm.py) registered under the provider `studyscripted`
+plays two models: `steady` delegates and relays like a careful assistant; `flaky`
+answers at once without delegating, and fails 3 of every 10 calls it gets (a server error, no
 retries). No network anywhere.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from litellm import CustomLLM, ModelResponse
+from litellm import ModelResponse
+from scripted_llm import Script, Scripted, installed, respond, tool_names
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import UsageError, resolve_world
@@ -48,24 +47,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning"),
                   ":pytest.PytestUnraisableExceptionWarning")]
 
 
-def respond(content: str | None = None, calls: list[tuple[str, Any]] | None = None,
-            tokens: tuple[int, int] = (100, 20)) -> ModelResponse:
-    tool_calls = [{"id": f"provider-{i}", "type": "function",
-                   "function": {"name": name, "arguments": json.dumps(args)}}
-                  for i, (name, args) in enumerate(calls or [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return ModelResponse(
-        choices=[{"message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        usage={"prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-               "total_tokens": sum(tokens)})
-
-
-def _tools(params: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in params.get("tools") or []]
-
-
 def _results(messages: list[dict[str, Any]]) -> list[Any]:
     starts = [i for i, m in enumerate(messages) if m["role"] == "user"
               and str(m.get("content", "")).startswith(("Message from", "Request delegated"))]
@@ -74,7 +55,7 @@ def _results(messages: list[dict[str, Any]]) -> list[Any]:
 
 
 def _steady(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
-    tools = _tools(params)
+    tools = tool_names(params)
     results = _results(messages)
     if "delegate" in tools:
         if not results:
@@ -89,55 +70,22 @@ def _steady(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResp
     return respond(f"Record: {results[-1]}", tokens=(150, 30))
 
 
-class TwoModels(CustomLLM):
-    """`steady` and `flaky`; counts the calls it answered and refused."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: Counter[str] = Counter()
-        self.failed: Counter[str] = Counter()
-        self.refuse = False
-        self.delay = 0.0
-        self.in_flight = self.peak = 0
-
-    async def acompletion(  # type: ignore[override]
-            self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-            model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-            logging_obj: Any, optional_params: dict, *args: Any,
-            **kwargs: Any) -> ModelResponse:
-        assert not self.refuse, "a replay must not call the provider"
-        model = model.rsplit("/", 1)[-1]
-        self.calls[model] += 1
-        if self.delay:
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-            await asyncio.sleep(self.delay)
-            self.in_flight -= 1
-        if model == "flaky":
-            if (self.calls[model] * 7) % 10 < 3:  # 3 calls in 10
-                self.failed[model] += 1
-                raise litellm.InternalServerError(message="flaky model down",
-                                                  llm_provider=PROVIDER_NAME, model=model)
-            return respond("I cannot look that up, sorry.", tokens=(80, 10))
-        return _steady(messages, optional_params)
-
-
-HANDLER = TwoModels()
+def _flaky(provider: Scripted) -> Script:
+    """Answers at once without delegating; fails 3 of every 10 calls (a server error)."""
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
+        if (provider.calls["flaky"] * 7) % 10 < 3:  # 3 calls in 10
+            raise litellm.InternalServerError(message="flaky model down",
+                                              llm_provider=PROVIDER_NAME, model="flaky")
+        return respond("I cannot look that up, sorry.", tokens=(80, 10))
+    return script
 
 
 @pytest.fixture
-def provider() -> Iterator[TwoModels]:
-    entry = {"provider": PROVIDER_NAME, "custom_handler": HANDLER}
-    before = list(litellm.custom_provider_map)
-    litellm.custom_provider_map = [e for e in before if e.get("provider") != PROVIDER_NAME] \
-        + [entry]
-    HANDLER.calls.clear()
-    HANDLER.failed.clear()
-    HANDLER.refuse = False
-    HANDLER.delay = 0.0
-    HANDLER.in_flight = HANDLER.peak = 0
-    yield HANDLER
-    litellm.custom_provider_map = before
+def provider() -> Iterator[Scripted]:
+    """`steady` and `flaky`; counts the calls it answered (`calls`) and refused (`failed`)."""
+    with installed(PROVIDER_NAME, by_model={"steady": _steady}, snapshot=False) as handler:
+        handler.by_model["flaky"] = _flaky(handler)
+        yield handler
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +147,7 @@ def test_models_take_litellm_strings_beside_sim_profiles() -> None:
 
 
 # ---------------------------------------------------------------- studies
-def test_two_model_study_interrupted_resumed_and_replayed(d1: World, provider: TwoModels,
+def test_two_model_study_interrupted_resumed_and_replayed(d1: World, provider: Scripted,
                                                           tmp_path: Path) -> None:
     models = parse_models(MODELS)
     # The reference: the same study, uninterrupted.
@@ -279,7 +227,7 @@ def test_two_model_study_interrupted_resumed_and_replayed(d1: World, provider: T
     assert replayed_rows == final
 
 
-def test_llm_episodes_run_concurrently_bounded_per_provider(d1: World, provider: TwoModels,
+def test_llm_episodes_run_concurrently_bounded_per_provider(d1: World, provider: Scripted,
                                                             tmp_path: Path) -> None:
     provider.delay = 0.05
     started = time.perf_counter()
@@ -292,7 +240,7 @@ def test_llm_episodes_run_concurrently_bounded_per_provider(d1: World, provider:
     assert seconds < 32 * 0.05  # far below one call at a time
 
 
-def test_a_replay_miss_stops_the_study_unrecorded(d1: World, provider: TwoModels,
+def test_a_replay_miss_stops_the_study_unrecorded(d1: World, provider: Scripted,
                                                   tmp_path: Path) -> None:
     models = parse_models(f"steady={STEADY}")
     rec = tmp_path / "rec"
@@ -308,7 +256,7 @@ def test_a_replay_miss_stops_the_study_unrecorded(d1: World, provider: TwoModels
                   llm=_llm(replay=rec / CASSETTES_DIR))
 
 
-def test_cli_study_mixes_sim_and_llm_models_and_replays(provider: TwoModels,
+def test_cli_study_mixes_sim_and_llm_models_and_replays(provider: Scripted,
                                                         tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -335,7 +283,7 @@ def test_cli_study_mixes_sim_and_llm_models_and_replays(provider: TwoModels,
 
 
 def test_a_killed_recording_is_merged_when_the_study_resumes(
-        d1: World, provider: TwoModels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        d1: World, provider: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from eairdsl.study import executor
 
     models = parse_models(f"steady={STEADY}")
@@ -358,7 +306,7 @@ def test_a_killed_recording_is_merged_when_the_study_resumes(
 
 
 def test_a_token_budget_stops_scheduling_and_leaves_the_study_resumable(
-        d1: World, provider: TwoModels, tmp_path: Path) -> None:
+        d1: World, provider: Scripted, tmp_path: Path) -> None:
     from eairdsl.study.executor import Budget, spend
 
     models = parse_models(f"steady={STEADY},flaky={FLAKY}")
@@ -391,7 +339,7 @@ def test_a_token_budget_stops_scheduling_and_leaves_the_study_resumable(
     assert set(by_model) == {"steady", "flaky"} and by_model["steady"]["calls"] == 32
 
 
-def test_cli_budget_says_so(provider: TwoModels, tmp_path: Path) -> None:
+def test_cli_budget_says_so(provider: Scripted, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from eairdsl.cli import app

@@ -22,8 +22,7 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm
-from litellm import CustomLLM, ModelResponse
+from scripted_llm import Scripted, installed, respond
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import resolve_world
@@ -39,29 +38,16 @@ A, B, C = (f"{PROVIDER}/{n}" for n in ("alpha", "beta", "gamma"))
 pytestmark = pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning")
 
 
-class Terse(CustomLLM):
-    """Every model answers at once, in text; counts its calls."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
-        self.calls += 1
-        return ModelResponse(
-            choices=[{"message": {"role": "assistant", "content": "I cannot say."},
-                      "finish_reason": "stop"}],
-            usage={"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13})
+def _terse(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+    """Every model answers at once, in text."""
+    return respond("I cannot say.", tokens=(10, 3))
 
 
 @pytest.fixture
-def provider() -> Iterator[Terse]:
-    handler = Terse()
-    before = list(litellm.custom_provider_map)
-    litellm.custom_provider_map = [e for e in before if e.get("provider") != PROVIDER] + [
-        {"provider": PROVIDER, "custom_handler": handler}]
-    yield handler
-    litellm.custom_provider_map = before
+def provider() -> Iterator[Scripted]:
+    """`_terse` for every model; `requests` are the calls it got."""
+    with installed(PROVIDER, script=_terse, snapshot=False) as handler:
+        yield handler
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +75,7 @@ def _stored(out: Path) -> dict[str, Any]:
     return stored
 
 
-def test_first_run_keeps_its_llm_options(d1: World, provider: Terse, tmp_path: Path) -> None:
+def test_first_run_keeps_its_llm_options(d1: World, provider: Scripted, tmp_path: Path) -> None:
     _run(d1, tmp_path, f"a={A}", api_base="http://127.0.0.1:9/v1", seed=7,
          role_models={"specialist": C})
     assert _stored(tmp_path) == {
@@ -98,7 +84,7 @@ def test_first_run_keeps_its_llm_options(d1: World, provider: Terse, tmp_path: P
         "api_base": "http://127.0.0.1:9/v1"}
 
 
-def test_resume_with_the_same_options_goes_on(d1: World, provider: Terse,
+def test_resume_with_the_same_options_goes_on(d1: World, provider: Scripted,
                                               tmp_path: Path) -> None:
     first = _run(d1, tmp_path, f"a={A}", seeds=1)
     assert first.attempts == 1
@@ -107,10 +93,10 @@ def test_resume_with_the_same_options_goes_on(d1: World, provider: Terse,
     assert again.skipped == 1 and again.attempts == 2
 
 
-def test_resume_with_other_options_is_refused_naming_each(d1: World, provider: Terse,
+def test_resume_with_other_options_is_refused_naming_each(d1: World, provider: Scripted,
                                                           tmp_path: Path) -> None:
     _run(d1, tmp_path, f"a={A},b={B}")
-    calls = provider.calls
+    calls = len(provider.requests)
     with pytest.raises(StudyError) as info:
         _run(d1, tmp_path, f"a={A},b={C}", seeds=3, temperature=0.7, max_tokens=None,
              judge_model=B, api_base="http://127.0.0.1:9/v1")
@@ -122,11 +108,11 @@ def test_resume_with_other_options_is_refused_naming_each(d1: World, provider: T
                  "--api-base http://127.0.0.1:9/v1 (was unset)"):
         assert part in message
     assert "--llm-seed" not in message and f"a={A}" not in message  # only what differs
-    assert provider.calls == calls  # refused before any episode
+    assert len(provider.requests) == calls  # refused before any episode
     assert _stored(tmp_path)["models"] == {"a": A, "b": B}  # left as the first run's
 
 
-def test_a_new_model_column_may_join_a_resumed_study(d1: World, provider: Terse,
+def test_a_new_model_column_may_join_a_resumed_study(d1: World, provider: Scripted,
                                                      tmp_path: Path) -> None:
     _run(d1, tmp_path, f"a={A}")
     added = _run(d1, tmp_path, f"a={A},c={C}")
@@ -138,7 +124,7 @@ def test_a_new_model_column_may_join_a_resumed_study(d1: World, provider: Terse,
         _run(d1, tmp_path, f"c={A}")
 
 
-def test_cli_refuses_in_one_line_exit_1(provider: Terse, tmp_path: Path) -> None:
+def test_cli_refuses_in_one_line_exit_1(provider: Scripted, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from eairdsl.cli import app
