@@ -6,6 +6,8 @@ import copy
 import fnmatch
 import json
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,16 @@ def test_the_wheel_ships_the_data() -> None:
     globs = config["tool"]["setuptools"]["package-data"]["eairdsl"]
     rel = DATA.relative_to(ROOT / "eairdsl").as_posix()
     assert any(fnmatch.fnmatch(rel, g) for g in globs), globs
+
+
+@pytest.mark.parametrize("first", ["import eairdsl.signals.taxonomy",
+                                   "from eairdsl.signals.taxonomy import load_taxonomy",
+                                   "import eairdsl.signals"])
+def test_the_function_survives_importing_its_submodule(first: str) -> None:
+    """`eairdsl.signals.taxonomy()` stays the function whatever was imported first."""
+    code = (f"{first}\nimport eairdsl.signals, eairdsl.signals.taxonomy\n"
+            "print(eairdsl.signals.taxonomy().version, eairdsl.signals.taxonomy().version)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["signals-1", "signals-1"]

@@ -18,18 +18,22 @@ earlier imports it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+# The submodule `eairdsl.signals.taxonomy` and the function `taxonomy()` share a
+# name. Importing a submodule sets it as an attribute of its package, so a lazy
+# import inside `taxonomy()` would replace the function by the module on its
+# first call (and `eairdsl.signals.taxonomy()` would then raise "'module' object
+# is not callable"). The submodule is therefore imported here, before the
+# function is defined, and never sets the attribute again. It reads no data
+# until `load_taxonomy()` is called.
+from eairdsl.signals.taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["severity_score", "taxonomy"]
 
-if TYPE_CHECKING:
-    from eairdsl.signals.taxonomy import Taxonomy
-
 
 def taxonomy() -> Taxonomy:
-    """The versioned taxonomy (its `types`, `families` and `risks`)."""
-    from eairdsl.signals.taxonomy import load_taxonomy
-
+    """The versioned taxonomy (its `types`, `families` and `risks`), read once."""
     return load_taxonomy()
 
 
