@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -48,10 +48,13 @@ from eairdsl.audit.jsonpos import (
     parse_positioned,
 )
 from eairdsl.check.references import RISKS
-from eairdsl.diagnostics import Diagnostic, Severity
+from eairdsl.diagnostics import Diagnostic, Severity, did_you_mean
 from eairdsl.ir import World
 from eairdsl.runtime.trace import TraceEvent
 from eairdsl.source import SourceError, Span, display_name, read_bounded
+
+if TYPE_CHECKING:
+    from eairdsl.signals.taxonomy import Taxonomy
 
 __all__ = ["CODES", "MIN_QUOTE", "MAX_REPORT_BYTES", "Declarations", "ReportDiagnostic",
            "ValidationResult", "validate_report"]
@@ -394,6 +397,11 @@ class _Checker:
                 self.emit("V802", f"{rt.id!r} is not an EAIR risk id (A1…F2)",
                           (*base, "types", t, "id"), section=section, finding=i,
                           finding_id=f.id)
+            elif rt.taxonomy == "signals" and not _signals_types().has_type(rt.id):
+                self.emit("V802", f"{rt.id!r} is not a {SIGNALS_TAXONOMY_VERSION} problem "
+                          "type id (docs/signals.md)", (*base, "types", t, "id"),
+                          section=section, finding=i, finding_id=f.id,
+                          hint=did_you_mean(rt.id, sorted(_signals_types().type_ids())))
         if f.property.policy is not None:
             self.check_policy(f.property.policy, (*base, "property", "policy"), *ctx)
         elif f.property.text is None:
@@ -668,6 +676,13 @@ class _Checker:
             first[key] = path
             kept[path] = ok
         return kept, merged
+
+
+def _signals_types() -> Taxonomy:
+    """The Signals catalogue; signals is a later stage, so it is imported here, not above."""
+    from eairdsl.signals import taxonomy
+
+    return taxonomy()
 
 
 def _edge_words(edge: str | None) -> str:
