@@ -346,3 +346,23 @@ def test_cli_json_files_and_bad_input(study: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1 and "holds 2 audits" in proc.stderr
     proc = run_eairc("signals", "match", tmp_path / "nope.json", ref, cwd=study)
     assert proc.returncode == 1 and "no such file" in proc.stderr
+
+
+def test_cli_match_reads_a_signals_store(study: Path) -> None:
+    """A store updated from the oracle audit matches exactly as the audit folder does."""
+    from eairdsl.signals.store import SignalsStore
+
+    path = study / "runs/oracle-signals.sqlite"
+    with SignalsStore.open(path) as store:
+        store.update(study / "runs/s/audit/oracle")
+    via_store = run_eairc("signals", "match", "runs/s/audit/offline", path, "--json", "--leads",
+                          cwd=study)
+    via_audit = run_eairc("signals", "match", "runs/s/audit/offline", "runs/s/audit/oracle",
+                          "--json", "--leads", cwd=study)
+    assert via_store.returncode == 0, via_store.stderr
+    a, b = json.loads(via_store.stdout), json.loads(via_audit.stdout)
+    assert a["occurrences"] == b["occurrences"] and a["pairs"] == b["pairs"]
+    # the store's Signals carry its own ids, but group as the fingerprints do: same rates
+    assert a["signals"] == b["signals"] and a["coverage"] == b["coverage"]
+    assert {p["ref"] for p in a["signal_pairs"]}.isdisjoint(
+        {p["ref"] for p in b["signal_pairs"]})

@@ -12,6 +12,9 @@ Each side becomes a `matcher.MatchSet`. The kinds, tried in this order:
   are the Signals type ids (the auditor's own, or the versioned EAIR mapping).
   Signals are the grouping fingerprints (`grouping.fingerprint`), one batch per side;
 - a **study folder** with exactly one audit under it (`audit/<arm>/`): that audit;
+- a **Signals store** (the SQLite file `eairc signals update` writes): its Signals as
+  the store grouped them (merges applied), its occurrences filtered as for an audit,
+  one batch;
 - a **JSON file**: ``{"occurrences": [...], "signals": [...]}`` or a bare list of
   occurrences, each ``{"session", "component": {"type", "name"}, "types": [≤ 3 ids],
   "signal"?, "id"?}``; a Signal is ``{"id", "batch"?, "component": {...}, "types"}``.
@@ -25,16 +28,20 @@ field, never a traceback.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eairdsl.api import UsageError
 from eairdsl.signals.matcher import MatchOccurrence, MatchResult, MatchSet, MatchSignal, match
 
-__all__ = ["MAX_JSON", "Side", "load_side", "match_paths"]
+if TYPE_CHECKING:
+    from eairdsl.signals.occurrences import Occurrence
+
+__all__ = ["MAX_JSON", "Side", "from_occurrences", "load_side", "match_paths"]
 
 #: a JSON input larger than this is refused (untrusted input)
 MAX_JSON = 64 * 1024 * 1024
@@ -108,26 +115,74 @@ def _json_side(path: Path) -> Side:
     return Side("json", MatchSet(occurrences=occ, signals=sig))
 
 
+def _wanted(leads: bool) -> set[str]:
+    return {"supported", "insufficient_evidence"} if leads else {"supported"}
+
+
+def from_occurrences(occurrences: Iterable[Occurrence], signal: Callable[[Occurrence], str],
+                     *, leads: bool = False) -> tuple[list[MatchOccurrence], int]:
+    """The matcher's view of `occurrences.Occurrence`s, and how many were left out.
+
+    Only ``supported`` ones enter (with `leads`, ``insufficient_evidence`` too);
+    `signal` names the Signal of each. The label is ``<episode>/<finding id>``.
+    """
+    wanted = _wanted(leads)
+    out, skipped = [], 0
+    for o in occurrences:
+        if o.status not in wanted:
+            skipped += 1
+            continue
+        out.append(MatchOccurrence(
+            session=o.session, component_type=o.component_type,
+            component_name=o.component_name, types=tuple(o.types[:3]), signal=signal(o),
+            id=f"{o.episode}/{o.finding_id}"))
+    return out, skipped
+
+
+def _left_out(skipped: int, leads: bool) -> list[str]:
+    what = " or ".join(sorted(_wanted(leads)))
+    return [f"{skipped} occurrence(s) not {what} left out"] if skipped else []
+
+
 def _audit_side(path: Path, leads: bool) -> Side:
     from eairdsl.signals.grouping import fingerprint, fingerprint_inputs
     from eairdsl.signals.occurrences import read_audit
     from eairdsl.signals.taxonomy import load_taxonomy
 
     read = read_audit(path, {t.id for t in load_taxonomy().types})
-    wanted = {"supported", "insufficient_evidence"} if leads else {"supported"}
-    occ = []
-    for o in read.occurrences:
-        if o.status not in wanted:
-            continue
-        occ.append(MatchOccurrence(
-            session=o.session, component_type=o.component_type,
-            component_name=o.component_name, types=tuple(o.types[:3]),
-            signal=fingerprint(fingerprint_inputs(o)), id=f"{o.episode}/{o.finding_id}"))
-    skipped = len(read.occurrences) - len(occ)
-    notes = list(read.problems)
-    if skipped:
-        notes.append(f"{skipped} occurrence(s) not {' or '.join(sorted(wanted))} left out")
-    return Side("audit", MatchSet(occurrences=tuple(occ)), notes)
+    occ, skipped = from_occurrences(read.occurrences,
+                                    lambda o: fingerprint(fingerprint_inputs(o)), leads=leads)
+    return Side("audit", MatchSet(occurrences=tuple(occ)),
+                list(read.problems) + _left_out(skipped, leads))
+
+
+def _named(sid: str) -> Callable[[Occurrence], str]:
+    def signal(_o: Occurrence) -> str:
+        return sid
+    return signal
+
+
+def _store_side(path: Path, leads: bool) -> Side:
+    """A Signals store: its Signals (merged ones folded into their targets), one batch."""
+    from eairdsl.signals.store import SignalsStore
+
+    occ: list[MatchOccurrence] = []
+    skipped = 0
+    with SignalsStore.open(path, create=False) as store:
+        for sid in store.signal_ids():
+            got, n = from_occurrences((o for o, _ in store.occurrences(sid)),
+                                      _named(sid), leads=leads)
+            occ.extend(got)
+            skipped += n
+    return Side("store", MatchSet(occurrences=tuple(occ)), _left_out(skipped, leads))
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def load_side(path: Path, *, leads: bool = False) -> Side:
@@ -147,7 +202,7 @@ def load_side(path: Path, *, leads: bool = False) -> Side:
         raise UsageError(f"{path} is neither an audit folder (index.json and reports/) nor "
                          "a study folder with one audit")
     if path.is_file():
-        return _json_side(path)
+        return _store_side(path, leads) if _is_sqlite(path) else _json_side(path)
     raise UsageError(f"{path}: no such file or folder")
 
 
