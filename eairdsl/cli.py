@@ -1585,7 +1585,7 @@ def signals_wontfix(
 def signals_match(
     pred: Annotated[Path, typer.Argument(
         metavar="PRED", help="Predictions: an audit folder, a study folder with one audit, "
-        "or a JSON file of occurrences.")],
+        "a Signals store, or a JSON file of occurrences.")],
     ref: Annotated[Path, typer.Argument(metavar="REF", help="References, the same kinds.")],
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the whole result (pairs, unmatched) as byte-stable JSON.")
