@@ -21,10 +21,9 @@ witnesses=True)` less `witnesses=False`), which the hand-written program has
 no counterpart of. The top cProfile entries of the compiled runtime's replayed
 episodes follow.
 
-A1 is not replayed by hand (five roles, delegated approvals, handoffs, manager
-warnings and three ledgers would make the hand-written program most of this
-file); its compiled cost per episode, replayed and with sim agents, is printed
-for reference.
+A1 the same way: benchmarks/replay_a1.py is its hand-written program (five
+service roles, finance approvals by delegation, handoffs, manager warnings,
+three ledgers), checked event by event against the sim traces.
 
     python benchmarks/replay.py [--rounds R] [--seeds N] [--profile K]
 """
@@ -38,6 +37,7 @@ import io
 import json
 import pstats
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Generator
@@ -52,6 +52,9 @@ from eairdsl.api import _agents, _instance, resolve_world, run_episode
 from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.trace import Trace, TraceHeader, read_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # A1's hand-written program
+from replay_a1 import A1Replay, a1_decisions, check_a1
 
 ROOT = Path(__file__).resolve().parents[1]
 D1 = ROOT / "worlds" / "d1"
@@ -269,6 +272,7 @@ def recorded_actions(trace: Any, parties: list[str]) -> dict[str, list[ToolCall 
     sender's reply passed on, or a delegation, not a decision of its own)."""
     out: dict[str, list[ToolCall | Reply]] = {p: [] for p in parties}
     owner: dict[int | None, str | None] = {}
+    routed: set[int | None] = set()  # tasks whose next call a route made, not the agent
     for e in trace.events:
         if e.kind == "message":
             if e.task in owner:
@@ -276,6 +280,10 @@ def recorded_actions(trace: Any, parties: list[str]) -> dict[str, list[ToolCall 
                     out[e.actor].append(Reply(text=e.content or ""))
             else:
                 owner[e.task] = e.recipient
+        elif e.kind == "decision" and (e.content or "").startswith("routed to"):
+            routed.add(e.task)
+        elif e.kind == "tool_call" and e.task in routed:
+            routed.discard(e.task)
         elif e.kind == "tool_call" and e.actor in out:
             out[e.actor].append(ToolCall(tool=e.tool, args=e.args or {}))
     return out
@@ -373,6 +381,20 @@ def print_profile(label: str, fn: Callable[[], object], entries: int) -> None:
     print("\n".join(line for line in text.getvalue().splitlines()[4:] if line.strip()))
 
 
+def report(world: str, fig: dict[str, float], rounds: int, episodes: int) -> None:
+    base = fig["replay"]
+    print(f"{world + ', CPU per episode (median of ' + str(rounds) + ')':44} {'ms':>8} "
+          f"{'/ replay':>9}")
+    for name, label in (("replay", "hand-written replay (plain Python + simpy)"),
+                        ("compiled", "compiled runtime, same decisions"),
+                        ("compiled+witnesses", "  + witness pass"),
+                        ("sim", "run_episode, sim agents + witnesses")):
+        print(f"{label:44} {fig[name]:8.3f} {fig[name] / base:8.1f}x")
+    print(f"witness pass: {fig['compiled+witnesses'] - fig['compiled']:.3f} ms per episode; "
+          f"sim agents deciding: {fig['sim'] - fig['compiled+witnesses']:.3f} ms; "
+          f"{episodes} episodes per round")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
@@ -414,39 +436,42 @@ def main() -> None:
     fig = per_episode({"replay": replay_all, "compiled": compiled_all(False),
                        "compiled+witnesses": compiled_all(True), "sim": sim_all},
                       len(jobs), args.rounds)
-    base = fig["replay"]
-    print(f"{'d1, CPU per episode (median of ' + str(args.rounds) + ')':44} {'ms':>8} "
-          f"{'/ replay':>9}")
-    for name, label in (("replay", "hand-written replay (plain Python + simpy)"),
-                        ("compiled", "compiled runtime, same decisions"),
-                        ("compiled+witnesses", "  + witness pass"),
-                        ("sim", "run_episode, sim agents + witnesses")):
-        print(f"{label:44} {fig[name]:8.3f} {fig[name] / base:8.1f}x")
-    print(f"witness pass: {fig['compiled+witnesses'] - fig['compiled']:.3f} ms per episode; "
-          f"sim agents deciding: {fig['sim'] - fig['compiled+witnesses']:.3f} ms; "
-          f"{len(jobs)} episodes per round")
+    report("d1", fig, args.rounds, len(jobs))
     print_profile("d1 compiled runtime, same decisions", compiled_all(False), args.profile)
 
     a1 = resolve_world(ROOT / "worlds" / "a1.eair")
     a1c = CompiledWorld(a1)
-    a1_jobs = [(c.name, s) for c in a1.conditions for s in range(3)]
+    a1_jobs = [(c.name, s) for c in a1.conditions for s in range(args.seeds)]
+    a1_traces = sim_traces(a1c, a1_jobs)
+    a1_replay = A1Replay()
+    for t in a1_traces:
+        check_a1(a1_replay, t)
     a1_runner = CompiledReplay(a1c)
-    a1_prepared = check_compiled_replay(a1_runner, sim_traces(a1c, a1_jobs))
+    a1_prepared = check_compiled_replay(a1_runner, a1_traces)
+    print(f"\na1: {len(a1_traces)}/{len(a1_traces)} hand-written replays give the trace's "
+          "events, tool results and six measurements; the compiled replays are the sim "
+          "traces byte for byte")
+    a1_inputs = [(a1_decisions(t.events), t.header.instance, t.header.levers)
+                 for t in a1_traces]
 
-    def a1_compiled() -> None:
-        for job in a1_prepared:
-            a1_runner.episode(job)
+    def a1_hand() -> None:
+        for d, inst, levers in a1_inputs:
+            a1_replay.episode(d, inst, levers)
+
+    def a1_compiled(witnesses: bool) -> Callable[[], None]:
+        def run() -> None:
+            for job in a1_prepared:
+                a1_runner.episode(job, witnesses)
+        return run
 
     def a1_sim() -> None:
         for c, s in a1_jobs:
             run_episode(a1c, c, None, s)
 
-    fig = per_episode({"compiled": a1_compiled, "sim": a1_sim}, len(a1_jobs),
-                      max(3, args.rounds // 2))
-    print(f"\na1 (no hand-written replay): compiled runtime {fig['compiled']:.3f} ms CPU per "
-          f"episode with the recorded decisions, {fig['sim']:.3f} ms as run_episode runs it "
-          f"(sim agents, witnesses); {len(a1_prepared)} episodes, replay checked byte for byte")
-    print_profile("a1 compiled runtime, same decisions", a1_compiled, args.profile)
+    report("a1", per_episode({"replay": a1_hand, "compiled": a1_compiled(False),
+                              "compiled+witnesses": a1_compiled(True), "sim": a1_sim},
+                             len(a1_jobs), args.rounds), args.rounds, len(a1_jobs))
+    print_profile("a1 compiled runtime, same decisions", a1_compiled(False), args.profile)
 
 
 if __name__ == "__main__":
