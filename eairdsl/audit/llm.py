@@ -142,11 +142,14 @@ def system_prompt(contract: ContractArm) -> str:
     """The system prompt of an arm: the contract's (schema, R1–R4, B.1) or the naive one."""
     if contract == "none":
         return _prompt("auditor_none.md").strip()
+    from eairdsl.signals import taxonomy  # a later stage: the catalogue, loaded on use
+
     risks = "; ".join(f"{k} {v}" for k, v in RISKS.items())
+    signals = ", ".join(sorted(taxonomy().type_ids()))
     schema = json.dumps(report_schema(), sort_keys=True, ensure_ascii=False,
                         separators=(",", ":"))
     return (_prompt("auditor_full.md").strip().replace("{{RISKS}}", risks)
-            .replace("{{SCHEMA}}", schema))
+            .replace("{{SIGNALS}}", signals).replace("{{SCHEMA}}", schema))
 
 
 def submit_tool() -> dict[str, Any]:
