@@ -162,6 +162,21 @@ def test_canonical_matching_equals_its_definition_on_random_graphs() -> None:
         assert len(greedy(adj)) <= len(got)
 
 
+def test_tie_break_gives_each_prediction_its_earliest_feasible_reference() -> None:
+    # canonical order ends with the id: r0 < r1 < r2, p0 < p1
+    refs = (occ("s", "x", "a", id="r2"), occ("s", "x", "a", "b", id="r1"),
+            occ("s", "x", "a", id="r0"))
+    pred = (occ("s", "x", "b", id="p1"), occ("s", "x", "a", id="p0"))
+    res = match(MatchSet(occurrences=pred), MatchSet(occurrences=refs))
+    # p0 takes r0 (it could take any); p1 can only take r1
+    assert [(q.pred, q.ref) for q in res.pairs] == [("p0", "r0"), ("p1", "r1")]
+    assert res.unmatched_ref == ("r2",)
+    # earliest only among maximum matchings: left 0 gives up right 0 so left 1 gets one;
+    # with a third left vertex for right 1, left 0 keeps right 0 and left 1 goes unmatched
+    assert maximum_matching([[0, 1], [0]], 2) == [(0, 1), (1, 0)]
+    assert maximum_matching([[0, 1], [0], [1]], 2) == [(0, 0), (2, 1)]
+
+
 def test_tie_break_is_stable_under_permutation() -> None:
     # four interchangeable-looking occurrences on one component: many maximum matchings
     preds = [occ("s", "Issue Credit", "a", "b", id="p-a"), occ("s", "issue_credit", "a", id="p-b"),
