@@ -212,9 +212,11 @@ def maximum_matching(adj: Sequence[Sequence[int]], n_right: int) -> list[tuple[i
 
     `adj[i]` lists the right vertices left vertex `i` may pair with. Of all matchings of
     maximum cardinality this returns the one that, taking left vertices in index order,
-    gives each the smallest right index it can have while a maximum matching remains
-    possible (a left vertex is matched whenever some maximum matching allows it). The
-    answer is a function of the graph alone, not of the search order.
+    gives each the smallest right index it can have, given the choices before it, while a
+    maximum matching remains possible — left unmatched only when no right vertex allows
+    that (being matched counts as earlier than any index; so it is the lexicographically
+    smallest vector of right indices by left vertex). The answer is a function of the
+    graph alone, not of the search order.
 
     How: augmenting paths (Berge) give a maximum matching M. Then each left vertex i in
     turn is fixed to its smallest feasible right vertex j: if (i, j) is in M, or one of
