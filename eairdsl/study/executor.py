@@ -638,6 +638,9 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
             first = next(iter(settings.values()))
             capacity = first.max_episodes or max(64, 8 * first.max_connections)
+            # Episodes set up only once litellm is in: 200 episodes setting up beside the
+            # import share the GIL with it and the first request left at 8 s, not 3.
+            _litellm_settled()
             backend = _Async(texts, settings, capacity)
             summary.executor = "async" if not todo else f"{summary.executor}+async"
             cancel = True
