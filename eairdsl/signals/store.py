@@ -100,11 +100,12 @@ class UpdateSummary:
     regressed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     analyses: int = 0
+    repairs: int = 0
 
     @property
     def added(self) -> bool:
         return bool(self.sessions or self.occurrences or self.signals or self.resolved
-                    or self.regressed or self.analyses)
+                    or self.regressed or self.analyses or self.repairs)
 
 
 @contextmanager
@@ -261,7 +262,8 @@ class SignalsStore:
             seq, summary.source, summary.kind, study, time.time(), _dump({
                 "sessions": summary.sessions, "analyses": summary.analyses,
                 "occurrences": summary.occurrences, "signals": summary.signals,
-                "resolved": summary.resolved, "regressed": summary.regressed})))
+                "repairs": summary.repairs, "resolved": summary.resolved,
+                "regressed": summary.regressed})))
         self._cache_severity()
 
     def _ingest(self, read: AuditRead, seq: int, summary: UpdateSummary) -> None:
@@ -379,7 +381,7 @@ class SignalsStore:
                      _dump(record))).rowcount
                 if not done:
                     continue
-                summary.analyses += 1  # a repair record is something added
+                summary.repairs += 1
                 state = self._state(sid)
                 if acc.accepted and acc.candidate_digest and state in ("open", "regressed"):
                     world = self.conn.execute(
