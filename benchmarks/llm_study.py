@@ -1,6 +1,54 @@
 """Does `eairc study` keep LLM episodes concurrent through the real litellm path?
 
-FIGURES (filled in below)
+Figures (2026-12-01, this 2-core machine, shared with other sessions: the
+load average moves every CPU-bound figure, so it is given; 200 D1 episodes =
+500 requests of 1 s). "before" is the tree at 7769d50, "after" this file's
+commit; "in flight" is the server's peak. Before, `--max-connections N`
+bounded each model column on its own — two models ran 2N requests at once and
+the model with fewer calls left its slots idle — so "before" was run at N/2
+to compare equal peaks; its "of ideal" is against the ideal for that peak.
+
+    load 0.9-2.5 (14:41-14:47)   before                 after
+    N in flight                  of ideal               of ideal
+    8                            61.4%                  97.8%
+    32                           57.3%, 58.0%           91.1%, 94.4%
+    64                           48.8%, 51.4%           82.1%, 82.2%
+    first request (s)            2.9-5.2                3.1-6.3
+    cpu per call (ms)            7.8-8.8                5.3-6.2
+    last answer -> exit (s)      1.0-2.3                0.1-0.3
+
+    load 2.5-7 (14:04-14:31)     before                 after
+    1                            - (ran 2 in flight)    98.4%
+    8                            58.6%                  95.7%, 97.3%
+    32                           49.7%                  79.4-89.8% (9 runs)
+    64                           38.6%                  64.0-79.1% (9 runs)
+
+At the flag's own value, before read 117.8% at 8, 87-115% at 32 and 76-80% at
+64 of the ideal for N, with 16, 64 and 128 requests in flight. Target: >= 90%
+of ideal at 32 in flight — met on the lighter load, not with the others'.
+
+What changed, and what each gave (profile: py-spy --gil on the study process):
+* one semaphore per provider and endpoint for all models (was one per model);
+* the listen backlog and the Nagle delay of this benchmark's own server (5
+  connections, then 1 s SYN retries; 40 ms a response): both were charged to
+  the client, before and after alike, until fixed;
+* `gc.freeze()` at exit once litellm is loaded: the interpreter's teardown
+  walked litellm's heap for 0.7-2 s (the tail above);
+* litellm's import on a background thread from the moment `eairc study`
+  knows it has live models, the episodes starting once it is in: no gain
+  measured for the first request, whose floor is the import itself (2 s of
+  CPU on a quiet machine, 3.4-5.7 s under load) — it overlaps only the
+  worlds' compilation, and both hold the GIL;
+* the per-call CPU: litellm's acompletion takes about 4-5 ms on the event
+  loop (tool-schema sanitising, cost lookup of models missing from the cost
+  map, response metadata, logging), the episode itself about 0.7 ms. Requests
+  go out in waves of N with a fixed latency, and the loop serialises N × 5 ms
+  per wave: that is the gap left at 64. Moving litellm into transport
+  processes (`eairdsl/agents/transport.py`, opt-in: EAIR_LLM_TRANSPORTS=N)
+  did not pay here: 85.7-91.8% at 32 and 73.5-81.3% at 64 with one or two of
+  them against 88.6-92.8% and 70.8-82.7% in-process (interleaved runs, load
+  2-4.5), a later first request and twice the CPU; it is kept, off, for
+  machines with cores to spare.
 
 What it does. An OpenAI-compatible fake server on loopback (stdlib
 `ThreadingHTTPServer`, `/v1/chat/completions`, a fixed injected latency per

@@ -16,10 +16,11 @@ parent, unchanged.
 The child imports litellm as soon as it starts, on the other core, while the
 parent compiles worlds and opens the store: the parent never imports litellm.
 Off by default. Measured with benchmarks/llm_study.py on this 2-core machine
-(shared with other work), in-process calls kept 92.7% of ideal at 32 requests
-in flight and 82% at 64, one or two transport processes 85-92% and 74-81%, a
-later first request and about twice the CPU: the child serialises litellm's
-work just as the loop did, and the IPC comes on top. It is meant for machines
+(shared with other work), in-process calls kept 88.6-92.8% of ideal at 32
+requests in flight and 70.8-82.7% at 64, one or two transport processes
+85.7-91.8% and 73.5-81.3%, with a later first request and about twice the
+CPU: the child serialises litellm's work just as the loop did, and the IPC
+comes on top. It is meant for machines
 with cores to spare, with `EAIR_LLM_TRANSPORTS=N` (N children share the calls,
 each new call going to the ready child with the fewest in flight; each starts
 when the one before is ready, so the first request waits for one import only)
