@@ -93,6 +93,9 @@ class ToolRunner:
         self.host = host
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
+        #: what a participant whose `tools` clauses have no `when` holds: fixed for the
+        #: episode, so read once (every call checks it twice: as made and at the commit)
+        self._fixed: dict[str, dict[str, ToolIR]] = {}
 
     # ------------------------------------------------------------ what a participant holds
     def available(self, party: PartyIR) -> list[ToolIR]:
@@ -104,6 +107,16 @@ class ToolRunner:
                     self.compiled.eval(ref.when, self.state.scope()))):
                 out.append(tool)
         return out
+
+    def held(self, party: PartyIR) -> dict[str, ToolIR]:
+        """`available(party)` by name (a fixed tool list is read once per episode)."""
+        fixed = self._fixed.get(party.name)
+        if fixed is not None:
+            return fixed
+        now = {t.name: t for t in self.available(party)}
+        if all(ref.when is None for ref in party.tools):
+            self._fixed[party.name] = now
+        return now
 
     def specs_for(self, party: PartyIR) -> list[ToolSpec]:
         """The tools a participant holds now, as it sees them.
@@ -163,7 +176,7 @@ class ToolRunner:
         event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
                                tool=call.tool, args=to_json(call.args), task=task.id)
         party = self.compiled.parties[task.party]
-        available = {t.name: t for t in self.available(party)}
+        available = self.held(party)
         tool = available.get(call.tool)
         if tool is None:
             known = ", ".join(sorted(available)) or "none"
@@ -262,7 +275,7 @@ class ToolRunner:
 
     def holds(self, party: PartyIR, tool: ToolIR) -> bool:
         """Whether the participant holds the tool now (its `tools … when` read again)."""
-        return any(t is tool for t in self.available(party))
+        return self.held(party).get(tool.name) is tool
 
     def _failing_guard(self, tool: ToolIR, scope: Scope) -> GuardIR | None:
         """The first `require` guard that applies and does not hold (None: all hold)."""
