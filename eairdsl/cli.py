@@ -1475,8 +1475,8 @@ def signals_update(
             typer.echo(f"{target}: " + (
                 f"update {s.seq}: {s.audits} audit(s), {s.sessions} new session(s), "
                 f"{s.occurrences} new occurrence(s), {s.signals} new Signal(s)"
-                if s.seq is not None else f"nothing new ({s.audits} audit(s) already in the "
-                "store)")
+                if s.seq is not None else f"nothing new from {s.audits} audit(s) (already in the "
+                "store, or nothing readable: see the notes)")
                 + (f"; resolved {', '.join(s.resolved)}" if s.resolved else "")
                 + (f"; regressed {', '.join(s.regressed)}" if s.regressed else ""))
             for problem in s.problems[:5]:

@@ -264,7 +264,11 @@ def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
     auditor = str(index.auditor.get("arm") or index.auditor.get("kind") or audit.name)
     study = root.name if root is not None else audit.name
     out = AuditRead(audit=audit, auditor=auditor, study=study, study_dir=root)
-    graded = grader_traces(audit)
+    try:
+        graded = grader_traces(audit)
+    except (OSError, ValueError, AttributeError, TypeError):
+        out.problems.append("bundles/grader-index.json is unreadable; using index.json's traces")
+        graded = {}
     for entry in index.entries:
         if entry.status != "valid":
             out.problems.append(f"{entry.episode}: report {entry.status}, not analysed")
@@ -284,6 +288,10 @@ def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
                                 f"({str(exc).splitlines()[0]})")
             continue
         for trace in sorted(set(traces)):
+            if not Path(trace).is_file():
+                out.problems.append(f"{entry.episode}: trace {trace} is missing; its findings "
+                                    "are not read")
+                continue
             session = _session(Path(os.path.abspath(trace)), study, root)
             out.sessions.append(session)
             for f in [*report.findings, *report.leads]:

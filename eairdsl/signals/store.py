@@ -130,6 +130,8 @@ class SignalsStore:
         self.path = path
         self.conn = conn
         self._known: set[str] | None = None
+        #: analysed sessions by world, for as long as `analyses` has this many rows
+        self._by_world: tuple[int, dict[str | None, set[str]]] | None = None
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -499,9 +501,14 @@ class SignalsStore:
 
     def analysed(self, worlds: set[str | None]) -> set[str]:
         """The sessions of these worlds that some audit analysed (the scope's population)."""
-        rows = self.conn.execute("SELECT DISTINCT a.session, s.world FROM analyses a JOIN "
-                                 "sessions s ON a.session = s.id").fetchall()
-        return {r["session"] for r in rows if r["world"] in worlds}
+        count = self.conn.execute("SELECT COUNT(*) FROM analyses").fetchone()[0]
+        if self._by_world is None or self._by_world[0] != count:
+            by_world: dict[str | None, set[str]] = {}
+            for r in self.conn.execute("SELECT DISTINCT a.session, s.world FROM analyses a "
+                                       "JOIN sessions s ON a.session = s.id"):
+                by_world.setdefault(r["world"], set()).add(r["session"])
+            self._by_world = (count, by_world)
+        return set().union(*(self._by_world[1].get(w, set()) for w in worlds))
 
     def transitions(self, sid: str) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute(
