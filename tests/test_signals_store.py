@@ -175,6 +175,23 @@ def test_resolved_then_regressed(ws: Path, tmp_path: Path) -> None:
         assert states == ["open", "resolved", "regressed"]
 
 
+def test_a_repair_not_accepted_resolves_nothing(ws: Path, tmp_path: Path) -> None:
+    rejected = tmp_path / "rejected"
+    shutil.copytree(ws / "runs/rep", rejected)
+    acc = json.loads((rejected / "acceptance.json").read_text())
+    acc.update(accepted=False, reason="Retain 0.5 < 0.95")
+    (rejected / "acceptance.json").write_text(json.dumps(acc))
+    with _store(tmp_path) as store:
+        store.update(ws / "runs/s1")
+        done = store.update(rejected)
+        assert done.repairs == 1 and not done.resolved
+        sid = ranked_views(store)[0].id
+        view = signal_view(store, sid)
+        assert view.state == "open" and not any(a.repaired_by for a in view.actions)
+        assert store.repairs(sid)[0]["accepted"] is False
+        assert view.checks[0].status == "failed" and "not accepted" in view.checks[0].detail
+
+
 def test_a_later_digest_regresses_and_wontfix_holds(ws: Path, tmp_path: Path) -> None:
     # a digest the store first sees after the resolution is a later version
     later = _with_digest(ws / "runs/s1", tmp_path / "s4", "f" * 64)

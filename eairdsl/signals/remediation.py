@@ -174,6 +174,10 @@ def _checks(affected: int, succeeded: int, repairs: list[dict[str, Any]], state:
     detail_a = (f"retest {last['repair']}: target realized {after.get('k')}/{after.get('n')} "
                 f"after the repair (before {rt.get('target_before', {}).get('k')}/"
                 f"{rt.get('target_before', {}).get('n')}), AuditPass {rt.get('audit_pass')}")
+    if not last.get("accepted"):
+        detail_a += (f" (repair not accepted: {last['acceptance'].get('reason', '')}; the "
+                     "world is unchanged)")
+        ok_a = False
     if state == "regressed" and regression:
         ok_a, detail_a = False, f"regressed after the repair: {regression}"
     retain = rt.get("retain")

@@ -396,7 +396,7 @@ class SignalsStore:
                     self._transition(sid, seq, state, "resolved", acc.candidate_digest,
                                      f"accepted repair {folder.name} ({acc.reason})")
                     summary.resolved.append(sid)
-            self._finish(seq, summary, None)
+            self._finish(seq, summary, reads[0].study if reads else None)
         return summary
 
     def _state(self, sid: str) -> str:
