@@ -182,7 +182,9 @@ def _checks(affected: int, succeeded: int, repairs: list[dict[str, Any]], state:
         ok_a, detail_a = False, f"regressed after the repair: {regression}"
     retain = rt.get("retain")
     ok_b = isinstance(retain, int | float) and retain >= 0.95
-    return [Check(cohort="affected", cases=fresh or affected,
+    n_after = after.get("n")
+    return [Check(cohort="affected", cases=n_after if isinstance(n_after, int) else
+                  fresh or affected,
                   status="passed" if ok_a else "failed", detail=detail_a),
             Check(cohort="previously_succeeding", cases=regress or succeeded,
                   status="passed" if ok_b else "failed",
