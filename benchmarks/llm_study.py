@@ -17,6 +17,12 @@ to compare equal peaks; its "of ideal" is against the ideal for that peak.
     cpu per call (ms)            7.8-8.8                5.3-6.2
     last answer -> exit (s)      1.0-2.3                0.1-0.3
 
+    load 1.6-4.3 (14:52-14:57)   before                 after (d6f0846)
+    8                            61.3%                  98.1%
+    32                           58.2%                  94.0%
+    64                           53.2%                  77.4%
+    first request (s)            3.1-3.3                3.4-5.5
+
     load 2.5-7 (14:04-14:31)     before                 after
     1                            - (ran 2 in flight)    98.4%
     8                            58.6%                  95.7%, 97.3%
