@@ -114,6 +114,21 @@ class _Values:
 
     @classmethod
     def of(cls, bundle: Bundle) -> _Values:
+        """The values of a bundle's records, shared by every bundle with the same record
+        files (the episodes of one world): their `found_in` answers carry over too."""
+        key = tuple(sorted((rel, digest) for rel, digest in bundle.manifest.files.items()
+                           if rel.startswith("records/")))
+        found = _VALUES.get(key)
+        if found is None:
+            if len(_VALUES) >= 16:
+                _VALUES.clear()
+            found = _VALUES[key] = cls._build(bundle)
+        if len(found._memo) > _MEMO_MAX:
+            found._memo.clear()
+        return found
+
+    @classmethod
+    def _build(cls, bundle: Bundle) -> _Values:
         out = cls()
         seen: set[tuple[str, str | None, str, str]] = set()
         for name in sorted(bundle.records):
@@ -151,6 +166,12 @@ class _Values:
                     hits[v] = None
         found = self._memo[text] = list(hits)
         return found
+
+
+#: record values by the bundle's record files (sha256s), bounded; and the most texts a
+#: value index remembers answers for before it starts again
+_VALUES: dict[tuple[tuple[str, str], ...], _Values] = {}
+_MEMO_MAX = 50_000
 
 
 def _participant_kind(p: Participant | None) -> str:
