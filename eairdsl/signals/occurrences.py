@@ -128,14 +128,14 @@ def study_root(path: Path) -> Path | None:
 
 
 def audit_dirs(target: Path) -> list[Path]:
-    """The audit folders of a target: itself, a study's `audit/*/` and `*/arms/*/`, or the
-    arms of a study's `audit/` folder."""
+    """The audit folders of a target: itself, a study's `audit/*/` and `*/arms/*/`, the
+    arms of a study's `audit/` folder, or the arms of an audit-study folder."""
     from eairdsl.study.audits import AUDIT_GLOB, STUDY_GLOB
 
     if (target / "index.json").is_file() and (target / "reports").is_dir():
         return [target]
     # a study's audit folders, or a folder of arms (STUDY_DIR/audit/ holds one per arm)
-    globs = (AUDIT_GLOB, STUDY_GLOB, "*/index.json")
+    globs = (AUDIT_GLOB, STUDY_GLOB, "*/index.json", "arms/*/index.json")
     found = sorted({p.parent for glob in globs for p in target.glob(glob)})
     return [p for p in found if (p / "reports").is_dir()]
 
