@@ -302,8 +302,11 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
                              target, seeds, validate_episodes, say)
             write_atomic(done, _dump(outcome.model_dump(mode="json")))
         history.append(outcome)
-        say(f"round {n}: {outcome.stage} {'passed' if outcome.ok else 'failed'}"
-            + (f" ({outcome.problems[0]})" if outcome.problems and not outcome.ok else ""))
+        if outcome.stage == "accepted":
+            say(f"round {n}: accepted")
+        else:
+            say(f"round {n}: {outcome.stage} {'passed' if outcome.ok else 'failed'}"
+                + (f" ({outcome.problems[0]})" if outcome.problems and not outcome.ok else ""))
         text_path = rdir / "candidate.eair"
         if text_path.is_file():
             last_text = text_path.read_text(encoding="utf-8")
