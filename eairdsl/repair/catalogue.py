@@ -436,6 +436,7 @@ def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
         return
     names = [s.finding.component.name] if s.finding.component.type == "tool" else []
     names += [t for t in s.surfaces("tool") if t not in names]
+    found: list[tuple[str, str, str, str, str, list[str]]] = []
     for name in names:
         gate = s.tool(name)
         if gate is None or not s.editable("tool", name):
@@ -451,16 +452,45 @@ def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
                     for rfield, renum, rvalues in _enum_fields(record.name, s):
                         if renum == enum or not set(rvalues) < set(values):
                             continue
-                        # every tool that writes the artifact (a wrong status refused
-                        # where it is first written: what lets the writer revise it),
-                        # then the gate alone (the plan's own surface)
-                        for upstream in (True, False):
-                            yield _reconcile(s, name, artifact, fname, record.name, rfield,
-                                             rvalues, upstream)
+                        found.append((name, artifact, fname, record.name, rfield, rvalues))
+    gates = list(dict.fromkeys(f[0] for f in found))
+    if len(gates) > 1:
+        # every artifact of the plan reconciled against the authoritative decision at once
+        # (F.13's C1 reading: the subject line, CRM record, summary and send action all
+        # against one decision record) — a status reconciled at one hop drifts at the next
+        yield _reconcile_all(s, found)
+    for name, artifact, fname, record_name, rfield, rvalues in found:
+        # every tool that writes the artifact (a wrong status refused where it is first
+        # written: what lets the writer revise it), then the gate alone (the plan's own
+        # surface)
+        for upstream in (True, False):
+            yield _reconcile(s, name, artifact, fname, record_name, rfield, rvalues,
+                             upstream)
+
+
+def _reconcile_all(s: Situation,
+                   found: list[tuple[str, str, str, str, str, list[str]]]) -> Proposal:
+    """One proposal reconciling every (gate, artifact) the plan's tools write."""
+    source: str | None = None
+    attribution: dict[str, list[str]] = {}
+    rationale: list[str] = []
+    done: set[str] = set()
+    for name, artifact, fname, record_name, rfield, rvalues in found:
+        if name in done:
+            continue  # one reconciliation per gate: its first status-bearing artifact
+        done.add(name)
+        one = _reconcile(s, name, artifact, fname, record_name, rfield, rvalues, False,
+                         base=source)
+        source = one.source
+        attribution.update(one.attribution)
+        rationale.append(one.rationale)
+    assert source is not None
+    return Proposal(pattern="reconcile_at_gate", source=source, attribution=attribution,
+                    rationale=" ".join(rationale))
 
 
 def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, rfield: str,
-               decisions: list[str], upstream: bool) -> Proposal:
+               decisions: list[str], upstream: bool, base: str | None = None) -> Proposal:
     policy = f"{gate}_reconciled"
     while s.parsed.find("policy", policy) is not None or any(
             p.name == policy for p in s.world.policies):
@@ -482,7 +512,7 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
                       MESSAGE="MESSAGE",
                       DECISIONS="[" + ", ".join(f'"{d}"' for d in decisions) + "]")
     declaration = _template_decl(filled, "policy", policy)
-    source = E.add_declaration(s.parsed.text, declaration,
+    source = E.add_declaration(s.parsed.text if base is None else base, declaration,
                                after=_last_policy(s), file=s.request.world_file)
     for name in writers:
         tool = s.tool(name)
