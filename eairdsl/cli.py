@@ -77,6 +77,23 @@ def _report(result: object, limit: int) -> None:
         _err(render_all(items, result.sources, limit=limit))
 
 
+# The LLM transport options of every command that can call a model, declared once.
+MaxConnections = Annotated[int, typer.Option(
+    min=1, help="Concurrent LLM requests per provider and endpoint.")]
+Timeout = Annotated[float, typer.Option(min=0.001, help="Seconds per LLM request attempt.")]
+Retries = Annotated[int, typer.Option(min=0, help="Retries on rate limits, timeouts and 5xx.")]
+ApiBase = Annotated[str | None, typer.Option(
+    help="Endpoint of a local or self-hosted server (Ollama, vLLM).")]
+Temperature = Annotated[float | None, typer.Option(
+    min=0.0, help="Sampling temperature of every LLM request (default: the provider's; "
+    "judges use 0).")]
+MaxTokens = Annotated[int | None, typer.Option(
+    min=1, help="Cap on the tokens of each LLM answer (default: the provider's).")]
+LLMSeed = Annotated[int | None, typer.Option(
+    help="Sampling seed sent with every LLM request, where the provider supports it (not "
+    "the episode --seed).")]
+
+
 @app.command()
 def check(
     worlds: Annotated[list[Path] | None, typer.Argument(
@@ -377,22 +394,13 @@ def run(
         metavar="CASSETTE", help="Record every LLM exchange to this JSONL cassette.")] = None,
     replay: Annotated[Path | None, typer.Option(
         metavar="CASSETTE", help="Answer from this cassette instead of the network.")] = None,
-    max_connections: Annotated[int, typer.Option(
-        min=1, help="Concurrent LLM requests per provider.")] = 8,
-    timeout: Annotated[float, typer.Option(
-        min=0.001, help="Seconds per LLM request attempt.")] = 60.0,
-    retries: Annotated[int, typer.Option(
-        min=0, help="Retries on rate limits, timeouts and 5xx.")] = 4,
-    api_base: Annotated[str | None, typer.Option(
-        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        min=1, help="Cap on the tokens of each LLM answer (default: the provider's).")] = None,
-    temperature: Annotated[float | None, typer.Option(
-        min=0.0, help="Sampling temperature of every LLM request (default: the provider's; "
-        "judges use 0).")] = None,
-    llm_seed: Annotated[int | None, typer.Option(
-        help="Sampling seed sent with every LLM request, where the provider supports it "
-        "(not the episode --seed).")] = None,
+    max_connections: MaxConnections = 8,
+    timeout: Timeout = 60.0,
+    retries: Retries = 4,
+    api_base: ApiBase = None,
+    max_tokens: MaxTokens = None,
+    temperature: Temperature = None,
+    llm_seed: LLMSeed = None,
 ) -> None:
     """Run episodes (offline sim agents, or LLMs with --model); print the six measurements."""
     from rich.console import Console
@@ -605,21 +613,13 @@ def study(
     record: Annotated[bool, typer.Option("--record", help=_STUDY_RECORD_HELP)] = False,
     replay: Annotated[Path | None, typer.Option(
         metavar="STUDY_DIR", help=_STUDY_REPLAY_HELP)] = None,
-    max_connections: Annotated[int, typer.Option(
-        min=1, help="Concurrent LLM requests per provider.")] = 8,
-    timeout: Annotated[float, typer.Option(
-        min=0.001, help="Seconds per LLM request attempt.")] = 60.0,
-    retries: Annotated[int, typer.Option(
-        min=0, help="Retries on rate limits, timeouts and 5xx.")] = 4,
-    api_base: Annotated[str | None, typer.Option(
-        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
-    temperature: Annotated[float | None, typer.Option(
-        min=0.0, help="Sampling temperature of every LLM request.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        min=1, help="Cap on the tokens of each LLM answer (default: the provider's).")] = None,
-    llm_seed: Annotated[int | None, typer.Option(
-        help="Sampling seed sent with every LLM request, where the provider supports it.")
-    ] = None,
+    max_connections: MaxConnections = 8,
+    timeout: Timeout = 60.0,
+    retries: Retries = 4,
+    api_base: ApiBase = None,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    llm_seed: LLMSeed = None,
     budget_usd: Annotated[float | None, typer.Option(
         min=0.0, help="Stop scheduling episodes once the study's LLM cost reaches this (USD).")
     ] = None,
@@ -1203,15 +1203,13 @@ def audit(
         "--record", help="Record the LLM auditor's calls to OUT/cassettes.")] = False,
     replay: Annotated[Path | None, typer.Option(
         metavar="AUDIT_DIR", help="Replay an earlier audit's cassettes (offline).")] = None,
-    api_base: Annotated[str | None, typer.Option(
-        help="Endpoint of a local or self-hosted server (Ollama, vLLM).")] = None,
-    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per LLM request.")] = 60.0,
-    retries: Annotated[int, typer.Option(min=0, help="Retries per LLM request.")] = 4,
-    max_connections: Annotated[int, typer.Option(
-        min=1, help="Concurrent LLM requests per provider.")] = 8,
-    temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1)] = None,
-    llm_seed: Annotated[int | None, typer.Option()] = None,
+    api_base: ApiBase = None,
+    timeout: Timeout = 60.0,
+    retries: Retries = 4,
+    max_connections: MaxConnections = 8,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    llm_seed: LLMSeed = None,
 ) -> None:
     """Audit every episode: one contract-v1 report per episode, validated (docs/audit.md).
 
@@ -1286,13 +1284,13 @@ def audit_study_command(
     world: Annotated[Path | None, typer.Option("--world")] = None,
     record: Annotated[bool, typer.Option("--record")] = False,
     replay: Annotated[Path | None, typer.Option(metavar="DIR")] = None,
-    api_base: Annotated[str | None, typer.Option()] = None,
-    timeout: Annotated[float, typer.Option(min=0.001)] = 60.0,
-    retries: Annotated[int, typer.Option(min=0)] = 4,
-    max_connections: Annotated[int, typer.Option(min=1)] = 8,
-    temperature: Annotated[float | None, typer.Option(min=0.0)] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1)] = None,
-    llm_seed: Annotated[int | None, typer.Option()] = None,
+    api_base: ApiBase = None,
+    timeout: Timeout = 60.0,
+    retries: Retries = 4,
+    max_connections: MaxConnections = 8,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    llm_seed: LLMSeed = None,
 ) -> None:
     """The audit study (EAIR F.14): a cohort by content identity, blind audits, grading.
 
@@ -1382,10 +1380,9 @@ def repair(
         min=1, help="Fresh retest episodes per condition.")] = 20,
     max_rounds: Annotated[int, typer.Option(
         min=1, help="Review rounds at most.")] = 4,
-    api_base: Annotated[str | None, typer.Option(
-        help="LLM agent/reviewer: endpoint of a local or self-hosted server.")] = None,
-    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per LLM request.")] = 60.0,
-    retries: Annotated[int, typer.Option(min=0, help="Retries per LLM request.")] = 4,
+    api_base: ApiBase = None,
+    timeout: Timeout = 60.0,
+    retries: Retries = 4,
 ) -> None:
     """Repair a world from an audit finding: agent, guarded apply, ScopeOK, review, retest.
 
