@@ -379,7 +379,9 @@ def run(
     seed: Annotated[int, typer.Option(help="First seed.")] = 0,
     episodes: Annotated[int, typer.Option(
         min=1, help="Number of episodes (seeds seed..seed+K-1).")] = 9,
-    agents: Annotated[str, typer.Option(help="sim, sim:compliant, sim:reckless or llm.")] = "sim",
+    agents: Annotated[str, typer.Option(
+        help="sim, sim:compliant, sim:reckless (each also as PROFILE:mechanics, which ignores "
+        "the world's declared shifts) or llm.")] = "sim",
     out: Annotated[Path | None, typer.Option(help="Trace folder (default: runs/<world>).")] = None,
     model: Annotated[str | None, typer.Option(
         help="litellm model for roles bound under_test (openai/gpt-4o-mini, ollama/llama3.1)."
@@ -594,7 +596,8 @@ def study(
     episodes_per_cell: Annotated[int, typer.Option(
         min=1, help="Episodes (replicates) per grid cell.")] = 1,
     agents: Annotated[str, typer.Option(
-        help="sim, sim:compliant or sim:reckless (the default model).")] = "sim",
+        help="sim, sim:compliant or sim:reckless, each also as PROFILE:mechanics (the "
+        "default model).")] = "sim",
     shifts: Annotated[str, typer.Option(help=_SHIFTS_HELP)] = "on",
     workers: Annotated[int | None, typer.Option(
         min=1, help="Parallel workers (default: the number of CPUs).")] = None,
