@@ -41,6 +41,7 @@ from typing import Any
 from eairdsl.api import UsageError
 from eairdsl.signals.grouping import GROUPING_VERSION, explain, fingerprint, fingerprint_inputs
 from eairdsl.signals.occurrences import AuditRead, Occurrence, Session, audit_dirs, read_audit
+from eairdsl.study.sqlite_file import FileKind, identify
 
 __all__ = ["APP_ID", "SCHEMA_VERSION", "DEFAULT_STORE", "SignalsStore", "SignalsStoreError",
            "UpdateSummary", "STATES"]
@@ -50,7 +51,6 @@ APP_ID = "eairdsl.signals"
 SQLITE_APPLICATION_ID = 0x45414953  # "EAIS"
 DEFAULT_STORE = Path("runs/signals.sqlite")
 STATES = ("open", "resolved", "regressed", "wontfix", "merged")
-_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,6 +83,12 @@ CREATE TABLE repairs (repair TEXT NOT NULL, candidate_digest TEXT NOT NULL,
 
 class SignalsStoreError(UsageError):
     """The Signals file cannot be used (foreign, corrupt, newer), or a bad request."""
+
+
+#: what identifies this store's file (`study.sqlite_file.identify`)
+_KIND = FileKind(app_id=APP_ID, sqlite_id=SQLITE_APPLICATION_ID, schema_version=SCHEMA_VERSION,
+                 noun="Signals store", schema_noun="Signals", option="--store",
+                 error=SignalsStoreError, also="")
 
 
 @dataclass
@@ -167,46 +173,7 @@ class SignalsStore:
     @staticmethod
     def _check(path: Path) -> bool:
         """Read-only identification of an existing file; True if it is an empty database."""
-        with path.open("rb") as fh:
-            head = fh.read(len(_MAGIC))
-        if head != _MAGIC:
-            raise SignalsStoreError(f"{path} is not a SQLite database (corrupt, or another kind "
-                                    "of file); it was left untouched — choose another --store")
-        try:
-            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error as exc:
-            raise SignalsStoreError(f"{path} cannot be opened ({exc}); it was left "
-                                    "untouched") from None
-        try:
-            app = ro.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in ro.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if app == 0 and not tables:
-                return True
-            if app != SQLITE_APPLICATION_ID or "meta" not in tables:
-                listed = ", ".join(sorted(tables)) or "none"
-                raise SignalsStoreError(
-                    f"{path} is a SQLite database of another application (tables: {listed}), "
-                    "not an eairdsl Signals store; it was left untouched — choose another "
-                    "--store")
-            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("app_id") != APP_ID:
-                raise SignalsStoreError(f"{path} is not an eairdsl Signals store (app_id "
-                                        f"{meta.get('app_id')!r}); it was left untouched")
-            version = int(meta.get("schema_version", "0"))
-            if version != SCHEMA_VERSION:
-                raise SignalsStoreError(f"{path} has Signals schema {version}; this eairdsl "
-                                        f"reads schema {SCHEMA_VERSION} — use the eairdsl "
-                                        "that wrote it or start a new --store")
-            check = ro.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise SignalsStoreError(f"{path} is corrupt ({check}); it was left untouched")
-        except sqlite3.DatabaseError as exc:
-            raise SignalsStoreError(f"{path} is corrupt or not a Signals store ({exc}); it was "
-                                    "left untouched") from None
-        finally:
-            ro.close()
-        return False
+        return identify(path, _KIND)
 
     def close(self) -> None:
         self.conn.close()

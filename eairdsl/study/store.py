@@ -29,6 +29,7 @@ from typing import Any
 from eairdsl.api import UsageError
 from eairdsl.ir import ConditionIR
 from eairdsl.study.grid import Attempt, Cell
+from eairdsl.study.sqlite_file import FileKind, identify
 from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = [
@@ -55,7 +56,6 @@ KEY = ("world", "model", "condition", "instance", "seed", "rep")
 COLUMNS = ("world", "digest", "model", "agents", "condition", "instance", "seed", "rep",
            "attempt", "run_seed", "retained", "valid", "validity_reason", *MEASUREMENTS,
            "unassessed", "metrics", "usage", "end_time", "trace_path")
-_MAGIC = b"SQLite format 3\x00"
 #: each condition's description and lever values; added after schema 1 was released, so a
 #: store written before has no such table: `register_world` creates it (IF NOT EXISTS) and
 #: `conditions()` reads an absent one as empty (the report then takes the levers from the
@@ -95,6 +95,12 @@ CREATE TABLE {_CONDITIONS_TABLE};
 
 class StoreError(UsageError):
     """The results file cannot be used (corrupt, foreign, newer, another world version)."""
+
+
+#: what identifies this store's file (`study.sqlite_file.identify`)
+_KIND = FileKind(app_id=APP_ID, sqlite_id=SQLITE_APPLICATION_ID, schema_version=SCHEMA_VERSION,
+                 noun="results store", schema_noun="results", option="--out",
+                 error=StoreError, also=" or move it", tables=frozenset({"episodes", "worlds"}))
 
 
 def _bit(value: Any) -> int | None:
@@ -144,47 +150,7 @@ class Store:
     @staticmethod
     def _check(path: Path) -> bool:
         """Read-only identification of an existing file; True if it is an empty database."""
-        with path.open("rb") as fh:
-            head = fh.read(len(_MAGIC))
-        if head != _MAGIC:
-            raise StoreError(f"{path} is not a SQLite database (corrupt, or another kind of "
-                             "file); it was left untouched — choose another --out or move it")
-        try:
-            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{path} cannot be opened ({exc}); it was left untouched") from None
-        try:
-            app = ro.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in ro.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if app == 0 and not tables:
-                return True
-            if app != SQLITE_APPLICATION_ID or "meta" not in tables:
-                listed = ", ".join(sorted(tables)) or "none"
-                raise StoreError(f"{path} is a SQLite database of another application (tables: "
-                                 f"{listed}), not an eairdsl results store; it was left "
-                                 "untouched — choose another --out")
-            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("app_id") != APP_ID:
-                raise StoreError(f"{path} is not an eairdsl results store (app_id "
-                                 f"{meta.get('app_id')!r}); it was left untouched")
-            version = int(meta.get("schema_version", "0"))
-            if version != SCHEMA_VERSION:
-                raise StoreError(f"{path} has results schema {version}; this eairdsl reads "
-                                 f"schema {SCHEMA_VERSION} — use the eairdsl that wrote it or "
-                                 "start a new --out")
-            check = ro.execute("PRAGMA quick_check").fetchone()[0]
-            if check != "ok":
-                raise StoreError(f"{path} is corrupt ({check}); it was left untouched")
-            missing = {"episodes", "worlds"} - tables
-            if missing:
-                raise StoreError(f"{path} is damaged: missing table(s) {', '.join(missing)}")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path} is corrupt or not a results store ({exc}); it was left "
-                             "untouched — choose another --out or move it") from None
-        finally:
-            ro.close()
-        return False
+        return identify(path, _KIND)
 
     def close(self) -> None:
         self.conn.close()
