@@ -26,6 +26,7 @@ import re
 import unicodedata
 from typing import Any
 
+from eairdsl.signals.matcher import normalise_name
 from eairdsl.signals.occurrences import Occurrence
 
 __all__ = ["GROUPING_VERSION", "normalise_name", "fingerprint_inputs", "fingerprint",
@@ -33,18 +34,7 @@ __all__ = ["GROUPING_VERSION", "normalise_name", "fingerprint_inputs", "fingerpr
 
 GROUPING_VERSION = "grouping-1"
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SEPARATORS = re.compile(r"[\s_\-./:]+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-
-
-def normalise_name(name: str) -> str:
-    """A component name compared as §6.1 does: Unicode NFKC, camelCase boundaries,
-    separators and case folded (`IssueCredit`, `issue-credit`, `issue_credit` agree)."""
-    text = unicodedata.normalize("NFKC", name)
-    text = _CAMEL.sub(" ", text)
-    parts = [p for p in _SEPARATORS.split(text.casefold()) if p]
-    return "_".join(parts)
 
 
 def _property(o: Occurrence) -> str:
