@@ -1469,6 +1469,10 @@ def signals_update(
     store_path: Annotated[Path, _STORE_OPT] = Path("runs/signals.sqlite"),
 ) -> None:
     """Add audits (or an accepted repair) to the Signals store; updating twice adds nothing."""
+    from eairdsl.signals.store import SignalsStore
+
+    for target in targets:  # before the store is created: a refused target leaves no file
+        _signals_call(lambda t=target: SignalsStore.audits_of(t))
     with _signals_store(store_path, create=True) as store:
         for target in targets:
             s = _signals_call(lambda t=target: store.update(t))

@@ -300,3 +300,11 @@ def test_done_when_five_worlds(tmp_path: Path) -> None:
     shown = run_eairc("signals", "show", rows[0]["id"], cwd=ws)
     assert shown.returncode == 0 and "why grouped" in shown.stdout
     assert "S = max over natures" in shown.stdout
+
+
+def test_a_refused_target_creates_no_store(tmp_path: Path) -> None:
+    """`eairc signals update` checks its targets before it creates the store file."""
+    (tmp_path / "empty").mkdir()
+    proc = run_eairc("signals", "update", "empty", "--store", "s.sqlite", cwd=tmp_path)
+    assert proc.returncode == 1 and "holds no audit" in proc.stderr
+    assert not (tmp_path / "s.sqlite").exists()

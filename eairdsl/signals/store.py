@@ -192,20 +192,31 @@ class SignalsStore:
             self._known = {t.id for t in load_taxonomy().types}
         return self._known
 
-    def update(self, target: Path) -> UpdateSummary:
-        """Add an audit folder, a study's audit folders or a repair folder; idempotent."""
+    @staticmethod
+    def audits_of(target: Path) -> list[Path]:
+        """The audit folders an update of `target` reads ([] for a repair folder); raises
+        SignalsStoreError for a target that holds neither, so a caller can check its
+        targets before it creates a store."""
         target = Path(target)
         if not target.is_dir():
             raise SignalsStoreError(f"{target} is not a folder; give an audit folder "
                                     "(index.json), a study folder or a repair folder "
                                     "(acceptance.json)")
         if (target / "acceptance.json").is_file():
-            return self._update_repair(target)
+            return []
         dirs = audit_dirs(target)
         if not dirs:
             raise SignalsStoreError(f"{target} holds no audit: no index.json with reports/, "
                                     "no STUDY_DIR/audit/*/ and no acceptance.json; run `eairc "
                                     f"audit {target}` first")
+        return dirs
+
+    def update(self, target: Path) -> UpdateSummary:
+        """Add an audit folder, a study's audit folders or a repair folder; idempotent."""
+        target = Path(target)
+        dirs = self.audits_of(target)
+        if not dirs:
+            return self._update_repair(target)
         reads = [read_audit(d, self.known_types()) for d in dirs]
         kind = "audit" if dirs == [target] else "study"
         summary = UpdateSummary(source=target.resolve().as_posix(), kind=kind,
