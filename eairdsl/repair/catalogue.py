@@ -231,6 +231,17 @@ def _revisable(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
     return out
 
 
+def _insert_guards(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
+    """`clauses` inserted into `tool`: after its guards, else after its description, cost
+    or kind — where a reader of the tool looks for its checks."""
+    for clause in clauses:
+        source = E.insert_clause(source, "tool", tool, clause,
+                                 after=(A.RequireClause, A.EnsureClause),
+                                 fallback=(A.DescriptionClause, A.CostClause, A.KindClause),
+                                 file=s.request.world_file)
+    return source
+
+
 def policy_guard(s: Situation) -> Iterator[Proposal]:
     """`ensure POLICY` at the action whose effects the policy's rule reads."""
     if s.finding.boundary.kind not in _GUARD_KINDS:
@@ -251,12 +262,7 @@ def policy_guard(s: Situation) -> Iterator[Proposal]:
                                     if revise else "revise the call and retry."))
             clauses = _template_clauses(template("policy_guard", TOOL=name, POLICY=policy,
                                                  MESSAGE=message), name)
-            for clause in clauses:
-                source = E.insert_clause(source, "tool", name, clause,
-                                         after=(A.RequireClause, A.EnsureClause),
-                                         fallback=(A.DescriptionClause, A.CostClause,
-                                                   A.KindClause),
-                                         file=s.request.world_file)
+            source = _insert_guards(s, source, name, clauses)
         yield Proposal(
             pattern="policy_guard", source=source,
             attribution={decl_name("tool", t): s.serving() for t in tools},
@@ -298,12 +304,7 @@ def attested_routing(s: Situation) -> Iterator[Proposal]:
                     "attested_routing", TOOL=name, PARAM=param,
                     HOLDERS="[" + ", ".join(holders) + "]", MESSAGE=message), name)
                 source = s.parsed.text
-                for clause in clauses:
-                    source = E.insert_clause(source, "tool", name, clause,
-                                             after=(A.RequireClause, A.EnsureClause),
-                                             fallback=(A.DescriptionClause, A.CostClause,
-                                                       A.KindClause),
-                                             file=s.request.world_file)
+                source = _insert_guards(s, source, name, clauses)
                 yield Proposal(
                     pattern="attested_routing", source=source,
                     # the selection check serves the plan's first requirement (attested
@@ -345,13 +346,8 @@ def approval_review(s: Situation) -> Iterator[Proposal]:
                     f"refused: policy {policy} ({text}) requires the review{by} first; "
                     "nothing was recorded; " + (f"revise {' or '.join(revise)}."
                                                 if revise else "revise the call."))
-                for clause in _template_clauses(template("policy_guard", TOOL=name,
-                                                         POLICY=policy, MESSAGE=message), name):
-                    source = E.insert_clause(source, "tool", name, clause,
-                                             after=(A.RequireClause, A.EnsureClause),
-                                             fallback=(A.DescriptionClause, A.CostClause,
-                                                       A.KindClause),
-                                             file=s.request.world_file)
+                source = _insert_guards(s, source, name, _template_clauses(template(
+                    "policy_guard", TOOL=name, POLICY=policy, MESSAGE=message), name))
             rest = [r for r in s.serving() if r not in next(iter(routed.attribution.values()))]
             attribution = dict(routed.attribution)
             attribution.update({decl_name("tool", t): rest or s.serving() for t in deciding})
@@ -528,12 +524,7 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
                                              MESSAGE=message, ARTIFACT=artifact, FIELD=fname,
                                              RECORD=record, RECORD_FIELD=rfield, TEXT=text,
                                              DECISIONS="[]"), name)
-        for clause in clauses:
-            source = E.insert_clause(source, "tool", name, clause,
-                                     after=(A.RequireClause, A.EnsureClause),
-                                     fallback=(A.DescriptionClause, A.CostClause,
-                                               A.KindClause),
-                                     file=s.request.world_file)
+        source = _insert_guards(s, source, name, clauses)
     serving = s.serving()
     attribution = {decl_name("policy", policy): serving}
     attribution.update({decl_name("tool", w): serving for w in writers})
