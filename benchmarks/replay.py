@@ -25,7 +25,11 @@ A1 the same way: benchmarks/replay_a1.py is its hand-written program (five
 service roles, finance approvals by delegation, handoffs, manager warnings,
 three ledgers), checked event by event against the sim traces.
 
-    python benchmarks/replay.py [--rounds R] [--seeds N] [--profile K]
+    python benchmarks/replay.py [--rounds R] [--seeds N] [--profile K] [--worlds DIR]
+
+`--worlds DIR` reads d1.eair, a1.eair and their data folders from DIR (default
+the repository's worlds/), so a runtime change is measured against a frozen
+copy of the worlds while the shipped ones change.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.trace import Trace, TraceHeader, read_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # A1's hand-written program
+import replay_a1
 from replay_a1 import A1Replay, a1_decisions, check_a1
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -400,9 +405,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seeds", type=int, default=9, help="seeds per condition")
     parser.add_argument("--profile", type=int, default=12, help="cProfile entries to print")
+    parser.add_argument("--worlds", type=Path, default=ROOT / "worlds",
+                        help="the folder holding d1.eair, a1.eair and their data "
+                             "(default the repository's worlds/)")
     args = parser.parse_args()
+    global D1  # noqa: PLW0603 -- the hand-written program keeps its module constant
+    D1 = args.worlds / "d1"  # the hand-written programs read the same data as the worlds
+    replay_a1.A1 = args.worlds / "a1"
 
-    world = resolve_world(ROOT / "worlds" / "d1.eair")
+    world = resolve_world(args.worlds / "d1.eair")
     compiled = CompiledWorld(world)
     jobs = [(c.name, s) for c in world.conditions for s in range(args.seeds)]
     replay = D1Replay()
@@ -439,7 +450,7 @@ def main() -> None:
     report("d1", fig, args.rounds, len(jobs))
     print_profile("d1 compiled runtime, same decisions", compiled_all(False), args.profile)
 
-    a1 = resolve_world(ROOT / "worlds" / "a1.eair")
+    a1 = resolve_world(args.worlds / "a1.eair")
     a1c = CompiledWorld(a1)
     a1_jobs = [(c.name, s) for c in a1.conditions for s in range(args.seeds)]
     a1_traces = sim_traces(a1c, a1_jobs)

@@ -6,7 +6,11 @@ world's instances in turn) and prints one line per episode:
 Save the output before a change and diff it after: an empty diff means the
 traces are byte-identical.
 
-    python benchmarks/trace_fingerprints.py [--seeds 8] [--world d1 ...] > before.txt
+    python benchmarks/trace_fingerprints.py [--seeds 8] [--world d1 ...] [--worlds DIR] > before.txt
+
+`--worlds DIR` reads the worlds from DIR (default the repository's worlds/), so
+a refactor of the runtime compares against a frozen copy of the worlds while
+the shipped ones change (with EAIR_STDLIB naming a frozen stdlib too).
 
 `--strip-witnesses` hashes each trace with the result line's `witnesses` removed
 (re-encoded exactly as the trace writer encodes it), so fingerprints taken
@@ -50,10 +54,12 @@ def main() -> None:
                         help="only these worlds (by file stem, e.g. a1); repeatable")
     parser.add_argument("--strip-witnesses", action="store_true",
                         help="hash the traces without the result line's witnesses")
+    parser.add_argument("--worlds", type=Path, default=ROOT / "worlds",
+                        help="the folder of .eair worlds (default the repository's worlds/)")
     args = parser.parse_args()
     whole = hashlib.sha256()
     count = 0
-    for path in sorted((ROOT / "worlds").glob("*.eair")):
+    for path in sorted(args.worlds.glob("*.eair")):
         if args.world and path.stem not in args.world:
             continue
         world = resolve_world(path)
