@@ -29,7 +29,7 @@ from eairdsl.audit.contract import Finding, RepairPlan
 
 __all__ = ["Feedback", "RepairRequest", "Candidate", "RepairAgent", "Dimension",
            "DIMENSIONS", "DimensionVerdict", "ReviewRequest", "Review", "Reviewer",
-           "RepairError", "decl_name"]
+           "RepairError", "decl_name", "parse_entry", "canonical_key"]
 
 
 class _Model(BaseModel):
@@ -39,6 +39,27 @@ class _Model(BaseModel):
 def decl_name(kind: str, name: str) -> str:
     """The `KIND NAME` form of a declaration (plan surfaces, attribution keys)."""
     return f"{kind} {name}"
+
+
+#: `role`, `ledger` … as plan surfaces and attribution keys name them -> diff kinds
+_ALIASES = {"role": "participant", "actor": "participant", "simulator": "participant",
+            "table": "record", "ledger": "record", "delegation": "channel"}
+
+
+def parse_entry(entry: str) -> tuple[str, str]:
+    """A plan surface or attribution key as (kind, name); a bare name has kind `*`."""
+    head, _, rest = entry.strip().partition(" ")
+    if rest.strip():
+        kind = _ALIASES.get(head, head)
+        return kind, rest.strip()
+    return "*", head
+
+
+def canonical_key(entry: str) -> str:
+    """An attribution key in the diff's own `KIND NAME` form (`role x` -> `participant
+    x`), so an agent may name a declaration by its keyword."""
+    kind, name = parse_entry(entry)
+    return name if kind == "*" else decl_name(kind, name)
 
 
 class Feedback(_Model):

@@ -71,6 +71,7 @@ from eairdsl.repair.model import (
     Review,
     ReviewRequest,
     decl_name,
+    parse_entry,
 )
 
 __all__ = ["MechanicalReviewer", "REVIEWER_VERSION", "is_preservation", "boundary_parties",
@@ -78,9 +79,6 @@ __all__ = ["MechanicalReviewer", "REVIEWER_VERSION", "is_preservation", "boundar
 
 #: bumped when a rule of the mechanical review changes (recorded in `Review.reviewer`)
 REVIEWER_VERSION = 1
-#: `role`, `ledger` … as plan surfaces and attribution keys name them -> diff kinds
-_ALIASES = {"role": "participant", "actor": "participant", "simulator": "participant",
-            "table": "record", "ledger": "record", "delegation": "channel"}
 #: kinds that only support a control: always proportionate, never a surface
 _HELPER_KINDS = frozenset({"let", "schema", "enum"})
 #: kinds a control may *add*: its bookkeeping (a ledger of checks, a flag, a switch) or the
@@ -96,15 +94,6 @@ def is_preservation(requirement: Requirement) -> bool:
     """A requirement that asks that legitimate work still completes (task-kept): decided by
     the retest's utility retention, so no edit has to serve it."""
     return requirement.id == "task-kept" or bool(_UTILITY.search(requirement.check or ""))
-
-
-def parse_entry(entry: str) -> tuple[str, str]:
-    """A plan surface or attribution key as (kind, name); a bare name has kind `*`."""
-    head, _, rest = entry.strip().partition(" ")
-    if rest.strip():
-        kind = _ALIASES.get(head, head)
-        return kind, rest.strip()
-    return "*", head
 
 
 def boundary_parties(edge: str) -> tuple[list[str], list[str]]:

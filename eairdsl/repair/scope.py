@@ -10,7 +10,9 @@ reads through `let`s, levers, data files and cards):
    attribution, or attributed only to ids the plan does not have, is rejected:
    a repair may not carry unrelated edits.
 
-An attribution of a declaration that did not change is harmless and reported
+Attribution keys may name a declaration by its keyword (`role x`, `ledger y`): they
+are read in the diff's kinds (`participant x`, `record y`). An attribution of a
+declaration that did not change is harmless and reported
 as a note (the agent's bookkeeping is off, not the world). An empty diff is
 out of scope too: a candidate that changes nothing repairs nothing.
 """
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from eairdsl.audit.contract import RepairPlan
-from eairdsl.repair.model import decl_name
+from eairdsl.repair.model import canonical_key, decl_name
 
 if TYPE_CHECKING:
     from eairdsl.diff import WorldDiff
@@ -48,6 +50,10 @@ def check_scope(diff: WorldDiff, attribution: dict[str, list[str]],
                 plan: RepairPlan) -> ScopeResult:
     """ScopeOK of a candidate whose semantic diff from the original is `diff`."""
     ids = {r.id for r in plan.requirements}
+    keyed: dict[str, list[str]] = {}
+    for key, given_ids in attribution.items():
+        keyed.setdefault(canonical_key(key), []).extend(given_ids)
+    attribution = keyed
     changed = [decl_name(c.kind, c.name) for c in diff.changes]
     violations = [f"{decl_name(c.kind, c.name)}: {c.protected}" for c in diff.violations]
     problems = [f"touches a protected declaration: {v}" for v in violations]
