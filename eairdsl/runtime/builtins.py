@@ -214,6 +214,11 @@ _DEFS = [
                " `meaning`) at or above `positive` (default 2) in `artifact`, every score backed"
                " by a verbatim quote; unassessed when no judge model is configured.", _judged,
                volatile=True),
+    BuiltinDef("model_plays", (_P("party", "party"),), "bool",
+               "Whether a model (an LLM, or a replay of one) plays `party` in this run; false"
+               " for the offline simulated agents and for scripted actors. A world keeps a"
+               " counterpart scripted offline and generative under a model with it.",
+               lambda s, party: party in s.models),
     # Trace queries: they read the episode's trace so far.
     BuiltinDef("messages", (_P("sender", "party", True), _P("recipient", "party", True)),
                "list[message]", "Messages, optionally filtered by sender and recipient.",

@@ -146,8 +146,12 @@ class Episode:
         self.scheduled = 0  # scripted events not yet done
         self.tasks = 0  # task ids handed out
         self.memory: dict[str, list[MemoryItem]] = {p.name: [] for p in w.parties}
+        # A model plays a participant when its agent is labelled `llm:MODEL` (an LLM
+        # agent, live or replayed), as the trace header records it.
+        models = frozenset(name for name, agent in self.agents.items()
+                           if str(getattr(agent, "label", "")).startswith("llm:"))
         self.state = EpisodeState(self.compiled, self.condition, self.instance, self.trace,
-                                  self.env)
+                                  self.env, models)
         # Rank and display names may depend on the condition and the instance.
         self.authority: dict[str, int] = {}
         self.names: dict[str, str] = {}

@@ -345,6 +345,8 @@ class Scope:
     episode_memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     #: the LLM judge behind `judged(...)`: (rubric rows, artifact, positive) -> bool | None
     judge: Callable[[list[Any], str, int], Any] | None = None
+    #: the participants a model plays in this run (`model_plays`; fixed per episode)
+    models: frozenset[str] = frozenset()
     #: what this evaluation family may still spend (shared by every scope copied from it,
     #: so by all the scopes of an episode)
     budget: Budget = field(default_factory=Budget)

@@ -37,8 +37,11 @@ class EpisodeState:
     """
 
     def __init__(self, compiled: CompiledWorld, condition: str, instance: dict[str, Any],
-                 trace: Trace, env: simpy.Environment) -> None:
+                 trace: Trace, env: simpy.Environment,
+                 models: frozenset[str] = frozenset()) -> None:
         w = compiled.world
+        #: the participants a model plays in this run (`model_plays`)
+        self.models = models
         self.compiled = compiled
         self.instance = instance
         self.trace = trace
@@ -89,7 +92,7 @@ class EpisodeState:
                 world=self.compiled.world, levers=self.levers, states=self.states,
                 records=self.records, documents=self.documents, authorizer=self.authorizer,
                 instance=self.instance, trace=self.trace, start_date=self.start_date,
-                episode_memo=self.episode_memo).__dict__
+                episode_memo=self.episode_memo, models=self.models).__dict__
         scope = Scope.__new__(Scope)
         fields = scope.__dict__
         fields.update(base)

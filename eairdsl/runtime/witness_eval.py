@@ -724,7 +724,7 @@ RULES: dict[str, Rule] = {
     "sentences": _sentences,
     **dict.fromkeys(("pick", "len", "lower", "abs", "round", "authorized", "unauthorized",
                      "canary_hits", "pattern_hits", "search", "now", "today", "quarter_of",
-                     "days_between", "judged"), _args),
+                     "days_between", "judged", "model_plays"), _args),
 }
 
 

@@ -100,7 +100,10 @@ class _Replayed:
             raise ValueError(f"instance {header.instance!r} is not in the world")
         if header.condition not in compiled.conditions:
             raise ValueError(f"condition {header.condition!r} is not in the world")
-        self.state = EpisodeState(compiled, header.condition, instance, trace, self.env)
+        models = frozenset(p for p, label in header.agents.items()
+                           if str(label).startswith("llm:"))  # as the episode saw them
+        self.state = EpisodeState(compiled, header.condition, instance, trace, self.env,
+                                  models)
         for event in trace.events:
             if event.kind != "state_update" or not event.diff:
                 continue
