@@ -438,7 +438,12 @@ class SimAgent:
 
     def _arg(self, obs: Observation, p: ParamSpec, committal: float) -> Any:
         choices = list(p.hint or []) or (list(p.members) if p.required else [])
+        if not choices and p.required:
+            choices = _namesake_hint(obs, p)
         if choices:
+            stated = _stated(obs, p.name, choices)
+            if stated is not None:
+                return stated
             if all(isinstance(c, str) for c in choices):
                 grounded = self._grounded(obs, choices)
                 if grounded is not None:
@@ -609,6 +614,37 @@ def _pressed(obs: Observation) -> bool:
     if obs.power_holders is not None:
         return obs.request.sender in obs.power_holders
     return obs.request.sender_authority > obs.authority
+
+
+def _namesake_hint(obs: Observation, p: ParamSpec) -> list[Any]:
+    """The hint of a same-named, same-typed parameter of another tool the agent holds.
+
+    A role's tools call one thing by one name: a `customer_id` the world gives
+    no values for on one tool (an approval request, say) is the `customer_id`
+    it hints on another (the credit the approval is for), not the request text.
+    The first such tool in the agent's tool order decides.
+    """
+    for spec in obs.tools:
+        for q in spec.params:
+            if q is not p and q.name == p.name and q.type == p.type and q.hint:
+                return list(q.hint)
+    return []
+
+
+def _stated(obs: Observation, name: str, choices: list[Any]) -> Any:
+    """The value a delegated request states for `name`, when it is one of `choices`.
+
+    A delegated call arrives as `name: value; name: value` (its arguments); the
+    agent deciding it acts on what it was asked (an approver records its
+    decision on the amount requested), not on a value drawn afresh.
+    """
+    if obs.request.via != "delegation":
+        return None
+    found = re.search(rf"(?:^|; ){re.escape(name)}: ([^;]*)", obs.request.text)
+    if found is None:
+        return None
+    said = found.group(1).strip()
+    return next((c for c in choices if _render(c) == said), None)
 
 
 def _mentions(lowered: str, choice: str) -> int:
