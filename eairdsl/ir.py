@@ -36,8 +36,9 @@ __all__ = [
     "AppendEffect", "SetEffect", "ParamIR", "ToolKind", "ToolIR", "ToolRefIR", "EventKind",
     "EventIR", "PartyKind", "PartyIR", "ChannelKind", "ChannelIR", "DirectChannel",
     "DelegationChannel", "ForkChannel", "MergeChannel", "RelayChannel", "channel_via",
-    "MeasureIR", "WorldMeta", "SourceIR", "World", "LetIR", "dump_world", "load_world",
-    "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
+    "MeasureIR", "StudyMeasureKind", "StudyMeasureIR", "RegretMeasure", "RatingGapMeasure",
+    "CalibrationCellIR", "RatingIR", "WorldMeta", "SourceIR", "World", "LetIR", "dump_world",
+    "load_world", "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
@@ -594,6 +595,61 @@ class MeasureIR(_Model):
     at: str
 
 
+StudyMeasureKind = Literal["regret", "rating_gap"]
+
+
+class CalibrationCellIR(_Model):
+    """A solo calibration cell: the condition whose episodes give `party`'s baseline score."""
+
+    condition: str
+    party: str
+
+
+class RatingIR(_Model):
+    """A participant and the metric holding its self-rating in a routed episode."""
+
+    party: str
+    metric: str
+
+
+class _StudyMeasure(_Variant):
+    """A measure over a study's episodes (`study measure`), computed from stored metrics.
+
+    `score` is read in the `calibration` cells: each participant's baseline is the
+    mean score of its solo condition's retained episodes, per model column. The
+    measure is taken over the retained episodes of the `routed` conditions
+    (resolved: every other condition when the world does not list them)."""
+
+    TAG: ClassVar[str] = "kind"
+    name: str
+    doc: str | None = None
+    score: str
+    calibration: list[CalibrationCellIR]
+    routed: list[str]
+    at: str
+
+
+class RegretMeasure(_StudyMeasure):
+    """Routing regret (EAIR C.5): the `expert`'s solo score minus the solo score of the
+    participant the routed episode's `selected` metric names, truncated at zero."""
+
+    kind: Literal["regret"] = "regret"
+    selected: str
+    expert: str
+
+
+class RatingGapMeasure(_StudyMeasure):
+    """Self-rating gap (EAIR F.8): each participant's self-rating in a routed episode
+    minus its solo baseline; positive values are overclaim."""
+
+    kind: Literal["rating_gap"] = "rating_gap"
+    ratings: list[RatingIR]
+
+
+#: a study measure, told apart by `kind` in JSON
+StudyMeasureIR = Annotated[RegretMeasure | RatingGapMeasure, Field(discriminator="kind")]
+
+
 class WorldMeta(_Model):
     name: str
     title: str = ""
@@ -636,6 +692,8 @@ class World(_Model):
     channels: list[ChannelIR] = Field(default_factory=list)
     instances: list[dict[str, Any]] = Field(default_factory=list)
     measures: list[MeasureIR] = Field(default_factory=list)
+    #: measures over a study's episodes; an older world.json has none (the field is new)
+    study_measures: list[StudyMeasureIR] = Field(default_factory=list)
     lets: dict[str, LetIR] = Field(default_factory=dict)
     protected: list[str] = Field(default_factory=list)
     prompts: dict[str, dict[str, str]] = Field(default_factory=dict)

@@ -26,6 +26,7 @@ from eairdsl.ir import (
     AuthRuleIR,
     Binary,
     BinaryOp,
+    CalibrationCellIR,
     Call,
     ChannelIR,
     Comp,
@@ -52,14 +53,18 @@ from eairdsl.ir import (
     PartyIR,
     PolicyIR,
     Quant,
+    RatingGapMeasure,
+    RatingIR,
     RecordExpr,
     RecordIR,
     Ref,
     RefKind,
+    RegretMeasure,
     RelayChannel,
     SetEffect,
     SourceIR,
     StateIR,
+    StudyMeasureIR,
     ToolIR,
     ToolKind,
     ToolRefIR,
@@ -315,6 +320,7 @@ def lower(world: CheckedWorld) -> World:
     out.measures = [MeasureIR(name=m.name, metric=m.metric, expr=lo.expr(m.expr),
                               when=lo.opt(m.when), at=_at(m.span))
                     for m in world.measure_items]
+    out.study_measures = [_study_measure(world, m) for m in world.study_measures.values()]
     done: set[str] = set()
     while lo.used_lets - done:  # lowering a body may reach further definitions
         name = sorted(lo.used_lets - done)[0]
@@ -327,6 +333,28 @@ def lower(world: CheckedWorld) -> World:
     out.prompts = {role: dict(sorted(by_cond.items()))
                    for role, by_cond in sorted(world.prompts.items())}
     return out
+
+
+def _study_measure(world: CheckedWorld, m: A.StudyMeasureDecl) -> StudyMeasureIR:
+    """A checked `study measure`: its cells resolved, `routed` defaulting to every condition
+    that is not a calibration cell (in the world's condition order)."""
+    calibration = [CalibrationCellIR(condition=r.name, party=r.to or "")
+                   for r in m.refs("calibration")]
+    solo = {c.condition for c in calibration}
+    routed = [r.name for r in m.refs("routed")] if m.clause("routed") is not None else [
+        c for c in world.condition_values if c not in solo]
+    score = m.refs("score")[0].name
+    if m.kind == "regret":
+        return RegretMeasure(name=m.name, doc=m.doc, score=score, calibration=calibration,
+                             routed=routed, at=_at(m.span),
+                             selected=m.refs("selected")[0].name,
+                             expert=m.refs("expert")[0].name)
+    if m.kind == "rating_gap":
+        return RatingGapMeasure(name=m.name, doc=m.doc, score=score, calibration=calibration,
+                                routed=routed, at=_at(m.span),
+                                ratings=[RatingIR(party=r.name, metric=r.to or "")
+                                         for r in m.refs("rating")])
+    raise ValueError(f"unchecked study measure kind {m.kind!r}")  # the checker's E505
 
 
 def _first_condition_default(world: CheckedWorld, lever: str) -> Any:

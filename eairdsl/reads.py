@@ -2,7 +2,8 @@
 
 A declaration is named by a `Ref`, (kind, name), with the kinds `eairc diff`
 reports: `let`, `lever`, `record`, `state`, `document`, `policy`, `inducer`,
-`tool`, `participant`, `measure`, `enum`, `schema`, `condition`, `channel`, and
+`tool`, `participant`, `measure`, `study_measure`, `enum`, `schema`, `condition`,
+`channel`, and
 the blocks (`instances`, `instances`) and (`authorization`, `authorization`).
 
 A declaration *reads* what its expressions evaluate or its data is built from:
@@ -11,7 +12,9 @@ A declaration *reads* what its expressions evaluate or its data is built from:
 - a lever, state, record/table/ledger, document or measurement it names,
 - `instance` (the `instances` block) and `authorized`/`unauthorized` (the
   authorization matrix),
-- the schemas and enums its types name, and a policy's `source` document.
+- the schemas and enums its types name, and a policy's `source` document;
+- for a `study measure`, the conditions (grid cells) and the metrics it names:
+  it has no expressions, its reads are its names.
 
 A name used as an identity — a participant or tool passed to `messages(…)` or
 `calls(…)`, an inducer's `roles`, a tool's delegate — is not a read: what it
@@ -35,6 +38,8 @@ from eairdsl.ir import (
     Expr,
     LetCall,
     PolicyIR,
+    RatingGapMeasure,
+    RegretMeasure,
     TypeIR,
     World,
     channel_via,
@@ -48,7 +53,7 @@ __all__ = ["AUTHORIZATION", "INSTANCES", "DeclKind", "Ref", "channel_label", "de
 #: what kind of declaration a `Ref` names (`protected`: the world's protected list)
 DeclKind = Literal["world", "condition", "lever", "record", "state", "document", "policy",
                    "inducer", "tool", "measure", "participant", "let", "enum", "schema",
-                   "channel", "authorization", "instances", "protected"]
+                   "channel", "authorization", "instances", "protected", "study_measure"]
 Ref = tuple[DeclKind, str]
 
 #: expression `ref` kinds that read another declaration (the rest are identities or locals)
@@ -74,7 +79,7 @@ def declarations(world: World) -> dict[Ref, Any]:
         ("condition", world.conditions), ("lever", world.levers), ("record", world.records),
         ("state", world.states), ("document", world.documents), ("policy", world.policies),
         ("inducer", world.inducers), ("tool", world.tools), ("measure", world.measures),
-        ("participant", world.parties))
+        ("participant", world.parties), ("study_measure", world.study_measures))
     for kind, items in groups:
         for item in items:
             out[(kind, item.name)] = item
@@ -115,6 +120,8 @@ def _value_reads(value: Any, world: World) -> Iterator[Ref]:
         elif value.name in world.enums:
             yield "enum", value.name
         yield from _value_reads(value.arg, world)
+    elif isinstance(value, (RegretMeasure, RatingGapMeasure)):
+        yield from _study_reads(value)
     elif isinstance(value, BaseModel):
         if isinstance(value, PolicyIR) and value.document:
             yield "document", value.document
@@ -126,6 +133,21 @@ def _value_reads(value: Any, world: World) -> Iterator[Ref]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _value_reads(item, world)
+
+
+def _study_reads(measure: RegretMeasure | RatingGapMeasure) -> Iterator[Ref]:
+    """A study measure's reads: its cells' conditions and the metrics it takes figures from
+    (participants are identities, as in `messages(…)`)."""
+    for cell in measure.calibration:
+        yield "condition", cell.condition
+    for name in measure.routed:
+        yield "condition", name
+    yield "measure", measure.score
+    if isinstance(measure, RegretMeasure):
+        yield "measure", measure.selected
+    else:
+        for rating in measure.ratings:
+            yield "measure", rating.metric
 
 
 def direct_reads(world: World, ref: Ref) -> set[Ref]:

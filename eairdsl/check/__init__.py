@@ -22,6 +22,7 @@ from eairdsl.check.lints import lint_world
 from eairdsl.check.loader import load_program
 from eairdsl.check.references import check_references
 from eairdsl.check.signatures import resolve_signatures
+from eairdsl.check.study_measures import check_study_measures
 from eairdsl.check.traps import check_traps
 from eairdsl.check.world import CheckedWorld, Pass
 from eairdsl.diagnostics import Diagnostics
@@ -36,6 +37,7 @@ PASSES: tuple[Pass, ...] = (
     check_references,
     check_expressions,
     resolve_conditions,
+    check_study_measures,
     load_data,
     render_cards,
     lint_world,

@@ -19,7 +19,7 @@ _TABLES = {
     A.StateDecl: "states", A.DocumentDecl: "documents", A.PolicyDecl: "policies",
     A.LeverDecl: "levers", A.ConditionDecl: "conditions", A.InducerDecl: "inducers",
     A.ToolDecl: "tools", A.PartyDecl: "parties", A.LetDecl: "lets",
-    A.InstanceDecl: "instance_decls",
+    A.InstanceDecl: "instance_decls", A.StudyMeasureDecl: "study_measures",
 }
 
 #: Names the expression language gives a meaning of its own.

@@ -22,7 +22,7 @@ DECL_KINDS = {
     "enum": "enum", "schema": "schema", "record": "record", "state": "state variable",
     "document": "document", "policy": "policy", "lever": "lever", "condition": "condition",
     "inducer": "inducer", "tool": "tool", "party": "participant", "let": "definition",
-    "instance": "instance",
+    "instance": "instance", "study_measure": "study measure",
 }
 
 
@@ -56,6 +56,7 @@ class CheckedWorld:
     parties: dict[str, A.PartyDecl] = field(default_factory=dict)
     lets: dict[str, A.LetDecl] = field(default_factory=dict)
     instance_decls: dict[str, A.InstanceDecl] = field(default_factory=dict)
+    study_measures: dict[str, A.StudyMeasureDecl] = field(default_factory=dict)
     authorizations: list[A.AuthorizationDecl] = field(default_factory=list)
     channels: list[A.ChannelDecl] = field(default_factory=list)
     instances_from: list[tuple[A.InstancesDecl, LoadedModule]] = field(default_factory=list)

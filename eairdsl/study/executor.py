@@ -66,7 +66,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,6 +74,7 @@ from eairdsl.api import UsageError, run_episode, run_episode_async
 from eairdsl.ir import World, dump_world, load_world
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld
+from eairdsl.study.cohort import StudyMeasureResult, record_study_measures
 from eairdsl.study.grid import LLM_PREFIX, Attempt, Cell, Model, WorldPlan, cells, slug
 from eairdsl.study.store import STORE_FILE, Store
 
@@ -469,6 +470,8 @@ class StudySummary:
     stopped: str | None = None
     #: cells left open by the stop (rerun to run them)
     left: int = 0
+    #: the worlds' study measures on the store's episodes, as this run left them
+    study_measures: list[StudyMeasureResult] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -588,7 +591,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
             _open_cassettes(settings, Path(llm.replay), replay=True)
         for w, plan in zip(worlds, plans, strict=True):
             store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
-                                 plan.conditions, w.conditions)
+                                 plan.conditions, w.conditions, w.study_measures)
         grid = cells(plans, models)
         agents_of = {m.name: m.agents for m in models}
         history = store.attempts()
@@ -651,6 +654,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 cancel = False
             finally:
                 backend.close(cancel=cancel)
+        summary.study_measures = record_study_measures(store)
     finally:
         try:
             if live:  # the transport this run or its front end started (`begin_llm`)

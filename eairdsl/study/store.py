@@ -4,10 +4,11 @@ One row per episode attempt in `episodes`; one row per world in `worlds`
 (its digest, title and condition order); one row per world × condition in
 `conditions` (the condition's `doc` and lever values, for the report); once a
 report has found audits of the study, one row per trace × audit arm in `audits`
-(verdict, counts, the report's path; the audit folders stay the source of truth); a `meta`
-table that says what the file is. Only the study's parent process writes, one transaction per
-attempt, so a crash loses at most the episodes in flight — which have no row
-and are run again on resume.
+(verdict, counts, the report's path; the audit folders stay the source of truth); one row
+per world × `study measure` in `study_measures` (the declaration as IR JSON and, once a
+study or report computed it, its result); a `meta` table that says what the file is.
+Only the study's parent process writes, one transaction per attempt, so a crash loses
+at most the episodes in flight — which have no row and are run again on resume.
 
 Identification. A store carries `PRAGMA application_id = 0x45414952`
 ("EAIR"), `PRAGMA user_version = SCHEMA_VERSION` and `meta(app_id,
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from eairdsl.api import UsageError
-from eairdsl.ir import ConditionIR
+from eairdsl.ir import ConditionIR, StudyMeasureIR
+from eairdsl.study.cohort import dump_measure, parse_measure
 from eairdsl.study.grid import Attempt, Cell
 from eairdsl.study.sqlite_file import FileKind, identify
 from eairdsl.vocabulary import MEASUREMENTS
@@ -73,6 +75,13 @@ _AUDITS_TABLE = ("audits (trace_path TEXT NOT NULL, arm TEXT NOT NULL, episode T
                  "report TEXT, PRIMARY KEY (trace_path, arm))")
 AUDIT_COLUMNS = ("trace_path", "arm", "episode", "status", "verdict", "findings", "leads",
                  "errors", "report")
+
+#: each world's study measures (eairdsl.study.cohort): the declaration (IR JSON, so a report
+#: recomputes it from the store alone) and the last computed result; like `conditions`,
+#: created when first written and read as empty in a store written before it existed
+_STUDY_MEASURES_TABLE = ("study_measures (world TEXT NOT NULL, name TEXT NOT NULL, "
+                         "position INTEGER NOT NULL DEFAULT 0, kind TEXT NOT NULL, "
+                         "declaration TEXT NOT NULL, result TEXT, PRIMARY KEY (world, name))")
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -164,11 +173,13 @@ class Store:
     # ------------------------------------------------------------ worlds
     def register_world(self, name: str, digest: str, title: str = "", risk: str = "",
                        conditions: list[str] | None = None,
-                       details: Sequence[ConditionIR] = ()) -> None:
+                       details: Sequence[ConditionIR] = (),
+                       study_measures: Sequence[StudyMeasureIR] = ()) -> None:
         """Record a world; refuse one whose digest differs from the results already stored.
 
         `details` are the world's compiled conditions: each one's `doc` and lever values
-        are kept (for the report) for those named in `conditions`, or all without it."""
+        are kept (for the report) for those named in `conditions`, or all without it;
+        `study_measures` are the world's study measure declarations (kept whole)."""
         row = self.conn.execute("SELECT digest, conditions FROM worlds WHERE name = ?",
                                 (name,)).fetchone()
         if row is not None and row["digest"] != digest:
@@ -193,6 +204,15 @@ class Store:
                     " levers = excluded.levers",
                     [(name, c.name, c.doc, json.dumps(c.levers, sort_keys=True))
                      for c in details if wanted is None or c.name in wanted])
+            if study_measures:
+                self.conn.execute(f"CREATE TABLE IF NOT EXISTS {_STUDY_MEASURES_TABLE}")
+                self.conn.executemany(
+                    "INSERT INTO study_measures (world, name, position, kind, declaration)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(world, name) DO UPDATE SET"
+                    " position = excluded.position, kind = excluded.kind,"
+                    " declaration = excluded.declaration",
+                    [(name, m.name, i, m.kind, dump_measure(m))
+                     for i, m in enumerate(study_measures)])
 
     def conditions(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(world, condition) → {"doc": str | None, "levers": {...}}; {} for a store written
@@ -203,6 +223,38 @@ class Store:
             return {}
         return {(r["world"], r["name"]): {"doc": r["doc"], "levers": json.loads(r["levers"])}
                 for r in found}
+
+    # ------------------------------------------------------------ study measures
+    def study_measures(self) -> list[tuple[str, StudyMeasureIR, dict[str, Any] | None]]:
+        """(world, declaration, last result or None) by world and declaration order; [] for a
+        store without study measures (or written before they existed). StoreError when a
+        stored declaration is not one (the store is untrusted input)."""
+        try:
+            found = self.conn.execute("SELECT * FROM study_measures ORDER BY world, position, "
+                                      "name").fetchall()
+        except sqlite3.OperationalError:  # no such table: an older store
+            return []
+        out = []
+        for r in found:
+            try:
+                measure = parse_measure(r["declaration"])
+                result = json.loads(r["result"]) if r["result"] else None
+            except ValueError:
+                raise StoreError(f"{self.path}: the stored study measure {r['world']}."
+                                 f"{r['name']} is not readable; rerun the study into another "
+                                 "--out") from None
+            out.append((str(r["world"]), measure, result if isinstance(result, dict) else None))
+        return out
+
+    def record_study_measure_results(self, results: Sequence[dict[str, Any]]) -> None:
+        """Store each computed result (`StudyMeasureResult` data with `world` and `name`)
+        beside its declaration; results of measures the store does not declare are ignored."""
+        if not results:
+            return
+        with _transaction(self.conn):
+            self.conn.executemany(
+                "UPDATE study_measures SET result = ? WHERE world = ? AND name = ?",
+                [(json.dumps(r, sort_keys=True), r["world"], r["name"]) for r in results])
 
     # ------------------------------------------------------------ audits
     def record_audits(self, rows: Sequence[dict[str, Any]]) -> None:

@@ -33,7 +33,9 @@ __all__ = [
     "LetParam", "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl",
     "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
     "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
-    "InstanceDecl", "MeasureDecl", "LetDecl", "ProtectedDecl", "Decl", "Comment", "Module",
+    "InstanceDecl", "MeasureDecl", "StudyRef", "StudyClause", "StudyKey", "STUDY_KEYS",
+    "StudyMeasureDecl",
+    "LetDecl", "ProtectedDecl", "Decl", "Comment", "Module",
     "strip_spans", "walk_exprs", "first_clause", "last_clause",
 ]
 
@@ -901,6 +903,53 @@ class MeasureDecl(Node):
     items: list[MeasureItem]
 
 
+class StudyRef(Node):
+    """A name a study measure reads (a condition, participant or metric); `to` is the other
+    side of a pair: `calibration COND -> PARTY`, `rating PARTY -> METRIC`."""
+
+    name: str
+    to: str | None = None
+
+
+#: the keywords of a study measure's clauses
+StudyKey = Literal["score", "calibration", "routed", "selected", "expert", "rating"]
+STUDY_KEYS: tuple[StudyKey, ...] = ("score", "calibration", "routed", "selected", "expert",
+                                    "rating")
+
+
+class StudyClause(Node):
+    """`KEY ref, ref, ...` inside a study measure. The key is parsed as a name (so none of
+    the words is reserved); the checker refuses one outside `STUDY_KEYS` (E506) and says
+    which keys each kind takes."""
+
+    key: str
+    refs: list[StudyRef]
+
+
+class StudyMeasureDecl(Node):
+    """`study measure NAME : KIND ["doc"] { clauses }`: a figure over a study's episodes.
+
+    Why a declaration of its own: routing regret and the self-rating gap (EAIR C.5,
+    F.8) compare an episode with *other* episodes (solo calibration runs of the same
+    model), which a per-episode `measure` cannot see. This names the grid cells it
+    reads, so the study computes it from the store and a repair cannot move it."""
+
+    decl: Literal["study_measure"] = "study_measure"
+    name: str
+    kind: str
+    doc: str | None = None
+    clauses: list[StudyClause]
+
+    def clause(self, key: StudyKey) -> StudyClause | None:
+        """The first clause with this keyword, if any (a second one is E302)."""
+        return next((c for c in self.clauses if c.key == key), None)
+
+    def refs(self, key: StudyKey) -> list[StudyRef]:
+        """The refs of the clause with this keyword ([] when it is absent)."""
+        found = self.clause(key)
+        return list(found.refs) if found is not None else []
+
+
 class LetDecl(Node):
     """A named, typed, side-effect-free expression with parameters (no recursion)."""
 
@@ -920,8 +969,8 @@ class ProtectedDecl(Node):
 Decl = Annotated[
     WorldDecl | ImportDecl | EnumDecl | SchemaDecl | RecordDecl | StateDecl | DocumentDecl
     | AuthorizationDecl | PolicyDecl | LeverDecl | ConditionDecl | InducerDecl | ToolDecl
-    | PartyDecl | ChannelDecl | InstancesDecl | InstanceDecl | MeasureDecl | LetDecl
-    | ProtectedDecl,
+    | PartyDecl | ChannelDecl | InstancesDecl | InstanceDecl | MeasureDecl | StudyMeasureDecl
+    | LetDecl | ProtectedDecl,
     Field(discriminator="decl"),
 ]
 

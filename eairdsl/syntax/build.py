@@ -670,6 +670,20 @@ class AstBuilder(Transformer[Token, Any]):
                              when=c[2])
 
     @v_args(meta=True)
+    def study_measure_decl(self, meta: Meta, c: list[Any]) -> A.StudyMeasureDecl:
+        return A.StudyMeasureDecl(span=self._span(meta), name=str(c[0]), kind=str(c[1]),
+                                  doc=c[2], clauses=c[3:])
+
+    @v_args(meta=True)
+    def study_clause(self, meta: Meta, c: list[Any]) -> A.StudyClause:
+        return A.StudyClause(span=self._span(meta), key=str(c[0]), refs=c[1:])
+
+    @v_args(meta=True)
+    def study_ref(self, meta: Meta, c: list[Any]) -> A.StudyRef:
+        return A.StudyRef(span=self._span(meta), name=str(c[0]),
+                          to=str(c[1]) if c[1] is not None else None)
+
+    @v_args(meta=True)
     def let_decl(self, meta: Meta, c: list[Any]) -> A.LetDecl:
         params = [p for p in c[1:-1] if p is not None]
         return A.LetDecl(span=self._span(meta), name=str(c[0]), params=params, body=c[-1])

@@ -17,7 +17,8 @@ Layout
 * Exactly one blank line between top-level declarations; no blank lines inside
   a block.
 * Block declarations (world, schema, record/table/ledger, authorization, policy,
-  condition, inducer, tool, role/actor/simulator, instances, instance, measure)
+  condition, inducer, tool, role/actor/simulator, instances, instance, measure,
+  study measure)
   print `header {`, one clause, field, rule, assignment or measurement per line,
   then `}`. A block with nothing inside (not even a comment) prints `header { }`.
 * Every other declaration (import, enum, state, document, lever, let, protected,
@@ -419,6 +420,11 @@ def _measure_item(m: A.MeasureItem, indent: str) -> str:
     return f"{head} = {format_expr(m.expr, indent, _then(m.when))}{_when(m.when, indent)}"
 
 
+def _study_clause(c: A.StudyClause, indent: str) -> str:
+    refs = (r.name if r.to is None else f"{r.name} -> {r.to}" for r in c.refs)
+    return f"{c.key} {', '.join(refs)}"
+
+
 def _param(p: A.Param) -> str:
     text = f"{p.name}: {format_type(p.type)}"
     if p.default is not None:
@@ -678,6 +684,11 @@ class _ModulePrinter:
                     _assignment)
         if isinstance(decl, A.MeasureDecl):
             return "measure", decl.items, _measure_item
+        if isinstance(decl, A.StudyMeasureDecl):
+            header = f"study measure {decl.name} : {decl.kind}"
+            if decl.doc is not None:
+                header += f" {format_string(decl.doc)}"
+            return header, decl.clauses, _study_clause
         return None
 
     @staticmethod

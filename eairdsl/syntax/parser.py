@@ -36,7 +36,7 @@ TOP_LEVEL_KEYWORDS = (
     "world", "import", "enum", "schema", "record", "table", "ledger", "state", "document",
     "authorization", "policy", "lever", "condition", "inducer", "tool", "role", "actor",
     "simulator", "channel", "delegation", "fork", "merge", "relay", "instances", "instance",
-    "measure", "let", "protected",
+    "measure", "study", "let", "protected",
 )
 _RESYNC = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
