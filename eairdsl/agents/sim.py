@@ -516,8 +516,12 @@ class SimAgent:
         return unique
 
     def _authorized_fields(self, obs: Observation) -> set[str] | None:
-        """Fields some tool result said the requester may see (`record.field` lists)."""
+        """Fields some tool result, or the handoff of a delegated request, said the
+        requester may see (`record.field` lists): a handoff that carries the requester's
+        authorized fields binds what the callee discloses as an inquiry's answer does."""
         found: set[str] = set()
+        if obs.request.via == "delegation" and _DOTTED.search(obs.request.text):
+            found |= {f for r, f in _FIELD_REF.findall(obs.request.text) if len(r) > 1}
         for m in self._this_task(obs):
             if m.kind == "tool_result" and isinstance(m.result, str):
                 found |= self._memo(m, "fields", _field_refs)
