@@ -18,6 +18,11 @@ report indexes them in the store's `audits` table. The audit files are read as
 plain JSON: the study stage comes before the audit stage and imports nothing
 of it.
 
+Study measures (`cohort`): the measures a world declares with `study measure`
+(routing regret, the self-rating gap: EAIR C.5, F.8) are recomputed from the
+store's episodes and their declarations in its `study_measures` table, kept
+there, and shown per world after the condition table.
+
 Comparing models (`compare`): per world a model × condition table of every
 endpoint, paired model contrasts for every pair of models (exact McNemar on
 cells matched by condition, instance, seed and replicate), and each model's
@@ -59,6 +64,7 @@ from markupsafe import Markup
 
 from eairdsl.study.audits import AuditCell, discover_audits, episode_audits
 from eairdsl.study.charts import svg_bubbles, svg_rates
+from eairdsl.study.cohort import StudyMeasureResult, compute
 from eairdsl.study.compare import ALL, ModelContrast, Spend, model_contrasts, spend_by_model
 from eairdsl.study.stats import (
     BootstrapResult,
@@ -229,6 +235,8 @@ class WorldResult:
     spend: list[Spend] = field(default_factory=list)
     #: each condition's description and lever values (the store's, else the traces')
     condition_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the world's study measures on these episodes (`eairdsl.study.cohort`)
+    study_measures: list[StudyMeasureResult] = field(default_factory=list)
 
 
 @dataclass
@@ -516,6 +524,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         rows = store.rows()
         worlds = store.worlds()
         stored_conditions = store.conditions()
+        declared = store.study_measures()
     out = out or study_dir / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     root = study_dir.resolve()
@@ -541,7 +550,10 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
                                if traces and cells else None))
     _record_audits(study_dir / STORE_FILE, root, rows, audit_cells)
     analysis = analyse(rows, worlds, resamples, seed)
+    measures = [compute(measure, world, rows) for world, measure, _ in declared]
+    _record_study_measures(study_dir / STORE_FILE, measures)
     for w in analysis.worlds:
+        w.study_measures = [m for m in measures if m.world == w.name]
         for condition in w.conditions:
             info = stored_conditions.get((w.name, condition))
             w.condition_info[condition] = info if info is not None else {
@@ -586,6 +598,20 @@ def _record_audits(store_path: Path, root: Path, rows: Sequence[dict[str, Any]],
     try:
         with Store.open(store_path, create=False) as store:
             store.record_audits(found)
+    except sqlite3.Error:
+        pass
+
+
+def _record_study_measures(store_path: Path, results: Sequence[StudyMeasureResult]) -> None:
+    """Keep the recomputed study measures in the store (best effort, as `_record_audits`:
+    the episodes are the source of truth and a read-only store still gets its report)."""
+    import sqlite3
+
+    if not results:
+        return
+    try:
+        with Store.open(store_path, create=False) as store:
+            store.record_study_measure_results([r.model_dump(mode="json") for r in results])
     except sqlite3.Error:
         pass
 
