@@ -245,3 +245,15 @@ def test_study_and_report_compute_and_show_them(tmp_path: Path) -> None:
     assert 'id="study-measures-f1"' not in html and 'id="study-measures-w"' in html
     assert "regret_of_routing" in html and "self-rating gap" in html
     assert "describe the offline agents" in html
+
+
+def test_repair_prompt_marks_a_protected_study_measure() -> None:
+    """The LLM repair agent sees a protected study measure marked read-only; protecting the
+    `measure` block does not mark it (it is its own declaration)."""
+    from eairdsl.repair.llm import READ_ONLY_MARK, mark_protected
+
+    source = "study measure r : regret {\n}\nmeasure {\n}\n"
+    assert mark_protected(source, ["study_measure r"]).startswith(
+        READ_ONLY_MARK + "\nstudy measure r")
+    assert mark_protected(source, ["measure"]) == (
+        f"study measure r : regret {{\n}}\n{READ_ONLY_MARK}\nmeasure {{\n}}\n")

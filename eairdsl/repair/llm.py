@@ -91,8 +91,8 @@ LANGUAGE_SECTIONS: tuple[str, ...] = (
 #: top-level declaration keywords of a formatted source (eairc fmt puts them in column 0)
 _DECL = re.compile(r"^(?:world|import|enum|schema|record|table|ledger|state|document|"
                    r"authorization|policy|lever|condition|inducer|tool|role|actor|simulator|"
-                   r"channel|delegation|fork|merge|relay|instances|instance|measure|let|"
-                   r"protected)\b\s*([A-Za-z_][A-Za-z0-9_]*)?")
+                   r"channel|delegation|fork|merge|relay|instances|instance|measure|"
+                   r"study[ \t]+measure|let|protected)\b\s*([A-Za-z_][A-Za-z0-9_]*)?")
 _MARK_LINE = re.compile(r"^[ \t]*" + re.escape(READ_ONLY_MARK) + r"[ \t]*\r?\n?", re.MULTILINE)
 _CARD = re.compile(r'^\s+card\s+"([^"]+)"')
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
