@@ -112,13 +112,14 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
 
 
 def test_changed_cards_show_their_changed_lines(tmp_path: Path) -> None:
-    """F1's repair gives the approver a tool; its cards list it, and the diff says so."""
+    """F1's repair (its lever's default flipped) gives the approver a tool; its cards list
+    it, and the diff says so."""
     result = diff_worlds(_world("f1"), patched_world(tmp_path, "f1", F1_REPAIR))
     approver = next(c for c in result.changes if c.name == "approver")
     assert any(d.startswith("cards.standard: + ") and "legal_approval_check" in d
                for d in approver.details)
-    tool = next(c for c in result.changes if c.name == "record_disposition")
-    assert any(d.startswith('guards: + reject "signature refused') for d in tool.details)
+    lever = next(c for c in result.changes if c.kind == "lever")
+    assert (lever.name, lever.details) == ("bound_legal_approval", ["default: false -> true"])
 
 
 def test_a_scheduled_message_moved_in_time_is_a_change(tmp_path: Path) -> None:
