@@ -36,6 +36,7 @@ from eairdsl.agents.protocol import (
     Reply,
     Request,
     ToolCall,
+    ToolSpec,
 )
 from eairdsl.ir import AppendEffect, EventIR, Expr, PartyIR, Ref, ToolIR, World, walk_expr
 from eairdsl.runtime.evaluate import (
@@ -92,6 +93,7 @@ class CompiledWorld:
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
+        self._arg_plans: dict[str, tuple[frozenset[str], list[frozenset[type] | None]]] = {}
         self.inducers = InducerPlan(world)
 
     def fn(self, expr: Expr) -> Any:
@@ -103,6 +105,16 @@ class CompiledWorld:
     def eval(self, expr: Expr | None, scope: Scope, default: Any = None) -> Any:
         return default if expr is None else self.fn(expr)(scope)
 
+    def arg_plan(self, tool: ToolIR) -> tuple[frozenset[str], list[frozenset[type] | None]]:
+        """A tool's parameter names, and per parameter the Python types whose values fit
+        its type outright (None: ask `conform.misfit`), worked out once per world."""
+        plan = self._arg_plans.get(tool.name)
+        if plan is None:
+            plan = self._arg_plans[tool.name] = (
+                frozenset(p.name for p in tool.params),
+                [_plain_types(p.type.kind, p.type.max) for p in tool.params])
+        return plan
+
     def access(self, tool: ToolIR) -> tuple[list[str], list[str]]:
         """Records a tool reads (in its result and guards) and ledgers it appends to."""
         if tool.name not in self._access:
@@ -113,6 +125,62 @@ class CompiledWorld:
             writes = sorted({e.target for e in tool.effects if isinstance(e, AppendEffect)})
             self._access[tool.name] = (sorted(reads), writes)
         return self._access[tool.name]
+
+
+_OBSERVATION_FIELDS = frozenset(Observation.model_fields)
+
+
+def _observation(party: str, kind: str, card: str, time: float, task: int, step: int,
+                 request: Request, memory: MemoryView, tools: list[ToolSpec],
+                 traits: dict[str, float], principal: str | None, authority: int,
+                 names: dict[str, str], dashboard: list[str],
+                 power_holders: list[str] | None) -> Observation:
+    """The `Observation` of one step, without validating what the runtime built itself.
+
+    An observation is made at every step; pydantic's validation of it costs more than
+    the step's tool call. Built directly, it is the model validation would give: the
+    same request and memory view, and fresh copies of the lists and dicts (validation
+    copies them too, so an agent never holds the runtime's own). Anything that is not
+    already of its field's exact type — an int trait, say — goes through validation.
+    """
+    if (type(party) is str and type(kind) is str and type(card) is str
+            and type(time) is float and type(task) is int and type(step) is int
+            and type(request) is Request and type(authority) is int
+            and (principal is None or type(principal) is str)
+            and all(type(t) is ToolSpec for t in tools)
+            and all(type(v) is float and type(k) is str for k, v in traits.items())
+            and all(type(v) is str and type(k) is str for k, v in names.items())
+            and all(type(line) is str for line in dashboard)
+            and (power_holders is None or all(type(h) is str for h in power_holders))):
+        obs = Observation.__new__(Observation)
+        object.__setattr__(obs, "__dict__", {
+            "party": party, "kind": kind, "card": card, "time": time, "task": task,
+            "step": step, "request": request, "memory": memory, "tools": list(tools),
+            "traits": dict(traits), "principal": principal, "authority": authority,
+            "names": dict(names), "dashboard": list(dashboard),
+            "power_holders": None if power_holders is None else list(power_holders)})
+        object.__setattr__(obs, "__pydantic_fields_set__", set(_OBSERVATION_FIELDS))
+        object.__setattr__(obs, "__pydantic_extra__", None)
+        object.__setattr__(obs, "__pydantic_private__", None)
+        return obs
+    return Observation(party=party, kind=kind, card=card, time=time, task=task, step=step,
+                       request=request, memory=memory, tools=tools, traits=traits,
+                       principal=principal, authority=authority, names=names,
+                       dashboard=dashboard, power_holders=power_holders)
+
+
+#: Python types whose every value fits a type kind (conform.misfit says so without looking
+#: further); a `bool` is never a number, `type(True) is int` is false
+_PLAIN_TYPES: dict[str, frozenset[type]] = {
+    "bool": frozenset({bool}), "int": frozenset({int}),
+    **dict.fromkeys(("number", "money", "duration", "percent"), frozenset({int, float})),
+    **dict.fromkeys(("text", "date", "party", "tool", "document"), frozenset({str}))}
+
+
+def _plain_types(kind: str, max_length: int | None) -> frozenset[type] | None:
+    if kind == "text" and max_length is not None:
+        return None  # its length is checked too
+    return _PLAIN_TYPES.get(kind)
 
 
 #: The name tests and older callers import; the task is `runtime.tools.Task`.
@@ -338,16 +406,14 @@ class Episode:
         self.memory[party_name].append(MemoryItem(
             kind="message", task=task.id, sender=request.sender, text=request.text))
         agent = self.agents[party_name]
+        card = self._card(party_name)
+        power_holders = self.power_holders.get(party_name)
         for step in range(MAX_STEPS_PER_TASK):
-            obs = Observation(party=party_name, kind=party.kind,
-                              card=self._card(party_name),
-                              time=float(self.env.now), task=task.id, step=step,
-                              request=request, memory=MemoryView(self.memory[party_name]),
-                              tools=self.tools.specs_for(party),
-                              traits=self.traits.get(party_name, {}), principal=principal,
-                              authority=self.authority[party_name], names=self.names,
-                              dashboard=self.inducers.dashboard(party_name),
-                              power_holders=self.power_holders.get(party_name))
+            obs = _observation(party_name, party.kind, card, float(self.env.now), task.id,
+                               step, request, MemoryView(self.memory[party_name]),
+                               self.tools.specs_for(party), self.traits.get(party_name, {}),
+                               principal, self.authority[party_name], self.names,
+                               self.inducers.dashboard(party_name), power_holders)
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,

@@ -228,11 +228,7 @@ class LetTable:
         episode = name in self.stable
         fns = self._fns
 
-        def body() -> Fn:
-            fn = fns.get(name)
-            if fn is None:
-                fn = fns[name] = compile_expr(let.body, self)
-            return fn
+        compiled: list[Fn] = []  # the body, compiled on the first call (lets may recurse)
 
         bare = (name,)
         single = params[0] if len(params) == 1 else None
@@ -249,18 +245,26 @@ class LetTable:
             hit = memo.get(key, _MISSING)
             if hit is not _MISSING:
                 return hit[1]
-            inner = Scope.__new__(Scope)
-            inner.__dict__.update(s.__dict__)
-            inner.locals = {single: args[0]} if single else dict(zip(params, args, strict=False))
+            if not compiled:
+                fn = fns.get(name)
+                if fn is None:
+                    fn = fns[name] = compile_expr(let.body, self)
+                compiled.append(fn)
             budget = s.budget
             budget.charge(1)
             if budget.depth >= MAX_DEPTH:
                 raise budget.fail(f"evaluation budget exhausted: `let` calls nested deeper "
                                   f"than {MAX_DEPTH} (at {name})")
             budget.depth += 1
+            # The body reads its parameters and nothing else local: it runs in the
+            # caller's scope with the parameters as its locals, restored afterwards
+            # (evaluation is eager, so nothing keeps the scope past this call).
+            outer = s.locals
+            s.locals = {single: args[0]} if single else dict(zip(params, args, strict=False))
             try:
-                value = body()(inner)
+                value = compiled[0](s)
             finally:
+                s.locals = outer
                 budget.depth -= 1
             # The arguments are kept with the value: an identity key stays unique while held.
             memo[key] = (args, value)

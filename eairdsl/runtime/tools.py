@@ -353,17 +353,20 @@ class ToolRunner:
 
     def _bind_args(self, tool: ToolIR, given: dict[str, Any]) -> tuple[dict[str, Any],
                                                                         str | None]:
-        names = {p.name for p in tool.params}
-        extra = sorted(set(given) - names)
-        if extra:
+        names, plain = self.compiled.arg_plan(tool)
+        if not names.issuperset(given):
+            extra = sorted(set(given) - names)
             return {}, f"unknown argument{'s' if len(extra) > 1 else ''}: {', '.join(extra)}"
         args: dict[str, Any] = {}
-        for p in tool.params:
+        for p, fits in zip(tool.params, plain, strict=True):
             if p.name in given:
                 value = given[p.name]
-                problem = _check_value(value, p.type, self.compiled.world, p.name)
-                if problem:
-                    return {}, problem
+                # a value of the parameter's plain type fits it (conform.misfit agrees);
+                # anything else is asked of misfit, which also words the rejection
+                if value is not None and (fits is None or type(value) not in fits):
+                    problem = _check_value(value, p.type, self.compiled.world, p.name)
+                    if problem:
+                        return {}, problem
                 args[p.name] = value
             elif p.default is not None:
                 args[p.name] = self.compiled.eval(p.default, self.state.scope())
