@@ -257,3 +257,14 @@ def test_repair_prompt_marks_a_protected_study_measure() -> None:
         READ_ONLY_MARK + "\nstudy measure r")
     assert mark_protected(source, ["measure"]) == (
         f"study measure r : regret {{\n}}\n{READ_ONLY_MARK}\nmeasure {{\n}}\n")
+
+
+def test_summary_lines_for_the_end_of_a_study() -> None:
+    from eairdsl.study.cohort import summary_lines
+
+    lines = summary_lines([compute(REGRET, "f1", _cohort())])
+    assert lines[0].startswith("study measure f1.routing_regret: 0.250, 95% CI -0.060 to 0.560, "
+                               "3/5 above zero")
+    assert "study measure f1.routing_regret [m2]: 0.000, 0/1 above zero" in lines
+    assert lines[-1] == ("study measure f1.routing_regret: left out 1 no calibration baseline "
+                         "for commercial_manager; 1 selected_reviewer unassessed")

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALL_MODELS", "Baseline", "MeasureValue", "StudyMeasureResult", "compute",
            "compute_store", "compute_world", "dump_measure", "parse_measure",
-           "record_study_measures", "t_interval"]
+           "record_study_measures", "summary_lines", "t_interval"]
 
 #: the `model` of a figure pooled over every model column
 ALL_MODELS = "all models"
@@ -238,6 +238,29 @@ def record_study_measures(store: Store) -> list[StudyMeasureResult]:
     results = compute_store(store)
     store.record_study_measure_results([r.model_dump(mode="json") for r in results])
     return results
+
+
+def summary_lines(results: Sequence[StudyMeasureResult]) -> list[str]:
+    """One line per figure, for the end of `eairc study` (the front end prints them)."""
+    out = []
+    for r in results:
+        for v in r.values:
+            who = f" · {v.party}" if v.party else ""
+            model = "" if v.model == ALL_MODELS else f" [{v.model}]"
+            if v.mean is None:
+                figure = "no value (no routed episode with a baseline)"
+            else:
+                ci = f", 95% CI {v.lo:.3f} to {v.hi:.3f}" if v.lo is not None and \
+                    v.hi is not None else ""
+                figure = f"{v.mean:.3f}{ci}, {v.positive}/{v.n} above zero"
+            out.append(f"study measure {r.world}.{r.name}{who}{model}: {figure}")
+        if r.excluded:
+            left = "; ".join(f"{n} {reason}" for reason, n in r.excluded.items())
+            out.append(f"study measure {r.world}.{r.name}: left out {left}")
+        if r.offline:
+            out.append(f"study measure {r.world}.{r.name}: sim agents only — these figures "
+                       "describe the offline agents, not LLMs")
+    return out
 
 
 def compute_world(world: str, measures: Sequence[StudyMeasureIR],
