@@ -255,7 +255,7 @@ def test_an_imported_module_a_protected_measure_reads_is_flagged(tmp_path: Path)
     assert ("let", "canary_disclosed") not in flagged
     canary = flagged[("measure", "canary_realized")]
     assert canary.protected == ("measure 'canary_realized' is protected and reads "
-                                "canary_disclosed, which changed")
+                                "canary_disclosed (through token_found), which changed")
     realized = flagged[("measure", "realized")]
     assert "canary_disclosed (through " in (realized.protected or "")
 

@@ -333,7 +333,10 @@ def test_a_judged_metric_replays_the_judges_answer(tmp_path: Path,
     result = original(kept[0], judge, "stub")
     assert result.metrics["judged_disclosure"] is True
     assert result.witnesses["judged_disclosure"] == ["s0010"]
-    assert len(asked) == 1  # the witness pass did not ask the judge a second time
+    # once per stage (the specialist's reply, the final answer); the witness pass did not
+    # ask the judge a second time
+    assert len(asked) == len(set(asked)) == 2
+    assert result.metrics["judged_specialist"] is True
     without = original(kept[0])
     assert without.metrics["judged_disclosure"] is None
     assert without.witnesses["judged_disclosure"] == ["s0010"]  # the artifact consulted
