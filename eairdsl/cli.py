@@ -1386,11 +1386,14 @@ def repair(
     api_base: ApiBase = None,
     timeout: Timeout = 60.0,
     retries: Retries = 4,
+    max_connections: MaxConnections = 8,
 ) -> None:
     """Repair a world from an audit finding: agent, guarded apply, ScopeOK, review, retest.
 
     Accepted exactly when ScopeOK, ReviewOK, AuditPass and Retain >= 0.95 (EAIR D.1).
-    Rerun the same command to resume after an interruption.
+    The retest reruns the audited episodes' agents or LLM models and the audit's
+    auditor (the endpoint and limits are these LLM options). Rerun the same command
+    to resume after an interruption.
     """
     from eairdsl.api import UsageError
     from eairdsl.repair.loop import repair as run_repair
@@ -1403,8 +1406,13 @@ def repair(
     def llm(kind: str, name: str | None) -> dict[str, object]:
         if kind != "llm" or name is None:
             return {}
-        return {"settings": _audit_llm(name, out, False, None, api_base, timeout, retries, 8,
-                                       None, None, None)}
+        return {"settings": _audit_llm(name, out, False, None, api_base, timeout, retries,
+                                       max_connections, None, None, None)}
+
+    from eairdsl.agents.llm import LLMSettings
+
+    transport = LLMSettings(api_base=api_base, timeout=timeout, retries=retries,
+                            max_connections=max_connections)
 
     try:
         proposer = make_agent(agent, model, **llm(agent, model))
@@ -1413,7 +1421,7 @@ def repair(
         acc = run_repair(world, audit_dir, out, proposer, checker, finding=finding,
                          seeds=seeds, max_rounds=max_rounds,
                          describe=describe(agent, reviewer, model, reviewer_model),
-                         progress=typer.echo)
+                         llm=transport, progress=typer.echo)
     except UsageError as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None

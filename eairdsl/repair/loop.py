@@ -38,7 +38,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -60,6 +60,9 @@ from eairdsl.repair.model import (
 )
 from eairdsl.repair.retest import RETAIN, RetestResult, matches, retest, target_of
 from eairdsl.repair.scope import check_scope
+
+if TYPE_CHECKING:
+    from eairdsl.agents.llm import LLMSettings
 
 __all__ = ["LOOP", "PLAN", "ACCEPTANCE", "Selected", "Acceptance", "RoundOutcome",
            "select_finding", "repair"]
@@ -230,11 +233,13 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
            reviewer: Reviewer, *, finding: str | None = None, seeds: int = 20,
            max_rounds: int = 4, compile_tries: int = 3,
            validate_episodes: int | None = None, describe: dict[str, Any] | None = None,
-           progress: Progress | None = None) -> Acceptance:
+           llm: LLMSettings | None = None, progress: Progress | None = None) -> Acceptance:
     """Run (or resume) the whole repair loop into `out`; return the acceptance decision.
 
     `seeds` fresh retest episodes per condition; `validate_episodes` bounds the
-    self-test of an approved W′ (default: `eairc validate`'s)."""
+    self-test of an approved W′ (default: `eairc validate`'s). The retest reruns the
+    audited episodes' agents or models and the audit's auditor (`retest.py`); `llm`
+    gives their endpoint and transport limits (timeout, retries, connections)."""
     from eairdsl.compiler import compile_world  # tool modules: loaded on first use
 
     say = progress or (lambda _m: None)
@@ -261,6 +266,7 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
         selected = Selected.model_validate_json(plan_path.read_bytes())
     else:
         selected = select_finding(audit_dir, original, finding)
+        _retestable(audit_dir)  # refused now, before any agent is asked
         write_atomic(plan_path, _dump(selected.model_dump(mode="json")))
     say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
         f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
@@ -299,7 +305,7 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
             say(f"round {n}: asking the Repair Agent")
             outcome = _round(n, rdir, world_file, audit_dir, out, original, source, files,
                              selected, protected, feedback, last_text, agent, reviewer, only,
-                             target, seeds, validate_episodes, say)
+                             target, seeds, validate_episodes, llm, say)
             write_atomic(done, _dump(outcome.model_dump(mode="json")))
         history.append(outcome)
         if outcome.stage == "accepted":
@@ -358,6 +364,14 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
     return acc
 
 
+def _retestable(audit_dir: Path) -> None:
+    """Refuse an audit whose episodes or auditor the retest cannot rerun as they ran."""
+    from eairdsl.repair.retest import audited_episodes, auditor_of, cohort_of
+
+    cohort_of(audited_episodes(audit_dir))
+    auditor_of(audit_dir)
+
+
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     return ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys) or "unreadable"
@@ -390,7 +404,8 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
            source: str, files: dict[str, str], selected: Selected, protected: list[str],
            feedback: list[Feedback], last_text: str | None, agent: RepairAgent,
            reviewer: Reviewer, only: list[str], target: Any, seeds: int,
-           validate_episodes: int | None, say: Progress) -> RoundOutcome:
+           validate_episodes: int | None, llm: LLMSettings | None,
+           say: Progress) -> RoundOutcome:
     """One round, from the agent's proposal to its review and retest."""
     rdir.mkdir(parents=True, exist_ok=True)
     cand_path = rdir / "candidate.json"
@@ -467,7 +482,7 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
     rt = retest(original, cand_world, applied.main, audit_dir, target,
                 out / "retest" / f"{n:02d}", seeds=seeds,
                 conditions=selected.conditions or None,
-                validate_episodes=validate_episodes, progress=say)
+                validate_episodes=validate_episodes, llm=llm, progress=say)
     problems = list(rt.audit_problems[:10])
     if rt.retain < RETAIN:
         problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "
