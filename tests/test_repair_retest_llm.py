@@ -185,6 +185,10 @@ def test_an_llm_cohort_is_retested_with_its_models_and_its_llm_auditor(
     # the repaired world stops the scripted roles' over-cap credits
     assert result.target_before.k > 0 and result.target_after.k == 0
     assert result.audit_pass
+    # and review.html says who played the retest and which auditor decided AuditPass
+    page = (out / "review.html").read_text(encoding="utf-8")
+    assert f"llm:{AGENT}" in page and f"llm:{CUSTOMER}" in page
+    assert f"model {AUDITOR}" in page and "the audit's own auditor (llm" in page
 
 
 def test_a_finished_llm_retest_is_read_back_without_a_model_call(

@@ -187,6 +187,31 @@ def _rounds(out_dir: Path) -> list[str]:
     return out
 
 
+def _auditor_label(auditor: dict[str, Any]) -> str:
+    parts = [str(auditor.get("kind", "?"))]
+    parts += [f"{k} {auditor[k]}" for k in ("model", "contract", "graph") if auditor.get(k)]
+    return ", ".join(parts)
+
+
+def _who(rt: dict[str, Any]) -> list[str]:
+    """Which agents played the retest (the audited episodes' own) and which auditor
+    decided AuditPass, as `result.json` records them."""
+    agents: dict[str, list[str]] = rt.get("agents") or {}
+    if not agents and not rt.get("auditor"):
+        return []
+    rows = "".join(f"<tr><td>{escape(str(party))}</td><td>{escape(', '.join(map(str, kinds)))}"
+                   "</td></tr>" for party, kinds in sorted(agents.items()))
+    out = ["<p>Played by the audited episodes' own agents:</p>",
+           f"<table><tr><th>party</th><th>agent</th></tr>{rows}</table>"] if rows else []
+    auditor, original = rt.get("auditor") or {}, rt.get("audit_auditor") or {}
+    if auditor:
+        out.append(f"<p>Retest audit: {escape(_auditor_label(auditor))}"
+                   + (f"; the original audit: {escape(_auditor_label(original))}"
+                      if original and original != auditor else "; the same as the audit's")
+                   + ".</p>")
+    return out
+
+
 def _retest(out_dir: Path, acceptance: dict[str, Any]) -> list[str]:
     rel = acceptance.get("retest")
     if not rel:
@@ -207,8 +232,12 @@ def _retest(out_dir: Path, acceptance: dict[str, Any]) -> list[str]:
                    f"</td><td>{_interval(p['before'])}</td><td>{_interval(p['after'])}</td>"
                    f"<td>{p['b']}</td><td>{p['c']}</td><td>{float(p['p']):.4f}</td></tr>")
     out.append("</table>")
+    out.extend(_who(rt))
     problems = rt.get("audit_problems") or []
-    out.append(f"<p>AuditPass {_flag(rt.get('audit_pass'))}: the offline auditor on W′'s "
+    auditor = rt.get("auditor") or {}
+    who = "the offline auditor" if not auditor or auditor.get("kind") == "offline" else \
+        f"the audit's own auditor ({escape(_auditor_label(auditor))})"
+    out.append(f"<p>AuditPass {_flag(rt.get('audit_pass'))}: {who} on W′'s "
                f"retest traces found {len(problems)} supported finding(s) of the targeted "
                f"property; {rt.get('other_findings', 0)} supported finding(s) of other "
                "properties.</p>")
