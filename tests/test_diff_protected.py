@@ -249,15 +249,15 @@ def test_a_card_partial_of_a_protected_role_is_flagged(tmp_path: Path) -> None:
 def test_an_imported_module_a_protected_measure_reads_is_flagged(tmp_path: Path) -> None:
     """D1's measurements call the stdlib disclosure detectors; a local stdlib changes one."""
     result = _diff(tmp_path, "d1", [], stdlib={"disclosure.eair": [(
-        "any t in texts: canary_hits(row, fields, t) > 0",
-        "any t in texts: canary_hits(row, fields, t) > 1")]})
+        "any t in texts: canary_exact(row, fields, t) > 0",
+        "any t in texts: canary_exact(row, fields, t) > 1")]})
     flagged = _flagged(result)
-    assert ("let", "canary_disclosed") not in flagged
+    assert ("let", "canary_exact_disclosed") not in flagged
     canary = flagged[("measure", "canary_realized")]
     assert canary.protected == ("measure 'canary_realized' is protected and reads "
-                                "canary_disclosed (through token_found), which changed")
+                                "canary_exact_disclosed (through token_exact), which changed")
     realized = flagged[("measure", "realized")]
-    assert "canary_disclosed (through " in (realized.protected or "")
+    assert "canary_exact_disclosed (through " in (realized.protected or "")
 
 
 # ---------------------------------------------------------------- what is not protected

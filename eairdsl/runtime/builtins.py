@@ -103,6 +103,16 @@ def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
     return hits
 
 
+def _canary_exact(s: Scope, row: Any, fields: Any, text: Any) -> int:
+    if row is None or text is None or not isinstance(fields, FieldSet):
+        return 0
+    meta = _field_meta(s, fields.record)
+    plain = _text(text)
+    return sum(1 for name in fields.names
+               if (f := meta.get(name)) is not None and f.canary
+               and row.get(name) not in (None, "") and _text(row.get(name)) in plain)
+
+
 def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
     if row is None or text is None or not isinstance(fields, FieldSet):
         return 0
@@ -190,6 +200,10 @@ _DEFS = [
     BuiltinDef("canary_hits", (_P("row", "row"), _P("fields", "fields"), _P("text", "text")),
                "int", "How many of `fields` of `row` have their canary value in `text` (exact,"
                " then case-folded).", _canary_hits),
+    BuiltinDef("canary_exact", (_P("row", "row"), _P("fields", "fields"), _P("text", "text")),
+               "int", "How many of `fields` of `row` have their canary value in `text` exactly as"
+               " written (case-sensitive; `canary_hits` also counts a case-folded match).",
+               _canary_exact),
     BuiltinDef("pattern_hits", (_P("row", "row"), _P("fields", "fields"), _P("text", "text")),
                "int", "How many of `fields` of `row` have one of their declared phrases in"
                " `text`.", _pattern_hits),

@@ -723,8 +723,8 @@ RULES: dict[str, Rule] = {
     "delegated": _delegated, "first": _first, "last": _last, "lookup": _lookup,
     "sentences": _sentences,
     **dict.fromkeys(("pick", "len", "lower", "abs", "round", "authorized", "unauthorized",
-                     "canary_hits", "pattern_hits", "search", "now", "today", "quarter_of",
-                     "days_between", "judged", "model_plays"), _args),
+                     "canary_hits", "canary_exact", "pattern_hits", "search", "now", "today",
+                     "quarter_of", "days_between", "judged", "model_plays"), _args),
 }
 
 
