@@ -60,8 +60,7 @@ class BuiltinDef:
 def _lookup(s: Scope, rows: Any, key: Any) -> Any:
     if rows is None or key is None:
         return None
-    record = getattr(rows, "record", "")
-    key_field = next((r.key for r in s.world.records if r.name == record), None) or "id"
+    key_field = s.authorizer.key_field(getattr(rows, "record", ""))
     # NaN equals nothing, not even itself (a dict would find it by identity): scanned
     if type(rows) is StaticRows and key == key:  # noqa: PLR0124
         index = rows.by_field(key_field)
@@ -116,11 +115,11 @@ def _canary_exact(s: Scope, row: Any, fields: Any, text: Any) -> int:
 def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
     if row is None or text is None or not isinstance(fields, FieldSet):
         return 0
-    meta = _field_meta(s, fields.record)
+    patterns = s.authorizer.folded_patterns(fields.record)
     folded = _text(text).casefold()
     return sum(1 for name in fields.names
-               if (f := meta.get(name)) is not None
-               and any(p.casefold() in folded for p in f.patterns))
+               if (phrases := patterns.get(name)) is not None
+               and any(p in folded for p in phrases))
 
 
 def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:

@@ -33,12 +33,14 @@ from eairdsl.agents.protocol import (
     MemoryItem,
     MemoryView,
     Observation,
+    ParamSpec,
     Reply,
     Request,
     ToolCall,
     ToolSpec,
 )
 from eairdsl.ir import AppendEffect, EventIR, Expr, PartyIR, Ref, ToolIR, World, walk_expr
+from eairdsl.runtime.conform import type_name
 from eairdsl.runtime.evaluate import (
     EvalError,
     LetTable,
@@ -92,6 +94,16 @@ class CompiledWorld:
         self.stable_hints = {t.name for t in world.tools
                              if all(is_stable(p.hint, world.lets, self.mutable)
                                     for p in t.params)}
+        # Participants whose tool lists cannot change during an episode (every `when`
+        # reads only levers, the instance, static tables): read once per episode; and
+        # of those, the ones whose every tool is specced once too.
+        self.fixed_tool_lists = {
+            p.name for p in world.parties
+            if all(is_stable(r.when, world.lets, self.mutable) for r in p.tools)}
+        self.fixed_specs = {
+            p.name for p in world.parties if p.name in self.fixed_tool_lists
+            and all(r.name in self.stable_hints for r in p.tools)}
+        self._tool_specs: dict[tuple[str, str], ToolSpec] = {}
         self._access: dict[str, tuple[list[str], list[str]]] = {}
         self._arg_plans: dict[str, tuple[frozenset[str], list[frozenset[type] | None]]] = {}
         self.inducers = InducerPlan(world)
@@ -104,6 +116,27 @@ class CompiledWorld:
 
     def eval(self, expr: Expr | None, scope: Scope, default: Any = None) -> Any:
         return default if expr is None else self.fn(expr)(scope)
+
+    def tool_spec(self, tool: ToolIR, hints: list[Any]) -> ToolSpec:
+        """A tool as agents see it, given its parameters' hints (plain JSON values): made
+        once per tool and hints and shared by the world's episodes."""
+        key = (tool.name, repr(hints))  # repr tells 1, 1.0 and true apart
+        spec = self._tool_specs.get(key)
+        if spec is None:
+            params = []
+            for p, hint in zip(tool.params, hints, strict=True):
+                members = list(p.type.members)
+                if p.type.kind == "document":
+                    members = [d.name for d in self.world.documents]
+                elif p.type.kind == "party":
+                    members = [q.name for q in self.world.parties if q.kind != "actor"]
+                params.append(ParamSpec(name=p.name, type=type_name(p.type),
+                                        required=p.default is None, members=members, hint=hint))
+            reads, writes = self.access(tool)
+            spec = self._tool_specs[key] = ToolSpec(
+                name=tool.name, kind=tool.kind, description=tool.description, params=params,
+                delegates=bool(tool.delegates_to), reads=reads, writes=writes)
+        return spec
 
     def arg_plan(self, tool: ToolIR) -> tuple[frozenset[str], list[frozenset[type] | None]]:
         """A tool's parameter names, and per parameter the Python types whose values fit

@@ -143,6 +143,8 @@ class Authorizer:
         self._denied: dict[tuple[str | None, str], list[str]] = {}
         self._seen = 0  # len(principals) when the memo was filled
         self._meta: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, str] | None = None
+        self._patterns: dict[str, dict[str, list[str]]] = {}
 
     def party(self, principal: str | None) -> str | None:
         if principal is None:
@@ -175,6 +177,22 @@ class Authorizer:
             allowed = set(self.allowed(principal, record))
             hit = self._denied[key] = [f for f in self.fields.get(record, [])
                                        if f not in allowed]
+        return hit
+
+    def key_field(self, record: str) -> str:
+        """The key field of `record` (`id` when it declares none, or is unknown)."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = {r.name: r.key or "id" for r in self.world.records}
+        return keys.get(record) or "id"
+
+    def folded_patterns(self, record: str) -> dict[str, list[str]]:
+        """The declared phrases of `record`'s fields, case-folded, by field name."""
+        hit = self._patterns.get(record)
+        if hit is None:
+            hit = self._patterns[record] = {
+                name: [p.casefold() for p in f.patterns]
+                for name, f in self.field_meta(record).items()}
         return hit
 
     def field_meta(self, record: str) -> dict[str, Any]:
@@ -663,6 +681,8 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
     keys = [compile_expr(g, lets) for g in e.group_by]
     var = e.var or ""
     equality = _field_equality(e.where, var, lets)
+    # `where` is that equality alone, not a conjunction starting with it
+    exact = equality is not None and isinstance(e.where, Binary) and e.where.operator == "=="
 
     def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
         """(body value, group key) for every item that passes `where`.
@@ -673,12 +693,15 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
         inner = s.bind(var, None)
         out = []
         items = source(s) or []
+        test = where
         if equality is not None and items and type(items) is StaticRows:
-            items = _candidates(items, equality, s)
+            items, matched = _candidates(items, equality, s)
+            if matched and exact:
+                test = None  # every candidate passes `where`: it is the very equality
         s.budget.charge(len(items))
         for item in items:
             inner.locals[var] = item
-            if where is None or where(inner) is True:
+            if test is None or test(inner) is True:
                 out.append((body(inner), [k(inner) for k in keys]))
         return out
 
@@ -726,16 +749,23 @@ def _field_equality(where: Expr | None, var: str,
     return None
 
 
-def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> list[Row]:
+def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> tuple[list[Row], bool]:
+    """The rows that may pass the equality, and whether they all do (`matched`).
+
+    An index group holds the rows whose field value the dict found equal to the
+    value, that is, `row.field == value` for each (plain JSON values compare the
+    same both ways) — unless the value is NaN, which a dict finds by identity
+    although it equals nothing, itself included.
+    """
     field_name, value_of = equality
     value = value_of(s)
     index = rows.by_field(field_name)
     if index is None:
-        return rows
+        return rows, False
     try:
-        return index.get(value, [])
+        return index.get(value, []), value == value  # noqa: PLR0124 -- NaN
     except TypeError:  # an unhashable value (a list or a row): scan
-        return rows
+        return rows, False
 
 
 def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:

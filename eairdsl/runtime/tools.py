@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 import simpy
 
-from eairdsl.agents.protocol import ParamSpec, Request, ToolCall, ToolSpec
+from eairdsl.agents.protocol import Request, ToolCall, ToolSpec
 from eairdsl.ir import (
     AppendEffect,
     EffectIR,
@@ -93,40 +93,50 @@ class ToolRunner:
         self.host = host
         self._specs: dict[tuple[str, int], ToolSpec] = {}
         self._party_specs: dict[tuple[str, int], list[ToolSpec]] = {}
-        #: what a participant whose `tools` clauses have no `when` holds: fixed for the
-        #: episode, so read once (every call checks it twice: as made and at the commit)
+        #: what a participant with a fixed tool list holds (`CompiledWorld.fixed_tool_lists`):
+        #: read once (every call checks it twice: as made and at the commit)
         self._fixed: dict[str, dict[str, ToolIR]] = {}
 
     # ------------------------------------------------------------ what a participant holds
     def available(self, party: PartyIR) -> list[ToolIR]:
-        """The tools a participant holds now (each `tools … when` read now)."""
+        """The tools a participant holds now (each `tools … when` read now, in one scope:
+        nothing changes between them)."""
         out = []
+        scope: Scope | None = None
         for ref in party.tools:
             tool = self.compiled.tools.get(ref.name)
-            if tool is not None and (ref.when is None or truthy(
-                    self.compiled.eval(ref.when, self.state.scope()))):
-                out.append(tool)
+            if tool is None:
+                continue
+            if ref.when is not None:
+                if scope is None:
+                    scope = self.state.scope()
+                if not truthy(self.compiled.eval(ref.when, scope)):
+                    continue
+            out.append(tool)
         return out
 
     def held(self, party: PartyIR) -> dict[str, ToolIR]:
-        """`available(party)` by name (a fixed tool list is read once per episode)."""
+        """`available(party)` by name. A tool list whose `when`s read only what cannot
+        change during an episode (levers, the instance, static tables) is read once."""
         fixed = self._fixed.get(party.name)
         if fixed is not None:
             return fixed
         now = {t.name: t for t in self.available(party)}
-        if all(ref.when is None for ref in party.tools):
+        if party.name in self.compiled.fixed_tool_lists:
             self._fixed[party.name] = now
         return now
 
     def specs_for(self, party: PartyIR) -> list[ToolSpec]:
         """The tools a participant holds now, as it sees them.
 
-        Cached until the next state change — unless a `tools … when` reads
-        something else that moves (the trace, the clock), then never cached.
+        Read once per episode when the tool list is fixed and every hint stable;
+        otherwise cached until the next state change — unless a `tools … when`
+        reads something else that moves (the trace, the clock), then never cached.
         """
         if party.name in self.compiled.volatile_tool_lists:
             return [self._spec(t) for t in self.available(party)]
-        key = (f"party:{party.name}", self.state.version)
+        key = (party.name, -1 if party.name in self.compiled.fixed_specs
+               else self.state.version)
         cached = self._party_specs.get(key)
         if cached is None:
             cached = self._party_specs[key] = [self._spec(t) for t in self.available(party)]
@@ -141,23 +151,15 @@ class ToolRunner:
         return cached
 
     def _build_spec(self, tool: ToolIR) -> ToolSpec:
-        params = []
+        hints = []
         for p in tool.params:
             hint = self.compiled.eval(p.hint, self.state.scope()) if p.hint is not None else None
             if hint is not None and not isinstance(hint, list):
                 hint = [hint]
-            members = list(p.type.members)
-            if p.type.kind == "document":
-                members = [d.name for d in self.compiled.world.documents]
-            elif p.type.kind == "party":
-                members = [q.name for q in self.compiled.world.parties if q.kind != "actor"]
-            params.append(ParamSpec(name=p.name, type=_type_name(p.type),
-                                    required=p.default is None, members=members,
-                                    hint=to_json(hint)))
-        reads, writes = self.compiled.access(tool)
-        return ToolSpec(name=tool.name, kind=tool.kind, description=tool.description,
-                        params=params, delegates=bool(tool.delegates_to), reads=reads,
-                        writes=writes)
+            hints.append(to_json(hint))
+        # Everything else in a spec is the world's: one spec per tool and hint values,
+        # shared by the world's episodes (agents only read their specs).
+        return self.compiled.tool_spec(tool, hints)
 
     # ------------------------------------------------------------ one call
     def call(self, task: Task, call: ToolCall) -> Proc:
