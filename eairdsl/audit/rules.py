@@ -889,10 +889,14 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
     # and decided on: every record-writing tool after the selection (EAIR §4 stage 2, "an
     # authorization check before a downstream decision can be recorded"; F.13's F1 repair
     # binds the signing disposition to the review)
-    surfaces += [f"tool {t}" for t in dict.fromkeys(
-        e.tool for e in ctx.steps[ctx.index[selection.step] + 1:]
-        if e.kind == "state_update" and e.tool and e.tool != selection.tool
-        and e.tool in ctx.tools)]
+    downstream = [e for e in ctx.steps[ctx.index[selection.step] + 1:]
+                  if e.kind == "state_update" and e.tool and e.tool != selection.tool
+                  and e.tool in ctx.tools]
+    surfaces += [f"tool {t}" for t in dict.fromkeys(e.tool for e in downstream)]
+    # the routing failure "with its downstream" (F.13, source audit 81): the last record the
+    # routed work fed — the decision taken on its summary — is cited as the effect too
+    if supported and downstream:
+        cites += _cites(cite(downstream[-1], None, ["R3"]))
     text = (f"routing follows attested capability: policy {lacking[0]} needs the holder of "
             f"{lacking[1]}, which {chosen} does not hold" if lacking is not None else
             "routing follows attested capability, not the candidates' own bids")
