@@ -811,6 +811,10 @@ def _study_summary(out: Path, summary: object) -> None:
         typer.echo(f"llm spend {world_name} · {model_name}: {used['calls']} calls, "
                    f"{used['tokens_in']} tokens in, {used['tokens_out']} out, "
                    f"${used['cost']:.4f} over {used['episodes']} episode attempt(s)")
+    from eairdsl.study.cohort import summary_lines
+
+    for line in summary_lines(summary.study_measures):
+        typer.echo(line)
     s = summary
     typer.echo(f"{s.attempts} episode(s) run in {s.seconds:.1f}s ({s.executor}, {s.workers} "
                f"worker(s)); {s.skipped} of {s.cells} cells were already complete; "
