@@ -202,6 +202,27 @@ def _observation(party: str, kind: str, card: str, time: float, task: int, step:
                        dashboard=dashboard, power_holders=power_holders)
 
 
+_MEMORY_FIELDS = frozenset({"kind", "task", "tool", "args", "result", "rejected"})
+
+
+def _tool_memory(task: int, tool: str, args: Any, result: Any, rejected: bool) -> MemoryItem:
+    """The memory item of a tool result, built directly like `_observation` (the same
+    model validation gives: a copy of the arguments, the result as it is), validated
+    when a value is not already of its field's exact type."""
+    if (type(task) is int and type(tool) is str and type(rejected) is bool
+            and type(args) is dict and all(type(k) is str for k in args)):
+        item = MemoryItem.__new__(MemoryItem)
+        object.__setattr__(item, "__dict__", {
+            "kind": "tool_result", "task": task, "sender": None, "text": None, "tool": tool,
+            "args": dict(args), "result": result, "rejected": rejected})
+        object.__setattr__(item, "__pydantic_fields_set__", set(_MEMORY_FIELDS))
+        object.__setattr__(item, "__pydantic_extra__", None)
+        object.__setattr__(item, "__pydantic_private__", None)
+        return item
+    return MemoryItem(kind="tool_result", task=task, tool=tool, args=args, result=result,
+                      rejected=rejected)
+
+
 #: Python types whose every value fits a type kind (conform.misfit says so without looking
 #: further); a `bool` is never a number, `type(True) is int` is false
 _PLAIN_TYPES: dict[str, frozenset[type]] = {
@@ -458,9 +479,8 @@ class Episode:
                         self.deliver(party, target, text, root)
                 return action.text
             result, rejected = yield from self.tools.call(task, action)
-            self.memory[party_name].append(MemoryItem(
-                kind="tool_result", task=task.id, tool=action.tool, args=to_json(action.args),
-                result=result, rejected=rejected))
+            self.memory[party_name].append(_tool_memory(task.id, action.tool,
+                                                        to_json(action.args), result, rejected))
         self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")
         self.trace.add(t=float(self.env.now), kind="decision", actor=party_name,
                        content="step budget exhausted without a reply", task=task.id)

@@ -31,6 +31,7 @@ from eairdsl.ir import (
     AppendEffect,
     EffectIR,
     GuardIR,
+    Lit,
     PartyIR,
     SetEffect,
     ToolIR,
@@ -190,7 +191,10 @@ class ToolRunner:
         context = {"caller": task.party, "requester": task.root, "principal": task.principal,
                    "delegator": task.delegator, "time": float(self.env.now)}
         try:
-            cost = float(self.compiled.eval(tool.cost, self.state.scope(context, args), 0) or 0)
+            spent = tool.cost
+            # a constant cost (the common case) needs no scope to be read in
+            cost = float((spent.value if type(spent) is Lit else self.compiled.eval(
+                spent, self.state.scope(context, args), 0)) or 0)
         except EvalError as exc:
             return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
         if cost > 0:
