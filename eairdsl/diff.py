@@ -293,6 +293,9 @@ def _read_change(old: World, new: World, before: dict[Ref, Any], after: dict[Ref
     """How a declaration that something reads changed, or None if it did not."""
     if ref not in after:
         return ["removed"]
+    if ref[0] == "condition":  # read by a study measure: as the condition's own change, a
+        # lever that only follows its changed default is the lever's change, not the cell's
+        return _condition_changes(old, new, ref[1]) or None
     out = list(_paths(before.get(ref), after[ref])) if before.get(ref) != after[ref] else []
     if ref[0] == "lever":  # what a reader sees is the lever's value in each condition
         new_values = {c.name: c.levers.get(ref[1]) for c in new.conditions}

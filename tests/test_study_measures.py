@@ -194,6 +194,17 @@ def test_protected_study_measure_in_diff(tmp_path: Path) -> None:
     flagged = {(c.kind, c.name): c.protected for c in diff_worlds(old, rescored).changes}
     assert "reads measure score" in (flagged[("study_measure", "regret_of_routing")] or "")
     assert flagged[("measure", "score")] is None
+    # a calibration cell that now runs something else touches it; a lever default that the
+    # routed condition only follows is the lever's change (as for a protected condition)
+    recell = _compiled(tmp_path, base.replace("condition expert_solo {\n  solo = expert_alone",
+                                              "condition expert_solo {\n  solo = novice_alone"),
+                       "recell")
+    flagged = {(c.kind, c.name): c.protected for c in diff_worlds(old, recell).changes}
+    assert "reads condition expert_solo" in (flagged[("study_measure", "regret_of_routing")]
+                                             or "")
+    default = _compiled(tmp_path, base.replace("= routed\n", "= novice_alone\n"), "default")
+    assert [(c.kind, c.name, c.protected) for c in diff_worlds(old, default).changes] == [
+        ("lever", "solo", None)]
     added = _compiled(tmp_path, base.replace("protected regret_of_routing\n", "").replace(
         "study measure gap", "study measure gap2"), "renamed")
     kinds = {(c.kind, c.name, c.change) for c in diff_worlds(old, added).changes}
