@@ -23,7 +23,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
 from litellm import ModelResponse
-from scripted_llm import Scripted, respond, scripted_provider
+from scripted_llm import Scripted, respond, scripted_provider, tool_names
 from typer.testing import CliRunner
 
 from eairdsl.agents.llm import LLMSettings, alternate
@@ -103,9 +103,11 @@ def test_a1_first_request_alternates_roles(provider: Scripted) -> None:
         assert roles[0] == "system"
         for a, b in itertools.pairwise(roles):
             assert not (a == b and a in ("user", "assistant")), roles
-    first = provider.requests[0]["messages"]
+    # The customer (a simulator, no tools) words its opening line first; the first
+    # service role's request follows.
+    first = next(r["messages"] for r in provider.requests if tool_names(r["params"]))
     assert any("[Dashboard, now]" in str(m.get("content")) for m in first), \
-        "A1's first request carries the live dashboard (merged into the user turn)"
+        "A1's first role request carries the live dashboard (merged into the user turn)"
 
 
 def test_alternate_merges_plain_messages_only() -> None:

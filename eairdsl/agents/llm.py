@@ -708,6 +708,9 @@ class LLMAgent:
                         f"{_json(extra.result)}"})
         if state is not None and state.reply is not None and task != obs.task:
             out.append({"role": "assistant", "content": state.reply})
+            for answer in requests[1:]:  # a simulator's turn: what the recipient answered
+                who = obs.names.get(answer.sender or "", answer.sender)
+                out.append({"role": "user", "content": f"Answer from {who}:\n{answer.text}"})
         return out
 
 
@@ -739,6 +742,8 @@ def _render_request(obs: Observation, clock: str = "") -> str:
     sender = obs.names.get(r.sender, r.sender)  # the world's display name, if it gives one
     if r.via == "delegation":
         return f"Request delegated to you by {sender} (time {when}):\n{r.text}"
+    if r.script is not None:  # a simulator's turn: the brief, not a message it received
+        return f"(time {when}) {r.text}"
     return f"Message from {sender} (time {when}):\n{r.text}"
 
 

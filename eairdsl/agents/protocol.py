@@ -120,6 +120,9 @@ class Request(BaseModel):
     via: Literal["message", "delegation"] = "message"
     #: The sender's kind: an upstream role's output is information to pass on.
     sender_kind: str = "actor"
+    #: A simulator's scripted line for this turn (`say`): offline agents say it as it
+    #: is, a generative one words its own message from it (`text` is its brief).
+    script: str | None = None
 
 
 class Observation(BaseModel):

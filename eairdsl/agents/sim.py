@@ -141,6 +141,8 @@ class SimAgent:
 
     async def decide(self, observation: Observation) -> ToolCall | Reply:
         obs = observation
+        if obs.request.script is not None:  # a simulator's scripted line, said as it is
+            return Reply(text=obs.request.script)
         if obs.task not in self.plans:
             self.plans[obs.task] = self._plan(obs)
             self._recovery[obs.task] = _Recovery()

@@ -397,16 +397,46 @@ class Episode:
             if not isinstance(to, str) or to not in self.compiled.parties:
                 self.invalid.append(f"{party.name}: no participant named {to!r} to address")
                 return
+        turn: int | None = None
         if event.kind == "say":
             text = self.compiled.eval(event.message, self.state.scope())
             text = "" if text is None else str(text)
+            if party.kind == "simulator" and party.name in self.agents:
+                turn, text = yield from self._turn(party, to, text)
         else:
             text = yield from self._opening(party, to)
-        yield from self.handle(to, Request(sender=party.name, text=text,
-                                           sender_authority=self.authority[party.name],
-                                           sender_kind=party.kind),
-                               principal=None, root=self.state.principal_of(party.name),
-                               delegator=None, depth=0)
+        reply = yield from self.handle(to, Request(sender=party.name, text=text,
+                                                   sender_authority=self.authority[party.name],
+                                                   sender_kind=party.kind),
+                                       principal=None, root=self.state.principal_of(party.name),
+                                       delegator=None, depth=0)
+        if turn is not None and reply:  # what the contact gave it, for its later turns
+            self.memory[party.name].append(MemoryItem(kind="message", task=turn, sender=to,
+                                                      text=reply))
+
+    def _turn(self, party: PartyIR, to: str, script: str) -> Proc:
+        """A simulator's scripted line (`say`), said by its agent: returns (task, text).
+
+        The world's text is the line as scripted. The offline agent says it as it
+        is (`Request.script`); a generative one — the fixed counterpart model — is
+        briefed with it and words its own message. The recipient's answer comes
+        back into the simulator's memory under this task, so a later turn knows
+        what earlier contacts gave it.
+        """
+        self.tasks += 1
+        task = self.tasks
+        shown = self.names.get(to, to)
+        request = Request(sender=to, text=f"You are contacting {shown}. What this contact is "
+                          f"about, to say in your own words:\n{script}", script=script)
+        self.memory[party.name].append(MemoryItem(kind="message", task=task, sender=to,
+                                                  text=request.text))
+        obs = Observation(party=party.name, kind=party.kind, card=self._card(party.name),
+                          time=float(self.env.now), task=task, step=0, request=request,
+                          memory=MemoryView(self.memory[party.name]), tools=[],
+                          traits=self.traits.get(party.name, {}), names=self.names)
+        action = yield from self._decide(self.agents[party.name], obs)
+        text = action.text if isinstance(action, Reply) else ""
+        return task, text or script
 
     def _opening(self, party: PartyIR, to: str) -> Proc:
         """A counterpart simulator opens a conversation by deciding its first message."""
