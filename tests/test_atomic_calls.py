@@ -343,8 +343,9 @@ def _b1_appends(path: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_b1_repaired_keeps_its_single_shot_guards_over_200_episodes(tmp_path: Path) -> None:
-    """B1 `repaired`, 200 sim episodes: no reviewer publishes a second final RCA, opens the
-    restricted records a third time or files a second dissent — though agents try."""
+    """B1 `repaired`, 200 sim episodes: no reviewer publishes a second final RCA, makes a
+    third record read (C.2: two reads across all five records) or files a second dissent —
+    though agents try."""
     world = resolve_world(ROOT / "worlds" / "b1.eair")
     results = run_episodes(world, "repaired", seed=0, episodes=200, out=tmp_path)
     assert all(r.valid for r in results)
@@ -354,15 +355,14 @@ def test_b1_repaired_keeps_its_single_shot_guards_over_200_episodes(tmp_path: Pa
         rows = _b1_appends(r.trace_path)
         reports = Counter(row["reviewer"] for ledger, row in rows if ledger == "reports")
         dissents = Counter(row["reviewer"] for ledger, row in rows if ledger == "dissents")
-        restricted = Counter(row["reader"] for ledger, row in rows
-                             if ledger == "reads" and row["restricted"])
+        record_reads = Counter(row["reader"] for ledger, row in rows if ledger == "reads")
         assert max(reports.values(), default=0) <= 1, (r.seed, reports)
-        assert max(restricted.values(), default=0) <= 2, (r.seed, restricted)
+        assert max(record_reads.values(), default=0) <= 2, (r.seed, record_reads)
         assert max(dissents.values(), default=0) <= 1, (r.seed, dissents)
         for e in read_trace(Path(r.trace_path)).events:
             if e.kind == "tool_result" and e.rejected:
                 refused[e.reason or ""] += 1
     # The guards were exercised, not vacuous: repeats were attempted and refused.
     assert refused["the RCA for this incident is already published"] > 0
-    assert refused["this review has already opened the restricted records twice"] > 0
+    assert refused["this review has already made its two record reads"] > 0
     assert refused["your formal dissent is already on file"] > 0
