@@ -427,7 +427,7 @@ def _enum_fields(record: str, s: Situation) -> list[tuple[str, str, list[str]]]:
 
 
 def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
-    """A gate's artifact states a decision value only as the decision holder recorded it."""
+    """Every artifact states the decision status the decision holder's latest record holds."""
     if s.finding.boundary.kind != "handoff":
         return
     names = [s.finding.component.name] if s.finding.component.type == "tool" else []
@@ -439,14 +439,18 @@ def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
             continue
         for artifact in sorted({e.target for e in gate.effects if isinstance(e, AppendEffect)}):
             for fname, enum, values in _enum_fields(artifact, s):
-                # the decision record: another ledger whose decision values are a proper
-                # subset of the values the artifact can state, written by a tool
+                # the decision record: another ledger, written by a tool, whose values are
+                # decisions only (a proper subset of some status vocabulary of the world)
+                # and which the artifact's vocabulary shares (a CRM picklist that can say
+                # "approved" but not "declined" states the same decision)
                 for record in s.world.records:
                     if record.name == artifact or not any(
                             record.name in s.written(t) for t in s.world.tools):
                         continue
                     for rfield, renum, rvalues in _enum_fields(record.name, s):
-                        if renum == enum or not set(rvalues) < set(values):
+                        if renum == enum or not set(rvalues) & set(values) \
+                                or not any(set(rvalues) < set(other)
+                                           for other in s.world.enums.values()):
                             continue
                         found.append((name, artifact, fname, record.name, rfield, rvalues))
     gates = list(dict.fromkeys(f[0] for f in found))
@@ -456,9 +460,7 @@ def reconcile_at_gate(s: Situation) -> Iterator[Proposal]:
         # against one decision record) — a status reconciled at one hop drifts at the next
         yield _reconcile_all(s, found)
     for name, artifact, fname, record_name, rfield, rvalues in found:
-        # every tool that writes the artifact (a wrong status refused where it is first
-        # written: what lets the writer revise it), then the gate alone (the plan's own
-        # surface)
+        # every tool that writes the artifact, then the gate alone (the plan's own surface)
         for upstream in (True, False):
             yield _reconcile(s, name, artifact, fname, record_name, rfield, rvalues,
                              upstream)
@@ -481,8 +483,87 @@ def _reconcile_all(s: Situation,
         attribution.update(one.attribution)
         rationale.append(one.rationale)
     assert source is not None
+    attribution.update({decl_name("let", n): s.serving() for n in _unused_lets(s, source)})
     return Proposal(pattern="reconcile_at_gate", source=source, attribution=attribution,
                     rationale=" ".join(rationale))
+
+
+def _unused_lets(s: Situation, source: str) -> list[str]:
+    """The original's `let`s the candidate no longer reads (an expression the reconciled
+    status replaced was their only reader): the compiled world drops them, so the edit
+    removed them, for the requirement it serves."""
+    try:
+        new = _compile(s.request.model_copy(update={"source": source}))
+    except RepairError:
+        return []
+    return sorted(set(s.world.lets) - set(new.lets))
+
+
+def _submission(value: str) -> bool:
+    """Whether a status value says a request is before the decision holder (the audit's
+    own reading of a submission status, `audit.rules.SUBMISSION`)."""
+    from eairdsl.audit.rules import SUBMISSION
+
+    return any(w in SUBMISSION for w in re.split(r"[^a-z]+", value.lower()))
+
+
+def _reconciled_status(record: str, rfield: str, vocabulary: list[str],
+                       decisions: list[str], holders: list[str]) -> str | None:
+    """The status an artifact of `vocabulary` states, read from the versioned decision
+    record: the holder's latest recorded decision when the vocabulary can say it; else,
+    with no decision recorded, the vocabulary's submission value exactly when a request
+    reached a holder; else its first value that claims neither (None: it has none)."""
+    undecided = [v for v in vocabulary if v not in decisions]
+    plain = next((v for v in undecided if not _submission(v)), None)
+    if plain is None:
+        return None
+    filed = next((v for v in undecided if _submission(v)), None)
+    latest = f"text(last({record}).{rfield})"
+    listed = "[" + ", ".join(f'"{v}"' for v in vocabulary) + "]"
+    reached = " or ".join(f"m.recipient == {h}" for h in holders)
+    before = f'"{plain}"' if filed is None or not reached else \
+        f'choose(exists m in messages() where {reached}, "{filed}", "{plain}")'
+    return (f'choose(count({record}) > 0, choose({latest} in {listed}, {latest}, "{plain}"), '
+            f"{before})")
+
+
+def _bind_status(s: Situation, source: str, tool: str, artifact: str, fname: str,
+                 reconciled: str) -> str:
+    """`tool`'s row of `artifact` states `reconciled` as its `fname`, and the other fields
+    and the result worded from the stated status (a subject line, the reply) are worded
+    from the reconciled one: the stated value's expression is replaced wherever the
+    append and the result repeat it (a bare parameter, only where it is read as text)."""
+    parsed = E.parse(source, s.request.world_file)
+    decl = parsed.decl("tool", tool)
+    clauses = list(getattr(decl, "clauses", []))
+    append = next((c for c in clauses if isinstance(c, A.AppendClause) and c.name == artifact),
+                  None)
+    if append is None or not isinstance(append.expr, A.RecordExpr):
+        return source
+    init = next((f for f in append.expr.fields if f.name == fname), None)
+    if init is None:
+        return source
+    v = init.value.span
+    at, to = parsed.offset(v.line, v.col), parsed.offset(v.end_line, v.end_col)
+    stated = parsed.text[at:to]
+    bare = re.fullmatch(r"\w+", stated) is not None
+    edits: list[tuple[int, int, str]] = []
+    for clause in clauses:
+        if clause is not append and not isinstance(clause, A.ReturnsClause):
+            continue
+        c = clause.span
+        start, end = parsed.offset(c.line, c.col), parsed.offset(c.end_line, c.end_col)
+        old = parsed.text[start:end]
+        if clause is append:  # the field itself, by its span
+            old = old[:at - start] + reconciled + old[to - start:]
+        new = old.replace(f"text({stated})", reconciled) if bare else \
+            old.replace(stated, reconciled)
+        if new != parsed.text[start:end]:
+            edits.append((start, end, new))
+    text = parsed.text
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return E.format_source(text, s.request.world_file)
 
 
 def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, rfield: str,
@@ -497,22 +578,28 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
     # then refused where it is first written, not only where it leaves
     writers = [gate, *sorted(t.name for t in s.world.tools if t.name != gate and upstream
                              and artifact in s.written(t) and s.editable("tool", t.name))]
-    undecided = [v for v in s.world.enums.get(_field_enum(s, artifact, fname), [])
-                 if v not in decisions]
+    vocabulary = s.world.enums.get(_field_enum(s, artifact, fname), [])
+    undecided = [v for v in vocabulary if v not in decisions]
     holder = ", ".join(holders) or "the decision holder"
+    reconciled = _reconciled_status(record, rfield, list(vocabulary), decisions, holders)
+    rule_status = reconciled or (
+        f"choose(count({record}) > 0, text(last({record}).{rfield}), text(last({artifact})"
+        f".{fname}))")
     text = _quote_safe(
-        f"Once {holder} has recorded a decision in {record}, {artifact} states that "
-        f"decision ({', '.join(decisions)}); before that, it states none of them.")
+        f"{artifact} states the decision status of the latest {record} record of {holder} "
+        f"(its versioned authoritative decision): that decision when {artifact} can state "
+        f"it; before any decision, whether a request is before {holder}; never a decision "
+        "that was not recorded.")
     filled = template("reconcile_at_gate", POLICY=policy, TOOL=gate, ARTIFACT=artifact,
-                      FIELD=fname, RECORD=record, RECORD_FIELD=rfield, TEXT=text,
-                      MESSAGE="MESSAGE",
-                      DECISIONS="[" + ", ".join(f'"{d}"' for d in decisions) + "]")
+                      FIELD=fname, RECONCILED=rule_status, TEXT=text, MESSAGE="MESSAGE")
     declaration = _template_decl(filled, "policy", policy)
     source = E.add_declaration(s.parsed.text if base is None else base, declaration,
                                after=_last_policy(s), file=s.request.world_file)
     for name in writers:
         tool = s.tool(name)
         assert tool is not None
+        if reconciled is not None:
+            source = _bind_status(s, source, name, artifact, fname, reconciled)
         revise = _revisable(s, tool, {artifact})
         message = _quote_safe(
             f"refused: the {fname} it states does not match the latest {record} record of "
@@ -522,20 +609,22 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
             + " while none is recorded")
         clauses = _template_clauses(template("reconcile_at_gate", POLICY=policy, TOOL=name,
                                              MESSAGE=message, ARTIFACT=artifact, FIELD=fname,
-                                             RECORD=record, RECORD_FIELD=rfield, TEXT=text,
-                                             DECISIONS="[]"), name)
+                                             RECONCILED=rule_status, TEXT=text), name)
         source = _insert_guards(s, source, name, clauses)
     serving = s.serving()
     attribution = {decl_name("policy", policy): serving}
     attribution.update({decl_name("tool", w): serving for w in writers})
+    if base is None:
+        attribution.update({decl_name("let", n): serving for n in _unused_lets(s, source)})
     return Proposal(
         pattern="reconcile_at_gate", source=source, attribution=attribution,
         rationale=(f"A decision status changed across a handoff and {gate} sent it. The new "
                    f"policy {policy} states the reconciliation rule on {artifact}.{fname} "
-                   f"against {record}.{rfield} (the record of {holder}), and "
-                   f"{', '.join(writers)} ensure it: an artifact that states a decision the "
-                   "holder has not recorded, or another than the one recorded, is refused "
-                   "with nothing written or sent."))
+                   f"against the latest {record}.{rfield} record (of {holder}): the "
+                   f"versioned authoritative decision. {', '.join(writers)} render the "
+                   "status they write, and what they word from it, from that record, and "
+                   "ensure the rule: nothing states a decision the holder has not "
+                   "recorded, or another than the one recorded."))
 
 
 def _field_enum(s: Situation, record: str, fname: str) -> str:
