@@ -17,8 +17,10 @@ source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
 - `approval_review` (routing, second): attested routing, and the approval that
   can break the policy ensures its rule (a review by the policy holder) before
   the disposition is recorded;
-- `requester_bound` (delegation): the delegate's record reads are filtered by the
-  ultimate requester's principal under the authorization matrix;
+- `requester_bound` (delegation, F.11): the caller's delegating tool hands the
+  delegate a closed context (the ultimate requester, the target and the requester's
+  authorized fields, as required arguments checked against the trusted state before
+  the delegate runs), its reads unfiltered;
 - `reconcile_at_gate` (handoff): a new policy states that once the decision
   holder has recorded a decision the artifact states it (and before, no decision
   value), and the tools that write the artifact ensure it — all of them, then
@@ -367,52 +369,91 @@ def _delegates(s: Situation) -> list[str]:
     return out
 
 
+def _node_text(parsed: E.Parsed, node: A.Node) -> str:
+    sp = node.span
+    return parsed.text[parsed.offset(sp.line, sp.col):parsed.offset(sp.end_line, sp.end_col)]
+
+
+def _handoff_context(s: Situation, caller: str, callee: str) -> dict[str, str] | None:
+    """Where the trusted state names the handoff's context, as source text: the requester
+    (the scripted participant that opens the caller's task, and its principal) and the
+    target (the key hint every governed read of the callee shares); None when the world
+    does not name them."""
+    governed = {r.record for r in s.world.authorization.rules}
+    opener = next((c.parties[0] for c in s.world.channels
+                   if c.kind == "direct" and c.parties[-1] == caller
+                   and any(p.name == c.parties[0] and p.kind == "actor" and p.principal
+                           for p in s.world.parties)), None)
+    actor = s.parsed.find("participant", opener) if opener else None
+    principal = next((c for c in getattr(actor, "clauses", [])
+                      if isinstance(c, A.PrincipalClause)), None)
+    party = next((p for p in s.world.parties if p.name == callee), None)
+    hints: set[str] = set()
+    for ref in party.tools if party else []:
+        tool = s.tool(ref.name)
+        decl = s.parsed.find("tool", ref.name)
+        if tool is None or tool.kind != "read" or tool.returns is None \
+                or not isinstance(decl, A.ToolDecl) or not decl.params:
+            continue
+        returned = tool.returns.arg if tool.returns.kind == "list" else tool.returns
+        if returned is not None and returned.kind == "record" and returned.name in governed:
+            key = decl.params[0]
+            hints.add(_node_text(s.parsed, key.hint) if key.hint is not None else "")
+    if opener is None or principal is None or len(hints) != 1 or "" in hints:
+        return None
+    return {"REQUESTER": opener, "REQUESTER_HINT": _node_text(s.parsed, principal.expr),
+            "TARGET": hints.pop(), "CALLEE": callee}
+
+
+def _bind_handoff(s: Situation, source: str, name: str, values: dict[str, str]) -> str:
+    """`name`'s handoff closed: the template's parameters before its own, its guards after."""
+    filled = E.parse(template("requester_bound", TOOL=name, **values), "<template>")
+    decl = filled.decl("tool", name)
+    assert isinstance(decl, A.ToolDecl)
+    params = ", ".join(_node_text(filled, p) for p in decl.params)
+    parsed = E.parse(source, s.request.world_file)
+    tool = parsed.decl("tool", name)
+    assert isinstance(tool, A.ToolDecl)
+    if tool.params:
+        at = parsed.offset(tool.params[0].span.line, tool.params[0].span.col)
+        params += ", "
+    else:
+        at = parsed.text.index("(", parsed.offset(tool.span.line, tool.span.col)) + 1
+    source = E.format_source(source[:at] + params + source[at:], s.request.world_file)
+    return _insert_guards(s, source, name,
+                          [E.clause_text(c, filled) for c in decl.clauses])
+
+
 def requester_bound(s: Situation) -> Iterator[Proposal]:
-    """The delegate's record reads return only what the ultimate requester may see."""
+    """F.11's closed handoff: the caller's delegating tool carries the ultimate requester,
+    the target and the authorized field list, checked against the trusted state before
+    the delegate runs; the delegate's reads stay as they are."""
     if s.finding.boundary.kind != "delegation":
         return
-    governed = {r.record for r in s.world.authorization.rules}  # what the matrix governs
     for delegate in _delegates(s):
-        party = next((p for p in s.world.parties if p.name == delegate), None)
-        if party is None:
-            continue
-        reads = []
-        for ref in party.tools:
-            tool = s.tool(ref.name)
-            if (tool is None or tool.kind not in ("read", "verify") or tool.returns is None
-                    or not s.editable("tool", tool.name)):
+        for channel in s.world.channels:
+            if not isinstance(channel, DelegationChannel) or channel.parties[1] != delegate:
                 continue
-            returned = tool.returns.arg if tool.returns.kind == "list" else tool.returns
-            if returned is not None and returned.kind == "record" and returned.name in governed:
-                reads.append(tool.name)
-        if not reads:
-            continue
-        source = s.parsed.text
-        for name in reads:
-            message = _quote_safe(f"{name} refused: no requester accompanies this request")
-            require, acl = _template_clauses(template("requester_bound", TOOL=name,
-                                                      MESSAGE=message), name)
-            decl = E.parse(source, s.request.world_file).decl("tool", name)
-            assert isinstance(decl, A.ToolDecl)
-            if any(isinstance(c, A.AclClause) for c in decl.clauses):
-                source = E.replace_clause(source, "tool", name,
-                                          lambda c: isinstance(c, A.AclClause), acl,
-                                          file=s.request.world_file)
-            else:
-                source = E.insert_clause(source, "tool", name, acl, file=s.request.world_file)
-            source = E.insert_clause(source, "tool", name, require,
-                                     after=(A.RequireClause,),
-                                     fallback=(A.DescriptionClause, A.CostClause,
-                                               A.KindClause),
-                                     file=s.request.world_file)
-        yield Proposal(
-            pattern="requester_bound", source=source,
-            attribution={decl_name("tool", t): s.serving() for t in reads},
-            rationale=(f"{delegate} answered a delegated request with its own privileges. Its "
-                       f"record reads ({', '.join(reads)}) now refuse a request without the "
-                       "ultimate requester the task carries, and return only the fields the "
-                       "authorization matrix lets that requester see, so nothing outside "
-                       "the requester's visible set can cross back through the delegate."))
+            caller, name = channel.parties[0], channel.via
+            tool = s.tool(name)
+            if tool is None or not s.editable("tool", name) or any(
+                    p.name in ("ultimate_requester", "requester_authorized_fields")
+                    for p in tool.params):
+                continue
+            values = _handoff_context(s, caller, delegate)
+            if values is None:
+                continue
+            source = _bind_handoff(s, s.parsed.text, name, values)
+            yield Proposal(
+                pattern="requester_bound", source=source,
+                attribution={decl_name("tool", name): s.serving()},
+                rationale=(f"{delegate} answered {caller}'s question-only handoff with its own "
+                           f"privileges. {name} now hands it a closed context: the ultimate "
+                           "requester, the target and the fields the authorization matrix "
+                           "lets that requester see join the question as required "
+                           "arguments, and a call whose values are not the trusted state's "
+                           f"is refused before {delegate} runs, so {delegate} keeps its "
+                           "right to retrieve the record and is told what it may disclose."))
 
 
 def _enum_fields(record: str, s: Situation) -> list[tuple[str, str, list[str]]]:
