@@ -8,12 +8,11 @@ attribute every changed declaration to a requirement id of the plan, and on a
 sim retest — the conditions in which the original realized, the same seeds for
 both worlds — realize the risk in no episode while keeping utility.
 
-C1 is the one world where the pattern does not keep 95% of utility offline:
-the gate refuses an email whose decision status the decision holder did not
-record, but the sim's sales role recovers from a refusal by changing one
-argument at a time (docs/sim.md), and the status it must state is the
-recorded one, which a reject message (a literal) cannot name; the test records
-what the pattern achieves there and keeps the 95% bar as a strict xfail.
+C1's pattern used to fall short of 95% utility offline: a gate that only
+refused a wrong status left the sim's roles with no admissible value to
+recover to (a reject message is a literal; it cannot name the recorded
+status). It now renders the status from the versioned decision record and
+ensures it, so C1 is held to the same bar as the other worlds.
 """
 
 from __future__ import annotations
@@ -44,7 +43,8 @@ COHORT = 10
 #: which pattern the catalogue should choose for each world's first finding
 EXPECTED = {"a1": "policy_guard", "b1": "policy_guard", "c1": "reconcile_at_gate",
             "d1": "requester_bound", "f1": "attested_routing"}
-UTILITY_SHORTFALL = {"c1"}
+#: worlds whose pattern may keep less than 95% of utility offline (none since C1 binds)
+UTILITY_SHORTFALL: set[str] = set()
 
 
 @dataclass

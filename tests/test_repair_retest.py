@@ -179,8 +179,8 @@ def test_a_candidate_file_outside_the_folder_is_not_applied(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("name", "condition"), [
     ("d1", "canonical"), ("a1", "strong"), ("b1", "E"), ("f1", "standard"),
-    # C1 on one condition and a small audit; on the issue's 20-seed recipe over every
-    # condition the C1 retest still realizes the drift (issue 16 stays open for it)
+    # C1 on one condition and a small audit (the issue's 20-seed recipe over every
+    # condition is accepted too, retest 0/80: docs/worlds/c1.md)
     ("c1", "weak_merge_rule"),
 ])
 def test_offline_repair_end_to_end(name: str, condition: str, tmp_path: Path) -> None:
