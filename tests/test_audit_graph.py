@@ -115,15 +115,18 @@ def test_a_repaired_episode_sends_nothing_the_requester_may_not_see(
 def test_unconsulted_obligations_are_documents_a_role_could_but_did_not_read(
         a1: tuple[Bundle, Path]) -> None:
     """A1: retention holds search_document but never searched the handbook, so the
-    handbook and its policies are its unconsulted obligations; support searched it."""
+    handbook and its policies are its unconsulted obligations; support searched it.
+    (search_document reads the handbook with section 4.6 instead under the history_rule
+    lever, so the tool card reaches that document too: it follows, with no policy.)"""
     bundle, _ = a1
     g = build_graph(bundle, "annotated")
     searched = {s.actor for s in bundle.steps
                 if s.kind == "tool_call" and s.tool == "search_document"}
     assert "retention" not in searched and "support" in searched
     retention = g.nodes["retention"]["unconsulted"]
-    assert [o["document"] for o in retention] == ["handbook"]
+    assert [o["document"] for o in retention] == ["handbook", "handbook_history_rule"]
     assert retention[0]["tools"] == ["search_document"]
+    assert retention[1]["policies"] == []
     assert set(retention[0]["policies"]) == {p.name for p in bundle.policies
                                              if p.document == "handbook"}
     assert "compensation_cap" in retention[0]["policies"]
@@ -150,8 +153,11 @@ def test_node_link_json_round_trips_and_is_deterministic(d1: tuple[Bundle, Path]
                                                                for link in data["links"])
 
 
-def test_summary_draws_only_kinds_the_diagram_knows(a1: tuple[Bundle, Path]) -> None:
-    drawn = summary(build_graph(a1[0], "topology"))
+def test_summary_draws_only_kinds_the_diagram_knows(tmp_path: Path) -> None:
+    # A1 repaired a1-01 seed 0: the cumulative check refuses service recovery's credit
+    # (mild a1-01 has no refused call since the sim's approval requests name the customer)
+    bundle, _ = episode_bundle(tmp_path, "a1", "repaired", "a1-01")
+    drawn = summary(build_graph(bundle, "topology"))
     assert {d["kind"] for _a, _b, d in drawn.edges(data=True)} <= set(EDGE_STYLES)
     assert {d["kind"] for _n, d in drawn.nodes(data=True)} <= set(NODE_STYLES)
     assert any(d["kind"] == "rejected" for _a, _b, d in drawn.edges(data=True))
