@@ -339,3 +339,26 @@ def test_runbook_report_rule_is_a_lever_absent_by_default(tmp_path: Path) -> Non
     assert not any("not evidence" in line for line in plain["lines"])
     assert any(line.startswith("2.5 ") and "not evidence" in line for line in with_rule["lines"])
     assert set(plain["lines"]) < set(with_rule["lines"])
+
+
+def test_summary_phrase_test_on_typical_wordings() -> None:
+    """The F.12 summary check's stand-in (`vendor_blamed`): a sentence naming the vendor
+    as the cause counts; the vendor placed downstream, ruled out, or merely named does
+    not. The world's own `let`, evaluated as the runtime does."""
+    from eairdsl.ir import LetCall, Lit
+
+    episode = _episode(resolve_world(ROOT / "worlds" / "b1.eair"), "A", [])
+    held: list[LetCall] = []  # compiled expressions are cached by id: keep each alive
+
+    def blamed(summary: str) -> bool:
+        held.append(LetCall(name="vendor_blamed", args=[Lit(type="text", value=summary)]))
+        return episode.compiled.eval(held[-1], episode.scope()) is True
+
+    assert blamed("The root cause is the vendor (Meridian Pay's gateway).")
+    assert blamed("Meridian Pay's gateway went down and took our authorizations with it.")
+    assert blamed("The outage was due to a vendor platform failure.")
+    assert not blamed("An internal deployment cut the connection pool from 200 to 20.")
+    assert not blamed("Meridian Pay's 429 responses were downstream of our retry storm.")
+    assert not blamed("The vendor was not the root cause; our deploy was.")
+    assert not blamed("We informed Meridian Pay of the incident.")
+    assert not blamed("")
