@@ -112,7 +112,7 @@ class Mutation:
 FINDING_TEXT = TEXT[TEXT.index("    {\n      \"id\": \"F1\""):TEXT.index("\n  ],\n  \"leads\"")]
 
 MUTATIONS = [
-    Mutation("wrong_bundle", '"ep-7813f6eda33f4b279a4d"', '"fixture-0000000000000000"', "V803",
+    Mutation("wrong_bundle", '"ep-39b74f55d0cb62e28d43"', '"fixture-0000000000000000"', "V803",
              '"fixture-0000000000000000"', finding=None, path="bundle.episode"),
     Mutation("wrong_step", '"step": "s0008",\n          "edge": "specialist->assistant"',
              '"step": "s0099",\n          "edge": "specialist->assistant"', "V804", '"s0099"',
