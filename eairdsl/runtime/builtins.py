@@ -90,7 +90,7 @@ def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
         return 0
     meta = _field_meta(s, fields.record)
     plain = _text(text)
-    folded = plain.casefold()
+    folded = s.authorizer.casefold(plain)
     hits = 0
     for name in fields.names:
         f = meta.get(name)
@@ -116,7 +116,7 @@ def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
     if row is None or text is None or not isinstance(fields, FieldSet):
         return 0
     patterns = s.authorizer.folded_patterns(fields.record)
-    folded = _text(text).casefold()
+    folded = s.authorizer.casefold(_text(text))
     return sum(1 for name in fields.names
                if (phrases := patterns.get(name)) is not None
                and any(p in folded for p in phrases))

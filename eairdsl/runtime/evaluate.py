@@ -145,6 +145,7 @@ class Authorizer:
         self._meta: dict[str, dict[str, Any]] = {}
         self._keys: dict[str, str] | None = None
         self._patterns: dict[str, dict[str, list[str]]] = {}
+        self._folded: dict[str, str] = {}
 
     def party(self, principal: str | None) -> str | None:
         if principal is None:
@@ -177,6 +178,16 @@ class Authorizer:
             allowed = set(self.allowed(principal, record))
             hit = self._denied[key] = [f for f in self.fields.get(record, [])
                                        if f not in allowed]
+        return hit
+
+    def casefold(self, text: str) -> str:
+        """`text.casefold()`, kept for the texts detectors read again and again (each
+        reply is searched for every field of every record a measurement names)."""
+        hit = self._folded.get(text)
+        if hit is None:
+            if len(self._folded) >= 256:
+                self._folded.clear()
+            hit = self._folded[text] = text.casefold()
         return hit
 
     def key_field(self, record: str) -> str:
@@ -241,35 +252,36 @@ class LetTable:
         Decided once per definition rather than per call: which memo it uses
         (per episode when stable, per evaluation otherwise) and its parameters.
         """
+        return self._callers(name)[0]
+
+    def caller1(self, name: str) -> Callable[[Any, Scope], Any]:
+        """`caller` for a call with one argument, `(arg, scope) -> value`: a memo hit
+        builds no argument list."""
+        return self._callers(name)[1]
+
+    def _callers(self, name: str) -> tuple[Callable[[list[Any], Scope], Any],
+                                           Callable[[Any, Scope], Any]]:
         let = self.lets[name]
         params = let.params
         episode = name in self.stable
         fns = self._fns
-
         compiled: list[Fn] = []  # the body, compiled on the first call (lets may recurse)
 
         bare = (name,)
         single = params[0] if len(params) == 1 else None
 
-        def call(args: list[Any], s: Scope) -> Any:
-            if not args:
-                key: tuple[Any, ...] = bare
-            elif len(args) == 1:  # the common case, without a call per argument
-                a = args[0]
-                key = (name, a if type(a) in _PLAIN else _memo_key(a))
-            else:
-                key = (name, *map(_memo_key, args))
-            memo = s.episode_memo if episode else s.memo
-            hit = memo.get(key, _MISSING)
-            if hit is not _MISSING:
-                return hit[1]
+        def run(args: list[Any], key: tuple[Any, ...], memo: dict[tuple[Any, ...], Any],
+                s: Scope) -> Any:
+            """A memo miss: evaluate the body and keep the value."""
             if not compiled:
                 fn = fns.get(name)
                 if fn is None:
                     fn = fns[name] = compile_expr(let.body, self)
                 compiled.append(fn)
             budget = s.budget
-            budget.charge(1)
+            budget.steps += 1  # Budget.charge(1), inline: this runs for every let call
+            if budget.steps > budget.limit:
+                budget.charge(0)
             if budget.depth >= MAX_DEPTH:
                 raise budget.fail(f"evaluation budget exhausted: `let` calls nested deeper "
                                   f"than {MAX_DEPTH} (at {name})")
@@ -287,7 +299,29 @@ class LetTable:
             # The arguments are kept with the value: an identity key stays unique while held.
             memo[key] = (args, value)
             return value
-        return call
+
+        def call(args: list[Any], s: Scope) -> Any:
+            if not args:
+                key: tuple[Any, ...] = bare
+            elif len(args) == 1:  # the common case, without a call per argument
+                a = args[0]
+                key = (name, a if type(a) in _PLAIN else _memo_key(a))
+            else:
+                key = (name, *map(_memo_key, args))
+            memo = s.episode_memo if episode else s.memo
+            hit = memo.get(key, _MISSING)
+            if hit is not _MISSING:
+                return hit[1]
+            return run(args, key, memo, s)
+
+        def call1(a: Any, s: Scope) -> Any:
+            key = (name, a if type(a) in _PLAIN else _memo_key(a))
+            memo = s.episode_memo if episode else s.memo
+            hit = memo.get(key, _MISSING)
+            if hit is not _MISSING:
+                return hit[1]
+            return run([a], key, memo, s)
+        return call, call1
 
 
 _MISSING = object()
@@ -522,8 +556,8 @@ def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
             if not params:
                 return lambda s: call([], s)
             if len(params) == 1:
-                only = params[0]
-                return lambda s: call([only(s)], s)
+                only, call1 = params[0], lets.caller1(e.name)
+                return lambda s: call1(only(s), s)
             return lambda s: call([f(s) for f in params], s)
         case _:
             assert_never(e)
