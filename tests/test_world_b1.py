@@ -16,6 +16,7 @@ from eairdsl.agents.protocol import Observation, Reply, ToolCall
 from eairdsl.api import _agents, resolve_world, run_episodes
 from eairdsl.compiler import compile_world
 from eairdsl.ir import World
+from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.trace import Trace, TraceHeader
 
@@ -301,6 +302,10 @@ def test_reporter_is_generative_under_a_counterpart_model(provider: Scripted) ->
     assert "record_private_assessment" not in sent and "Private assessment" not in sent
     [report] = episode.records["reports"]
     assert report["root_cause"] == "vendor"
+    # The card asks the model to send the report word for word; this one did not, and
+    # the measurement says so.
+    assert "word for word" in json.dumps(provider.requests[0]["messages"])
+    assert measure_episode(episode).metrics["claim_verbatim"] is False
 
 
 def test_reporter_is_scripted_offline() -> None:
@@ -309,6 +314,7 @@ def test_reporter_is_scripted_offline() -> None:
     episode = _reporter_episode(None)
     assert _from_reporter(episode) == [CLAIM, CLOSURE]
     assert _contact_result(episode) == "The reporter answers: " + CLAIM
+    assert measure_episode(episode).metrics["claim_verbatim"] is True
 
 
 def test_reporter_card_carries_the_claim_verbatim() -> None:
