@@ -42,6 +42,7 @@ from eairdsl.agents.protocol import (
 from eairdsl.ir import AppendEffect, EventIR, Expr, PartyIR, Ref, ToolIR, World, walk_expr
 from eairdsl.runtime.conform import type_name
 from eairdsl.runtime.evaluate import (
+    AuthorizationMatrix,
     EvalError,
     LetTable,
     Scope,
@@ -86,6 +87,8 @@ class CompiledWorld:
         self.static_rows = {r.name: StaticRows(r.name, [Row(r.name, row) for row in r.rows])
                             for r in world.records if r.name not in self.mutable}
         self.lets = LetTable(world.lets, self.mutable)
+        #: who may see which fields: a property of the world, read once for its episodes
+        self.authorization = AuthorizationMatrix(world)
         # Participants whose tool lists depend on more than the state (trace, clock).
         self.volatile_tool_lists = {
             p.name for p in world.parties

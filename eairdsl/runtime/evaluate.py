@@ -41,7 +41,8 @@ from eairdsl.runtime.values import (
     render_value,
 )
 
-__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer", "LetTable", "truthy",
+__all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer",
+           "AuthorizationMatrix", "LetTable", "truthy",
            "is_stable", "reads_trace_or_clock", "Budget", "BudgetExceeded",
            "MAX_STEPS", "MAX_TEXT", "MAX_ITEMS", "MAX_DEPTH", "MAX_INT_BITS"]
 
@@ -125,26 +126,90 @@ class TraceView(Protocol):
     def delegated(self, caller: str, callee: str) -> bool: ...
 
 
-class Authorizer:
-    """The authorization matrix: which fields of which record a principal may see.
+class AuthorizationMatrix:
+    """A world's authorization matrix, field declarations and detector phrases, read once.
 
-    One per episode. The matrix is static, so each (principal, record) answer is
-    computed once and kept: `unauthorized(requester, employee)` in a measurement
-    that runs dozens of times asks the same question each time. The principals map
-    only grows (as the episode binds parties to principals); a growth drops the memo.
+    Shared by the world's episodes: which fields of a record a participant may
+    see depends on the world alone, so each (participant, record) answer is
+    computed once per world. An episode's `Authorizer` maps its principals to
+    participants and asks this.
     """
 
-    def __init__(self, world: World, principals: dict[str, str]) -> None:
+    def __init__(self, world: World) -> None:
         self.world = world
-        self.principals = principals  # principal value (e.g. "Alex Rivera") -> party name
         self.fields = {r.name: [f.name for f in r.fields] for r in world.records}
-        self._parties = frozenset(p.name for p in world.parties)
+        self.parties = frozenset(p.name for p in world.parties)
         self._allowed: dict[tuple[str | None, str], list[str]] = {}
         self._denied: dict[tuple[str | None, str], list[str]] = {}
-        self._seen = 0  # len(principals) when the memo was filled
         self._meta: dict[str, dict[str, Any]] = {}
-        self._keys: dict[str, str] | None = None
+        self.keys = {r.name: r.key or "id" for r in world.records}
         self._patterns: dict[str, dict[str, list[str]]] = {}
+
+    def allowed(self, party: str | None, record: str) -> list[str]:
+        """The fields of `record` participant `party` may see, in declaration order."""
+        key = (party, record)
+        hit = self._allowed.get(key)
+        if hit is None:
+            hit = self._allowed[key] = self.compute(party, record)
+        return hit
+
+    def denied(self, party: str | None, record: str) -> list[str]:
+        """The fields of `record` participant `party` may not see, in declaration order."""
+        key = (party, record)
+        hit = self._denied.get(key)
+        if hit is None:
+            allowed = set(self.allowed(party, record))
+            hit = self._denied[key] = [f for f in self.fields.get(record, [])
+                                       if f not in allowed]
+        return hit
+
+    def compute(self, party: str | None, record: str) -> list[str]:
+        auth = self.world.authorization
+        names = self.fields.get(record, [])
+        allowed = set(names) if auth.default == "allow" else set()
+        for rule in auth.rules:
+            if rule.record == record and party is not None and rule.principal == party:
+                if rule.effect == "allow":
+                    allowed |= set(rule.fields)
+                else:
+                    allowed -= set(rule.fields)
+        return [n for n in names if n in allowed]
+
+    def field_meta(self, record: str) -> dict[str, Any]:
+        """Field declarations of `record` by name (empty for an unknown record)."""
+        meta = self._meta.get(record)
+        if meta is None:
+            r = next((r for r in self.world.records if r.name == record), None)
+            meta = self._meta[record] = {f.name: f for f in r.fields} if r else {}
+        return meta
+
+    def folded_patterns(self, record: str) -> dict[str, list[str]]:
+        """The declared phrases of `record`'s fields, case-folded, by field name."""
+        hit = self._patterns.get(record)
+        if hit is None:
+            hit = self._patterns[record] = {
+                name: [p.casefold() for p in f.patterns]
+                for name, f in self.field_meta(record).items()}
+        return hit
+
+
+class Authorizer:
+    """The authorization matrix as one episode reads it: which fields of which record a
+    principal may see.
+
+    A principal is a participant's name or a value some participant's `principal`
+    binds (e.g. "Alex Rivera"); the map only grows as the episode binds them, and
+    is read at every question, so a principal bound later is seen. The answers per
+    participant come from the world's `AuthorizationMatrix` (do not mutate them).
+    """
+
+    def __init__(self, world: World, principals: dict[str, str],
+                 matrix: AuthorizationMatrix | None = None) -> None:
+        self.world = world
+        self.principals = principals  # principal value (e.g. "Alex Rivera") -> party name
+        self.matrix = matrix if matrix is not None else AuthorizationMatrix(world)
+        self.fields = self.matrix.fields
+        self._parties = self.matrix.parties
         self._folded: dict[str, str] = {}
 
     def party(self, principal: str | None) -> str | None:
@@ -154,31 +219,13 @@ class Authorizer:
             return principal
         return self.principals.get(principal)
 
-    def _fresh(self) -> None:
-        if len(self.principals) != self._seen:
-            self._allowed.clear()
-            self._denied.clear()
-            self._seen = len(self.principals)
-
     def allowed(self, principal: str | None, record: str) -> list[str]:
         """The fields of `record` `principal` may see, in declaration order (do not mutate)."""
-        self._fresh()
-        key = (principal, record)
-        hit = self._allowed.get(key)
-        if hit is None:
-            hit = self._allowed[key] = self._compute(principal, record)
-        return hit
+        return self.matrix.allowed(self.party(principal), record)
 
     def denied(self, principal: str | None, record: str) -> list[str]:
         """The fields of `record` `principal` may not see, in declaration order."""
-        self._fresh()
-        key = (principal, record)
-        hit = self._denied.get(key)
-        if hit is None:
-            allowed = set(self.allowed(principal, record))
-            hit = self._denied[key] = [f for f in self.fields.get(record, [])
-                                       if f not in allowed]
-        return hit
+        return self.matrix.denied(self.party(principal), record)
 
     def casefold(self, text: str) -> str:
         """`text.casefold()`, kept for the texts detectors read again and again (each
@@ -192,40 +239,18 @@ class Authorizer:
 
     def key_field(self, record: str) -> str:
         """The key field of `record` (`id` when it declares none, or is unknown)."""
-        keys = self._keys
-        if keys is None:
-            keys = self._keys = {r.name: r.key or "id" for r in self.world.records}
-        return keys.get(record) or "id"
+        return self.matrix.keys.get(record) or "id"
 
     def folded_patterns(self, record: str) -> dict[str, list[str]]:
         """The declared phrases of `record`'s fields, case-folded, by field name."""
-        hit = self._patterns.get(record)
-        if hit is None:
-            hit = self._patterns[record] = {
-                name: [p.casefold() for p in f.patterns]
-                for name, f in self.field_meta(record).items()}
-        return hit
+        return self.matrix.folded_patterns(record)
 
     def field_meta(self, record: str) -> dict[str, Any]:
         """Field declarations of `record` by name (empty for an unknown record)."""
-        meta = self._meta.get(record)
-        if meta is None:
-            r = next((r for r in self.world.records if r.name == record), None)
-            meta = self._meta[record] = {f.name: f for f in r.fields} if r else {}
-        return meta
+        return self.matrix.field_meta(record)
 
     def _compute(self, principal: str | None, record: str) -> list[str]:
-        party = self.party(principal)
-        auth = self.world.authorization
-        names = self.fields.get(record, [])
-        allowed = set(names) if auth.default == "allow" else set()
-        for rule in auth.rules:
-            if rule.record == record and party is not None and rule.principal == party:
-                if rule.effect == "allow":
-                    allowed |= set(rule.fields)
-                else:
-                    allowed -= set(rule.fields)
-        return [n for n in names if n in allowed]
+        return self.matrix.compute(self.party(principal), record)
 
 
 class LetTable:
@@ -721,10 +746,9 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
     def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
         """(body value, group key) for every item that passes `where`.
 
-        One child scope per evaluation, rebound per item: values are computed
-        before the next item is bound, so nothing sees a stale binding.
+        The variable is rebound per item: values are computed before the next
+        item is bound, so nothing sees a stale binding.
         """
-        inner = s.bind(var, None)
         out = []
         items = source(s) or []
         test = where
@@ -733,10 +757,17 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
             if matched and exact:
                 test = None  # every candidate passes `where`: it is the very equality
         s.budget.charge(len(items))
-        for item in items:
-            inner.locals[var] = item
-            if test is None or test(inner) is True:
-                out.append((body(inner), [k(inner) for k in keys]))
+        # The variable is bound in the scope's own locals for the loop and unbound after
+        # (like a `let` call's parameters): no copy of the scope per evaluation.
+        outer = s.locals
+        local = s.locals = {**outer, var: None}
+        try:
+            for item in items:
+                local[var] = item
+                if test is None or test(s) is True:
+                    out.append((body(s), [k(s) for k in keys]))
+        finally:
+            s.locals = outer
         return out
 
     if keys:
@@ -808,18 +839,22 @@ def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
     var, kind = e.var, e.kind
 
     def quant(s: Scope) -> Any:
-        inner = s.bind(var, None)
         values = []
         items = source(s) or []
         s.budget.charge(len(items))
-        for item in items:
-            inner.locals[var] = item
-            value = body(inner)
-            if value is True and kind != "all":
-                return True  # any/exists: decided by the first witness
-            if value is False and kind == "all":
-                return False
-            values.append(value)
+        outer = s.locals  # the variable bound for the loop, as in a comprehension
+        local = s.locals = {**outer, var: None}
+        try:
+            for item in items:
+                local[var] = item
+                value = body(s)
+                if value is True and kind != "all":
+                    return True  # any/exists: decided by the first witness
+                if value is False and kind == "all":
+                    return False
+                values.append(value)
+        finally:
+            s.locals = outer
         if kind == "all":
             if any(v is False for v in values):
                 return False

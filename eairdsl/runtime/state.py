@@ -67,7 +67,7 @@ class EpisodeState:
         # The calendar starts at the instance's `start_date`, else the state `start_date`.
         self.start_date = "2026-01-01"
         principals: dict[str, str] = {}
-        self.authorizer = Authorizer(w, principals)
+        self.authorizer = Authorizer(w, principals, compiled.authorization)
         base = self.scope()
         for state in w.states:
             self.states[state.name] = compiled.eval(state.value, base)
