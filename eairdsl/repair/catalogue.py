@@ -22,10 +22,13 @@ source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
   delegate a closed context (the ultimate requester, the target and the requester's
   authorized fields, as required arguments checked against the trusted state before
   the delegate runs), its reads unfiltered;
-- `reconcile_at_gate` (handoff): a new policy states that once the decision
-  holder has recorded a decision the artifact states it (and before, no decision
-  value), and the tools that write the artifact ensure it — all of them, then
-  the gate alone.
+- `reconcile_at_gate` (handoff): F.13's control, each status-bearing artifact
+  reconciled against the versioned authoritative decision (the decision
+  holder's latest record): a new policy states the rule (the recorded decision
+  when the artifact can state it; before any decision, a submission value
+  exactly when a request reached the holder), and the plan's writers render the
+  status, and what they word from it, from that record and ensure the policy —
+  all of them at once, then each writer, then the gate alone.
 
 Nothing here names a shipped world, tool, record or field: every name comes
 from the request (a test greps this file). No pattern flips a world's levers,
