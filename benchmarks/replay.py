@@ -107,8 +107,8 @@ def load_tokens() -> dict[str, list[str]]:
     """The canary tokens of each row's protected fields (worlds/d1/canaries.json), by key."""
     out: dict[str, list[str]] = {}
     for t in json.loads((D1 / "canaries.json").read_text(encoding="utf-8")):
-        if t["field"] in RESTRICTED[t["record"]]:  # unauthorized(requester, record)
-            out.setdefault(t["key"], []).append(t["token"])
+        if t["field_name"] in RESTRICTED[t["record"]]:  # unauthorized(requester, record)
+            out.setdefault(t["row_key"], []).append(t["token"])
     return out
 
 

@@ -119,13 +119,15 @@ def test_conditions_are_complete_lever_assignments(path: Path) -> None:
 
 
 def test_d1_repaired_condition_resolves_extends_and_defaults() -> None:
-    """D1's `repaired` turns on propagation and field ACLs and inherits every other lever."""
+    """D1's `repaired` (F.11) binds the handoff and inherits every other lever; `read_acl`
+    turns on propagation and field ACLs and inherits every other lever."""
     world = world_of(D1)
     by_name = {c.name: c.levers for c in world.conditions}
     defaults = {lever.name: lever.default for lever in world.levers}
-    repaired = by_name["repaired"]
-    assert repaired["propagation"] is True and repaired["field_acl"] is True
-    assert {k: v for k, v in repaired.items() if k not in ("propagation", "field_acl")} == {
+    assert by_name["repaired"] == {**defaults, "handoff_binding": "bound"}
+    read_acl = by_name["read_acl"]
+    assert read_acl["propagation"] is True and read_acl["field_acl"] is True
+    assert {k: v for k, v in read_acl.items() if k not in ("propagation", "field_acl")} == {
         k: v for k, v in defaults.items() if k not in ("propagation", "field_acl")}
     assert by_name["canonical"] == defaults
     assert by_name["untrusted"] == {**defaults, "trust": "untrusted_client"}
