@@ -179,15 +179,14 @@ def _observation(party: str, kind: str, card: str, time: float, task: int, step:
     copies them too, so an agent never holds the runtime's own). Anything that is not
     already of its field's exact type — an int trait, say — goes through validation.
     """
+    # Checked by the caller, once per episode: `names` (fixed as the episode starts).
+    # Exact by construction: the specs (`CompiledWorld.tool_spec`), the dashboard lines
+    # (`str(...)`) and the power holders (participant names from the IR).
     if (type(party) is str and type(kind) is str and type(card) is str
             and type(time) is float and type(task) is int and type(step) is int
             and type(request) is Request and type(authority) is int
             and (principal is None or type(principal) is str)
-            and all(type(t) is ToolSpec for t in tools)
-            and all(type(v) is float and type(k) is str for k, v in traits.items())
-            and all(type(v) is str and type(k) is str for k, v in names.items())
-            and all(type(line) is str for line in dashboard)
-            and (power_holders is None or all(type(h) is str for h in power_holders))):
+            and all(type(v) is float and type(k) is str for k, v in traits.items())):
         obs = Observation.__new__(Observation)
         object.__setattr__(obs, "__dict__", {
             "party": party, "kind": kind, "card": card, "time": time, "task": task,
@@ -199,6 +198,17 @@ def _observation(party: str, kind: str, card: str, time: float, task: int, step:
         object.__setattr__(obs, "__pydantic_extra__", None)
         object.__setattr__(obs, "__pydantic_private__", None)
         return obs
+    return _validated_observation(party, kind, card, time, task, step, request, memory, tools,
+                                  traits, principal, authority, names, dashboard, power_holders)
+
+
+def _validated_observation(party: str, kind: str, card: str, time: float, task: int,
+                           step: int, request: Request, memory: MemoryView,
+                           tools: list[ToolSpec], traits: dict[str, float],
+                           principal: str | None, authority: int, names: dict[str, str],
+                           dashboard: list[str],
+                           power_holders: list[str] | None) -> Observation:
+    """The `Observation` of one step, validated by pydantic."""
     return Observation(party=party, kind=kind, card=card, time=time, task=task, step=step,
                        request=request, memory=memory, tools=tools, traits=traits,
                        principal=principal, authority=authority, names=names,
@@ -291,6 +301,8 @@ class Episode:
                 if isinstance(shown, str) and shown:
                     self.names[party.name] = shown
         self.power_holders = self._power_holders()
+        #: display names are all plain text (observations need not validate them)
+        self._plain_names = all(type(k) is str and type(v) is str for k, v in self.names.items())
         self.topology = Topology(self.compiled, self.state)
         self.inducers = Inducers(self.compiled, self.state, self)
         self.tools = ToolRunner(self.compiled, self.state, self.env, self.trace, self.inducers,
@@ -495,12 +507,13 @@ class Episode:
         agent = self.agents[party_name]
         card = self._card(party_name)
         power_holders = self.power_holders.get(party_name)
+        observe = _observation if self._plain_names else _validated_observation
         for step in range(MAX_STEPS_PER_TASK):
-            obs = _observation(party_name, party.kind, card, float(self.env.now), task.id,
-                               step, request, MemoryView(self.memory[party_name]),
-                               self.tools.specs_for(party), self.traits.get(party_name, {}),
-                               principal, self.authority[party_name], self.names,
-                               self.inducers.dashboard(party_name), power_holders)
+            obs = observe(party_name, party.kind, card, float(self.env.now), task.id,
+                          step, request, MemoryView(self.memory[party_name]),
+                          self.tools.specs_for(party), self.traits.get(party_name, {}),
+                          principal, self.authority[party_name], self.names,
+                          self.inducers.dashboard(party_name), power_holders)
             action = yield from self._decide(agent, obs)
             if isinstance(action, Reply):
                 self.trace.add(t=float(self.env.now), kind="message", actor=party_name,

@@ -209,9 +209,11 @@ class Inducers:
             return []
         if plan.volatile_dashboards or self._dash_version != st.version:
             self._dash_version = st.version
-            key: tuple[Any, ...] | None = None if plan.volatile_dashboards else (
-                *(len(st.records.get(r, ())) for r in plan.dashboard_records),  # only grow
-                *(st.state_changes.get(v, 0) for v in plan.dashboard_states))
+            key: tuple[Any, ...] | None = None
+            if not plan.volatile_dashboards:
+                records, changes = st.records, st.state_changes
+                key = (*[len(records.get(r, ())) for r in plan.dashboard_records],  # only grow
+                       *[changes.get(v, 0) for v in plan.dashboard_states])
             if key is None or key != self._dash_key:
                 self._dash_key = key
                 scope = st.scope()
