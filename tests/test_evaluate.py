@@ -338,3 +338,14 @@ def test_cards_see_rank_and_display_name_per_condition(tmp_path: Path) -> None:
     assert cards["baseline"].strip() == "You are desk A (rank 1)."
     assert cards["checked"].strip() == "You are the senior desk (rank 3)."
     assert world.prompts["desk_b"]["checked"].strip() == "You are desk_b (rank 0)."
+
+
+def test_compiled_world_fn_is_not_fooled_by_a_reused_id(world: World) -> None:
+    """CompiledWorld.fn caches by identity; an expression freed and replaced by a new one
+    at the same address must get its own function, not the old one's."""
+    compiled = CompiledWorld(world)
+    scope = _scope(world, [])
+    for i in range(300):
+        expr = Binary(operator="+", left=Lit(type="int", value=i), right=Lit(type="int", value=0))
+        assert compiled.eval(expr, scope) == i
+        del expr  # before the fix, the next expression often took this one's address

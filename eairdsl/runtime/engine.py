@@ -76,7 +76,7 @@ class CompiledWorld:
 
     def __init__(self, world: World) -> None:
         self.world = world
-        self._fns: dict[int, Any] = {}
+        self._fns: dict[int, tuple[Expr, Any]] = {}
         self.tools = {t.name: t for t in world.tools}
         self.parties = {p.name: p for p in world.parties}
         self.records = {r.name: r for r in world.records}
@@ -112,10 +112,13 @@ class CompiledWorld:
         self.inducers = InducerPlan(world)
 
     def fn(self, expr: Expr) -> Any:
-        key = id(expr)
-        if key not in self._fns:
-            self._fns[key] = compile_expr(expr, self.lets)
-        return self._fns[key]
+        """The compiled form of `expr`, made once. Keyed by identity, so the entry keeps
+        the expression alive: a freed expression's id could otherwise be reused by a new
+        one and find the old one's function."""
+        hit = self._fns.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = self._fns[id(expr)] = (expr, compile_expr(expr, self.lets))
+        return hit[1]
 
     def eval(self, expr: Expr | None, scope: Scope, default: Any = None) -> Any:
         return default if expr is None else self.fn(expr)(scope)

@@ -796,7 +796,7 @@ def _compile_call(e: Call, lets: _Lets) -> WFn:
 
 # ---------------------------------------------------------------- one episode
 
-_COMPILED: weakref.WeakKeyDictionary[Any, tuple[_Lets, dict[int, WFn]]] = \
+_COMPILED: weakref.WeakKeyDictionary[Any, tuple[_Lets, dict[int, tuple[Expr, WFn]]]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -838,10 +838,11 @@ class WitnessRun:
         self.scope = WScope(base, self.prov, self.whys)
 
     def _fn(self, expr: Expr) -> WFn:
-        fn = self._fns.get(id(expr))
-        if fn is None:
-            fn = self._fns[id(expr)] = _compile(expr, self._lets)
-        return fn
+        # keyed by identity: the entry keeps the expression alive (see CompiledWorld.fn)
+        hit = self._fns.get(id(expr))
+        if hit is None or hit[0] is not expr:
+            hit = self._fns[id(expr)] = (expr, _compile(expr, self._lets))
+        return hit[1]
 
     def measure(self, m: MeasureIR, held: bool | None = None) -> tuple[Any, Why] | None:
         """(value, witness) of one measurement, or None when witnessing itself failed.
