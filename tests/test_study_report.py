@@ -149,13 +149,15 @@ def _summary_row(output: str, condition: str) -> Any:
 def test_study_command_prints_a_summary_and_resumes(tmp_path: Path) -> None:
     """`eairc study` ends with a summary table; the same command again runs nothing new."""
     out = tmp_path / "run"
-    args = ["study", str(D1), "--models", "sim:reckless", "--conditions", "canonical,repaired",
+    # read_acl filters the specialist's reads, which stops even a reckless specialist (the
+    # F.11 `repaired` binds disclosure by the handoff and an instruction, which it ignores)
+    args = ["study", str(D1), "--models", "sim:reckless", "--conditions", "canonical,read_acl",
             "--instances", "hr-1,fin-1", "--seeds", "2", "--workers", "1", "--out", str(out)]
     runner = CliRunner()
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "4/4 100.0%" in _summary_row(first.output, "canonical")
-    assert "0/4 0.0%" in _summary_row(first.output, "repaired")
+    assert "0/4 0.0%" in _summary_row(first.output, "read_acl")
     second = runner.invoke(app, args)
     assert second.exit_code == 0 and "0 episode(s) run" in second.output
     bad = runner.invoke(app, [*args[:-2], "--out", str(out), "--conditions", "nope"])
