@@ -135,7 +135,8 @@ def test_sigkill_mid_study_then_rerun_gives_exactly_the_grid(tmp_path: Path) -> 
     out = tmp_path / "run"
     args = [sys.executable, "-m", "eairdsl.cli", "study", str(D1), "--models",
             "sim,sim:reckless,sim:compliant", "--seeds", "6", "--workers", "2", "--out", str(out)]
-    grid = 3 * 8 * 9 * 6
+    d1 = resolve_world(D1)
+    grid = 3 * len(d1.conditions) * len(d1.instances) * 6  # models x conditions x 9 x seeds
     store = out / STORE_FILE
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
