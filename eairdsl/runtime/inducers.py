@@ -51,6 +51,8 @@ class InducerPlan:
                 if isinstance(x, Ref) and x.kind in ("record", "state")]
         self.dashboard_records = sorted({x.name for x in read if x.kind == "record"})
         self.dashboard_states = sorted({x.name for x in read if x.kind == "state"})
+        #: what a change to bumps `EpisodeState.watched_version`
+        self.watched = frozenset(self.dashboard_records) | frozenset(self.dashboard_states)
 
 
 class InducerHost(Protocol):
@@ -89,8 +91,7 @@ class Inducers:
         self.trigger_state: dict[str, bool] = {}
         # Live dashboards: which are on, what they read last, and the lines per role.
         self._active_dashboards: list[DashboardInducer] | None = None
-        self._dash_version = -1
-        self._dash_key: tuple[Any, ...] | None = None
+        self._dash_watched = -1  # EpisodeState.watched_version when last read
         self._dash_texts: list[tuple[list[str], Any]] = []
         self._dash_lines: dict[str, list[str]] = {}
 
@@ -207,23 +208,18 @@ class Inducers:
         st, c, plan = self.state, self.compiled, self.plan
         if not plan.live_dashboards:
             return []
-        if plan.volatile_dashboards or self._dash_version != st.version:
-            self._dash_version = st.version
-            key: tuple[Any, ...] | None = None
-            if not plan.volatile_dashboards:
-                records, changes = st.records, st.state_changes
-                key = (*[len(records.get(r, ())) for r in plan.dashboard_records],  # only grow
-                       *[changes.get(v, 0) for v in plan.dashboard_states])
-            if key is None or key != self._dash_key:
-                self._dash_key = key
-                scope = st.scope()
-                if self._active_dashboards is None:
-                    self._active_dashboards = [
-                        i for i in plan.live_dashboards
-                        if i.when is None or truthy(c.eval(i.when, scope))]
-                self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
-                                    for i in self._active_dashboards]
-                self._dash_lines = {}
+        if plan.volatile_dashboards or self._dash_watched != st.watched_version:
+            # something they read changed (ledgers only grow and a trial's changes are
+            # undone, so a change is an append or a `set` since they were last read)
+            self._dash_watched = st.watched_version
+            scope = st.scope()
+            if self._active_dashboards is None:
+                self._active_dashboards = [
+                    i for i in plan.live_dashboards
+                    if i.when is None or truthy(c.eval(i.when, scope))]
+            self._dash_texts = [(i.roles, c.eval(i.text_expr, scope))
+                                for i in self._active_dashboards]
+            self._dash_lines = {}
         lines = self._dash_lines.get(party)
         if lines is None:
             lines = self._dash_lines[party] = [

@@ -63,6 +63,10 @@ class EpisodeState:
         self.version = 0
         #: `set` effects per state variable
         self.state_changes: dict[str, int] = {}
+        #: the ledgers and state variables live dashboards read, and a counter bumped by
+        #: every change to one of them (a dashboard is re-read only after one)
+        self.watched = compiled.inducers.watched
+        self.watched_version = 0
         self._scope_base: dict[str, Any] | None = None
         # The calendar starts at the instance's `start_date`, else the state `start_date`.
         self.start_date = "2026-01-01"
@@ -120,9 +124,11 @@ class EpisodeState:
         lengths = {name: len(ledger.rows) for name, ledger in self.ledgers.items()}
         records, states = dict(self.records), dict(self.states)
         changes = dict(self.state_changes)
+        watched = self.watched_version
         try:
             yield
         finally:
+            self.watched_version = watched  # what dashboards read is as it was
             for name in list(self.ledgers):
                 if name not in lengths:
                     del self.ledgers[name]
@@ -146,9 +152,13 @@ class EpisodeState:
         ledger.append(row)
         self.records[record] = ledger.snapshot()
         self.version += 1
+        if record in self.watched:
+            self.watched_version += 1
 
     def assign(self, state: str, value: Any) -> None:
         """A `set` effect: a state variable takes a new value."""
         self.states[state] = value
         self.state_changes[state] = self.state_changes.get(state, 0) + 1
         self.version += 1
+        if state in self.watched:
+            self.watched_version += 1
