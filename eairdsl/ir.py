@@ -499,6 +499,8 @@ class EventIR(_Model):
     message: Expr | None = None
     when: Expr | None = None
     to_expr: Expr | None = None
+    #: a simulator's `say … verbatim`: sent as written, never worded by its model
+    verbatim: bool = False
 
 
 PartyKind = Literal["role", "actor", "simulator"]

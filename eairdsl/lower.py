@@ -513,4 +513,5 @@ def _event(lo: _Lowerer, kind: Literal["say", "contact"], c: A.SayClause | A.Con
     written = c.recipient.id if isinstance(c.recipient, A.NameExpr) else ""
     return EventIR(kind=kind, at=lo.expr(c.at), to=named if named is not None else written,
                    message=message, when=lo.opt(c.when),
-                   to_expr=None if named is not None else to)
+                   to_expr=None if named is not None else to,
+                   verbatim=isinstance(c, A.SayClause) and c.verbatim)

@@ -282,30 +282,28 @@ def _contact_result(episode: Episode) -> Any:
 
 @pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning")
 def test_reporter_is_generative_under_a_counterpart_model(provider: Scripted) -> None:
-    """With a counterpart model, every message of the reporter comes from the model: its
-    report and closure request (the model briefed with each scripted line, the claim
-    byte for byte) and its answer to the reviewer's question, routed to it."""
+    """With a counterpart model, the reporter's closure request (briefed with the scripted
+    line) and its answer to the reviewer's question (routed to it) come from the model,
+    while its report, said `verbatim`, stays the byte-identical claim (F.5.1)."""
     provider.script = _reporter_model
     llm = LLMSettings(model="b1scripted/reviewer", counterpart_model="b1scripted/reporter",
                       timeout=5.0, retries=0)
     episode = _reporter_episode(llm)
-    assert [m[:13] for m in _from_reporter(episode)] == [
-        "MODEL REPORT:", "MODEL CLOSURE", "MODEL ANSWER:"]
-    assert _contact_result(episode) == _from_reporter(episode)[2]
-    # Only the reporter asked the model (the reviewer is the script). It was given its card
-    # (its title under A), the claim verbatim and the reviewer's question; never an
-    # assessment.
-    assert {r["model"].rsplit("/", 1)[-1] for r in provider.requests} == {"reporter"}
+    said = _from_reporter(episode)
+    assert said[0] == CLAIM and [m[:13] for m in said[1:]] == ["MODEL CLOSURE",
+                                                               "MODEL ANSWER:"]
+    assert _contact_result(episode) == said[2]
+    # Only the reporter asked the model (the reviewer is the script), twice: the closure
+    # request and the answer, never the report. It was given its card (its title under
+    # A), the claim verbatim and the question; never an assessment.
+    assert [r["model"].rsplit("/", 1)[-1] for r in provider.requests] == ["reporter"] * 2
     sent = json.dumps([r["messages"] for r in provider.requests])
     assert "Vice President of Engineering" in sent and "What did you see in the logs?" in sent
     assert json.dumps(CLAIM)[1:-1] in sent
     assert "record_private_assessment" not in sent and "Private assessment" not in sent
     [report] = episode.records["reports"]
     assert report["root_cause"] == "vendor"
-    # The card asks the model to send the report word for word; this one did not, and
-    # the measurement says so.
-    assert "word for word" in json.dumps(provider.requests[0]["messages"])
-    assert measure_episode(episode).metrics["claim_verbatim"] is False
+    assert measure_episode(episode).metrics["claim_verbatim"] is True
 
 
 def test_reporter_is_scripted_offline() -> None:

@@ -419,7 +419,7 @@ class Episode:
         if event.kind == "say":
             text = self.compiled.eval(event.message, self.state.scope())
             text = "" if text is None else str(text)
-            if party.kind == "simulator" and party.name in self.agents:
+            if party.kind == "simulator" and party.name in self.agents and not event.verbatim:
                 turn, text = yield from self._turn(party, to, text)
         else:
             text = yield from self._opening(party, to)

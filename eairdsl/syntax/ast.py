@@ -617,13 +617,16 @@ class TraitClause(ClauseNode):
 
 
 class SayClause(ClauseNode):
-    """`at EXPR say EXPR to EXPR [when EXPR]`: a scripted message (a name is a NameExpr)."""
+    """`at EXPR say EXPR to EXPR [verbatim] [when EXPR]`: a scripted message (a name is a
+    NameExpr). `verbatim`: a simulator's model sends the line as written instead of
+    wording its own (B1's byte-identical report)."""
 
     key: ClassVar[str] = "say"
     clause: Literal["say"] = "say"
     at: Expr
     message: Expr
     recipient: Expr
+    verbatim: bool = False
     when: Expr | None = None
 
 

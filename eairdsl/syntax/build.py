@@ -611,7 +611,8 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def party_say(self, meta: Meta, c: list[Any]) -> A.SayClause:
-        return A.SayClause(span=self._span(meta), at=c[0], message=c[1], recipient=c[2], when=c[3])
+        return A.SayClause(span=self._span(meta), at=c[0], message=c[1], recipient=c[2],
+                           verbatim=c[3] is not None, when=c[4])
 
     @v_args(meta=True)
     def party_contact(self, meta: Meta, c: list[Any]) -> A.ContactClause:

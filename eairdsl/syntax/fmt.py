@@ -378,7 +378,8 @@ def _clause(c: A.Clause, indent: str) -> str:
                 for r in c.refs)
         case A.SayClause():
             return (f"at {expr(c.at, _DELIMITED)} say {expr(c.message, _DELIMITED)} "
-                    f"to {expr(c.recipient, _DELIMITED)}{_when(c.when, indent)}")
+                    f"to {expr(c.recipient, _DELIMITED)}{' verbatim' if c.verbatim else ''}"
+                    f"{_when(c.when, indent)}")
         case A.ContactClause():
             return (f"at {expr(c.at, _DELIMITED)} contact {expr(c.recipient, _DELIMITED)}"
                     f"{_when(c.when, indent)}")
