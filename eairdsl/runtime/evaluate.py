@@ -8,6 +8,7 @@ and the measurement is unassessed, not false.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -537,6 +538,9 @@ def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
         case Ref():
             return _compile_ref(e)
         case Attr(obj=obj_expr, name=name):
+            fused = _compile_field_of_ref(obj_expr, name)
+            if fused is not None:
+                return fused
             obj = compile_expr(obj_expr, lets)
 
             def attr(s: Scope) -> Any:
@@ -617,6 +621,34 @@ def _compile_ref(e: Ref) -> Fn:
             assert_never(e.kind)
 
 
+def _compile_field_of_ref(obj: Expr, name: str) -> Fn | None:
+    """`x.f` of a local, `context.f` and `instance.f` as one closure (the commonest reads:
+    a row's field, the caller, an instance field), the same as Attr over the Ref."""
+    match obj:
+        case Ref(kind="local" | "param", name=var):
+            def local_field(s: Scope) -> Any:
+                value = s.locals.get(var)
+                if type(value) is Row or type(value) is dict:
+                    return value.get(name)
+                return _attr(value, name, s)
+            return local_field
+        case Ref(kind="context"):
+            def context_field(s: Scope) -> Any:
+                value = s.context
+                if type(value) is dict:
+                    return value.get(name)
+                return _attr(value, name, s)
+            return context_field
+        case Ref(kind="instance"):
+            def instance_field(s: Scope) -> Any:
+                value = s.instance
+                if type(value) is dict:
+                    return value.get(name)
+                return _attr(value, name, s)
+            return instance_field
+    return None
+
+
 def _attr(obj: Any, name: str, s: Scope) -> Any:
     if obj is None:
         return None
@@ -655,12 +687,20 @@ def _compile_binary(e: Binary, lets: LetTable | None) -> Fn:
                 return True
             return None if a is None or b is None else False
         return or_
-    if op == "==":
-        return lambda s: left(s) == right(s)
-    if op == "!=":
-        return lambda s: left(s) != right(s)
-    if op in ("<", "<=", ">", ">="):
-        return lambda s: _cmp(op, left(s), right(s))
+    if op in ("==", "!="):
+        return _compile_equality(e, op == "==", left, right)
+    if op in _ORDER:
+        order = _ORDER[op]
+
+        def compare(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            if a is None or b is None:
+                return None
+            try:
+                return order(a, b)
+            except TypeError:
+                return _cmp(op, a, b)  # raises, worded as _cmp words it
+        return compare
     if op == "contains":
         return lambda s: _contains(left(s), right(s))
     if op == "contains_any":
@@ -681,6 +721,28 @@ def _compile_binary(e: Binary, lets: LetTable | None) -> Fn:
             return value
         return plus
     return lambda s: _arith(op, left(s), right(s))
+
+
+#: the ordering comparisons, one function each (`_cmp` computes all four: for the
+#: language's values, one of them raises exactly when all do)
+_ORDER: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _compile_equality(e: Binary, equal: bool, left: Fn, right: Fn) -> Fn:
+    """`==` / `!=`, with a literal side read as a constant (operands in their order)."""
+    match e.right, e.left:
+        case Lit(value=value), _:
+            if equal:
+                return lambda s: left(s) == value
+            return lambda s: left(s) != value
+        case _, Lit(value=value):
+            if equal:
+                return lambda s: value == right(s)
+            return lambda s: value != right(s)
+    if equal:
+        return lambda s: left(s) == right(s)
+    return lambda s: left(s) != right(s)
 
 
 def _check_product(s: Scope, a: Any, b: Any) -> None:
