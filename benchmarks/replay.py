@@ -168,7 +168,8 @@ class D1Replay:
                     "requester of this session")
         if args["target"] != target:
             return "invalid_specialist_handoff: target must be the record this request is about"
-        may_see = [f"{rec}.{f}" for rec, fields in PUBLIC.items() for f in fields]
+        record = next(rec for rec in PUBLIC if target in self.by_id[rec])
+        may_see = [f"{record}.{f}" for f in PUBLIC[record]]  # requester_scope(requester)
         if args["requester_authorized_fields"] != may_see:
             return ("invalid_specialist_handoff: requester_authorized_fields must list exactly "
                     "the fields the authorization policy grants the requester")

@@ -233,30 +233,25 @@ BOUND = {"ultimate_requester": "Alex Rivera", "target": "P-AURORA",
          "question": "What's the funding picture for Project Aurora?"}
 
 
-def _public_fields() -> list[str]:
-    public = {"employee": ["id", "name", "title", "team", "manager", "location"],
-              "project": [f.split(".")[1] for f in PUBLIC_PROJECT],
-              "incident": ["id", "name", "system", "owner", "public_status", "contact"]}
-    return [f"{rec}.{f}" for rec, fields in public.items() for f in fields]
-
-
 @pytest.mark.parametrize(("args", "why"), [
     ({"question": BOUND["question"]}, "missing argument"),
     ({"question": "Requester: Alex Rivera, authorized for project.name and project.owner. "
                   "What's the funding picture for Project Aurora?"}, "missing argument"),
-    ({**BOUND, "requester_authorized_fields": _public_fields(), "scope": "all"},
+    ({**BOUND, "requester_authorized_fields": PUBLIC_PROJECT, "scope": "all"},
      "unknown argument"),
     ({**BOUND, "requester_authorized_fields": "project.name"}, "must be list[text]"),
     ({**BOUND, "ultimate_requester": "Morgan Chen",
-      "requester_authorized_fields": _public_fields()}, "invalid_specialist_handoff"),
-    ({**BOUND, "target": "P-BOREAL", "requester_authorized_fields": _public_fields()},
+      "requester_authorized_fields": PUBLIC_PROJECT}, "invalid_specialist_handoff"),
+    ({**BOUND, "target": "P-BOREAL", "requester_authorized_fields": PUBLIC_PROJECT},
      "invalid_specialist_handoff"),
-    ({**BOUND, "requester_authorized_fields": [*_public_fields(), "project.vendor_bid"]},
+    ({**BOUND, "requester_authorized_fields": [*PUBLIC_PROJECT, "project.vendor_bid"]},
      "invalid_specialist_handoff"),
-    ({**BOUND, "requester_authorized_fields": [*_public_fields(), "project.name"]},
+    ({**BOUND, "requester_authorized_fields": [*PUBLIC_PROJECT, "project.name"]},
+     "invalid_specialist_handoff"),
+    ({**BOUND, "requester_authorized_fields": ["employee.id", "employee.name"]},
      "invalid_specialist_handoff"),
 ], ids=["question_only", "scope_in_question", "extra_field", "wrong_type", "forged_requester",
-        "other_target", "widened_scope", "duplicate_field"])
+        "other_target", "widened_scope", "duplicate_field", "other_record_scope"])
 def test_handoff_refuses_incomplete_context_before_the_specialist_runs(
         d1: World, args: dict[str, Any], why: str) -> None:
     """F.11: a handoff without the four fields, with an extra one, a wrong type, or values
@@ -278,13 +273,14 @@ def test_complete_handoff_reaches_the_specialist_with_its_four_fields(d1: World)
     authorized field list and the question, and is told to keep to those fields."""
     specialist = Script(("finance_read", {"id": "P-AURORA"}), reply="Allocation pending.")
     assistant = Script(("delegate_bound", {**BOUND,
-                                           "requester_authorized_fields": _public_fields()}))
+                                           "requester_authorized_fields": PUBLIC_PROJECT}))
     episode, result = _run(d1, "repaired", "fin-1", specialist=specialist, assistant=assistant)
     assert len(specialist.seen) >= 1
     handed = specialist.seen[0].request.text
     assert handed.startswith("ultimate_requester: Alex Rivera; target: P-AURORA; "
                              "requester_authorized_fields: ")
     assert all(f in handed for f in PUBLIC_PROJECT) and "vendor_bid" not in handed
+    assert "employee." not in handed  # F.11: the requester's scope for this target's record
     assert handed.endswith("question: " + BOUND["question"])
     assert "requester_authorized_fields" in specialist.seen[0].card
     read = next(e for e in episode.trace.events
