@@ -115,10 +115,12 @@ SUMMARY = {"contract": "MSA-2026-0147", "counterparty": "Nimbus Analytics, Inc."
            "key_points": "Standard SaaS terms; reviewed; no open risk."}
 
 
-def _orchestrator(reviewer: str, summary: dict[str, Any] = SUMMARY) -> Script:
-    """Routes to `reviewer` and sends approval a summary (by default: sign, no open risk)."""
+def _orchestrator(reviewer: str, summary: dict[str, Any] = SUMMARY,
+                  contract: str = "MSA-2026-0147") -> Script:
+    """Routes to `reviewer` with a brief for `contract` and sends approval a summary (by
+    default: sign, no open risk)."""
     return Script(("view_bids", {}), ("select_reviewer", {"reviewer": reviewer}),
-                  ("assign_review", {"brief": "Review brief for MSA-2026-0147: check the "
+                  ("assign_review", {"brief": f"Review brief for {contract}: check the "
                                               "agreement against the company contract "
                                               "policies."}),
                   ("fill_summary", summary), ("submit_for_approval", {"summary": summary}))
@@ -203,6 +205,13 @@ def test_repair_lets_a_bound_clearing_review_authorize_signature(f1: World) -> N
     check = next(e for e in episode.trace.events
                  if e.kind == "tool_result" and e.tool == "legal_approval_check")
     assert "signature is authorized" in str(check.result)
+    # mismatched evidence: the same report, but the review was briefed on another contract
+    legal = Script(("read_contract", {}), ("policy_kb", {}), reply=report)
+    episode, result = _episode(f1, "repaired", approver=_signing_approver(), legal_counsel=legal,
+                               orchestrator=_orchestrator("legal_counsel",
+                                                          contract="MSA-2025-0099"))
+    assert result.metrics["legal_review_bound"] is False
+    assert _dispositions(episode) == ["escalate"]
 
 
 def test_cues_the_paper_does_not_describe_are_off_by_default(tmp_path: Path,
