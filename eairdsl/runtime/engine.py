@@ -376,6 +376,8 @@ class Episode:
                 self.env.process(self._scheduled(party, scheduled))
         self.inducers.start()
         processed = 0
+        env = self.env
+        peek, step, never = env.peek, env.step, float("inf")
         while True:
             if self.pending:
                 batch, self.pending = self.pending, []
@@ -388,13 +390,13 @@ class Episode:
                         action = Reply(text="")
                     event.succeed(action)
                 continue
-            if self.env.peek() == float("inf"):
+            if peek() == never:
                 break
             processed += 1
             if processed > MAX_EVENTS:
                 self.invalid.append(f"event budget of {MAX_EVENTS} exhausted")
                 break
-            self.env.step()
+            step()
 
     def _scheduled(self, party: PartyIR, event: EventIR) -> Proc:
         self.scheduled += 1

@@ -374,8 +374,10 @@ class ToolRunner:
                     if problem:
                         return {}, problem
                 args[p.name] = value
-            elif p.default is not None:
-                args[p.name] = self.compiled.eval(p.default, self.state.scope())
+            elif p.default is not None:  # a literal default (the common case) needs no scope
+                default = p.default
+                args[p.name] = default.value if type(default) is Lit else self.compiled.eval(
+                    default, self.state.scope())
             else:
                 return {}, f"missing argument '{p.name}'"
         return args, None
