@@ -167,6 +167,7 @@ class CompiledWorld:
 
 
 _OBSERVATION_FIELDS = frozenset(Observation.model_fields)
+_OBSERVATION_SET = set(_OBSERVATION_FIELDS)
 
 
 def _observation(party: str, kind: str, card: str, time: float, task: int, step: int,
@@ -197,7 +198,8 @@ def _observation(party: str, kind: str, card: str, time: float, task: int, step:
             "traits": dict(traits), "principal": principal, "authority": authority,
             "names": dict(names), "dashboard": list(dashboard),
             "power_holders": None if power_holders is None else list(power_holders)})
-        object.__setattr__(obs, "__pydantic_fields_set__", set(_OBSERVATION_FIELDS))
+        # every field is set, so no assignment can add to it: one set serves them all
+        object.__setattr__(obs, "__pydantic_fields_set__", _OBSERVATION_SET)
         object.__setattr__(obs, "__pydantic_extra__", None)
         object.__setattr__(obs, "__pydantic_private__", None)
         return obs
@@ -529,9 +531,11 @@ class Episode:
                                                               action.text):
                         self.deliver(party, target, text, root)
                 return action.text
-            result, rejected = yield from self.tools.call(task, action)
-            self.memory[party_name].append(_tool_memory(task.id, action.tool,
-                                                        to_json(action.args), result, rejected))
+            # the arguments as plain JSON, once: the trace event keeps them, the memory a copy
+            plain = to_json(action.args)
+            result, rejected = yield from self.tools.call(task, action, plain)
+            self.memory[party_name].append(_tool_memory(task.id, action.tool, plain, result,
+                                                        rejected))
         self.invalid.append(f"{party_name} exceeded {MAX_STEPS_PER_TASK} steps in one task")
         self.trace.add(t=float(self.env.now), kind="decision", actor=party_name,
                        content="step budget exhausted without a reply", task=task.id)

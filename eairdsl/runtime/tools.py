@@ -163,7 +163,7 @@ class ToolRunner:
         return self.compiled.tool_spec(tool, hints)
 
     # ------------------------------------------------------------ one call
-    def call(self, task: Task, call: ToolCall) -> Proc:
+    def call(self, task: Task, call: ToolCall, plain_args: dict[str, Any] | None = None) -> Proc:
         """Validate, charge, then guard, execute and record one tool call atomically.
 
         Returns (result, rejected). The tool being held and the arguments are
@@ -174,10 +174,11 @@ class ToolRunner:
         tasks cannot both pass a single-shot guard. A delegating tool is the one
         exception: its callee's task runs between the guards and the effects, so
         the guards are read again, atomically with the effects, when the callee
-        answers.
+        answers. `plain_args`: `to_json(call.args)` when the caller has it already.
         """
         event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
-                               tool=call.tool, args=to_json(call.args), task=task.id)
+                               tool=call.tool, task=task.id,
+                               args=to_json(call.args) if plain_args is None else plain_args)
         party = self.compiled.parties[task.party]
         available = self.held(party)
         tool = available.get(call.tool)
