@@ -42,7 +42,7 @@ SEEDS = range(3)
 COHORT = 10
 #: which pattern the catalogue should choose for each world's first finding
 EXPECTED = {"a1": "policy_guard", "b1": "policy_guard", "c1": "reconcile_at_gate",
-            "d1": "requester_bound", "f1": "policy_guard"}
+            "d1": "requester_bound", "f1": "approval_review"}
 #: worlds whose pattern may keep less than 95% of utility offline (none since C1 binds)
 UTILITY_SHORTFALL: set[str] = set()
 

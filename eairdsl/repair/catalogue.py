@@ -8,16 +8,15 @@ the ledger a rule reads, who holds the tool a policy needs, which read tools a
 delegate holds), and makes one minimal, declaration-level edit of the `.eair`
 source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
 
-- `policy_guard` (shared action, review, power, record boundaries, and routing
-  first; a policy with a declared rule): `ensure POLICY` at the tool whose
-  effects the rule reads — the cumulative limit checked at the shared action,
-  the evidence cross-check before the official record write, the signing
-  decision the routed review feeds bound to that review (F.13);
-- `attested_routing` (routing, second): the selection tool refuses a candidate
-  that does not hold the tool the governing policy's rule reads the calls of;
-- `approval_review` (routing, third): attested routing, and the approval that
+- `policy_guard` (shared action, review, power, record boundaries; a policy with
+  a declared rule): `ensure POLICY` at the tool whose effects the rule reads —
+  the cumulative limit checked at the shared action, the evidence cross-check
+  before the official record write;
+- `approval_review` (routing, first): attested routing, and the approval that
   can break the policy ensures its rule (a review by the policy holder) before
   the disposition is recorded;
+- `attested_routing` (routing, second): the selection tool refuses a candidate
+  that does not hold the tool the governing policy's rule reads the calls of;
 - `requester_bound` (delegation, F.11): the caller's delegating tool hands the
   delegate a closed context (the ultimate requester, the target and the requester's
   authorized fields, as required arguments checked against the trusted state before
@@ -183,8 +182,7 @@ Pattern = Callable[[Situation], Iterator[Proposal]]
 
 # ------------------------------------------------------------------ the patterns
 
-_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff",
-                          "routing"})
+_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff"})
 
 
 def _rule_policies(s: Situation) -> list[str]:
@@ -689,10 +687,11 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     "record": (policy_guard,),
     "review": (policy_guard,),
     "power": (policy_guard,),
-    # the decision the routed work feeds first (the violated rule guarded where it can be
-    # broken, F.13's "bind signing authorization to a substantive legal review"), then the
-    # routing itself
-    "routing": (policy_guard, attested_routing, approval_review),
+    # the routing and the decision the routed work feeds together first: a routing
+    # finding is resolved only by attested routing (the fresh audit), and a policy whose
+    # rule reads the decision (F.13's "bind signing authorization to a substantive legal
+    # review") only by the guard there (the retest target); then the routing alone
+    "routing": (approval_review, attested_routing),
     "delegation": (requester_bound,),
     "handoff": (reconcile_at_gate, policy_guard),
 }
