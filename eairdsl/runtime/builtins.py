@@ -127,7 +127,23 @@ def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:
     if not query:
         return []
     q = _text(query).casefold()
-    return [ln for ln in text.splitlines() if q in ln.casefold()][: int(limit or 5)]
+    lines, folded = _document_lines(text)
+    return [ln for ln, low in zip(lines, folded, strict=True) if q in low][: int(limit or 5)]
+
+
+#: a document's lines and their case-folded forms, by the text's identity (the text is
+#: kept with them, so the identity stays its own); documents are searched at every call
+_LINES: dict[int, tuple[str, list[str], list[str]]] = {}
+
+
+def _document_lines(text: str) -> tuple[list[str], list[str]]:
+    hit = _LINES.get(id(text))
+    if hit is None or hit[0] is not text:
+        if len(_LINES) >= 64:
+            _LINES.clear()
+        lines = text.splitlines()
+        hit = _LINES[id(text)] = (text, lines, [ln.casefold() for ln in lines])
+    return hit[1], hit[2]
 
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
