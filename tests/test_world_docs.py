@@ -1,10 +1,12 @@
-"""The fidelity maps in docs/worlds/ cite world lines; a citation must still point there.
+"""The fidelity maps in docs/worlds/ cite world lines; every citation must still point there.
 
-A map row such as `442 (`quarterly_cap`)` says line 442 of the world holds
-`quarterly_cap`. Editing a world shifts lines, and a map that silently points at
-the wrong line misleads the reader checking the world against the paper. Every
-citation of the form `N (`name`)` or `N–M (`name`)` into the world itself (not
-into a data file or a stdlib module named just before it) is checked here.
+Each number in a map's `Lines` (or `Where`) column is a citation and carries an
+anchor, verbatim text the cited lines must hold (`442 (`quarterly_cap`)`,
+`` `utility` 680 ``, `` `instances.json` 12 (`"discount": 18`) ``); the rules and
+the `check`/`anchor`/`fix` commands are in tests/world_maps.py. Editing a world
+shifts lines, and a map that silently points at the wrong line misleads the
+reader checking the world against the paper: a bare number, an anchor the lines
+do not hold, or a file that does not exist fails here.
 """
 
 from __future__ import annotations
@@ -13,23 +15,11 @@ import re
 from pathlib import Path
 
 import pytest
+import world_maps
+from world_maps import holds, problems, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 MAPS = sorted((ROOT / "docs" / "worlds").glob("*.md"))
-CITATION = re.compile(r"(?<![\w.`/])(\d{1,4})(?:–(\d{1,4}))? \(`([a-z_]+)[`(]")
-OTHER_FILE = re.compile(r"`[\w/.-]+\.(?:eair|json|md|txt|j2|csv)`[^`|]{0,12}$")
-
-
-def citations(text: str) -> list[tuple[int, int, int, str]]:
-    """(map line, first, last, name) for each citation into the world's own source."""
-    out = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        for m in CITATION.finditer(line):
-            if OTHER_FILE.search(line[:m.start()]):
-                continue  # a line of a data file or a stdlib module
-            first = int(m.group(1))
-            out.append((number, first, int(m.group(2) or first), m.group(3)))
-    return out
 
 
 def test_every_world_has_a_fidelity_map() -> None:
@@ -37,23 +27,53 @@ def test_every_world_has_a_fidelity_map() -> None:
 
 
 @pytest.mark.parametrize("doc", MAPS, ids=[p.stem for p in MAPS])
-def test_cited_world_lines_hold_what_the_map_names(doc: Path) -> None:
-    world = (ROOT / "worlds" / f"{doc.stem}.eair").read_text(encoding="utf-8").splitlines()
-    found = citations(doc.read_text(encoding="utf-8"))
-    assert found, "the map should cite its world's lines"
-    wrong = [f"{doc.name}:{n}: {a}–{b} does not hold `{name}`"
-             for n, a, b, name in found if name not in "\n".join(world[a - 1:b])]
-    assert not wrong, "\n".join(wrong)
+def test_every_citation_is_anchored_and_holds(doc: Path) -> None:
+    assert len(scan(doc.read_text(encoding="utf-8"), doc.stem)) > 20, \
+        "the map should cite its world's lines"
+    bad = problems(doc)
+    assert not bad, "\n".join(bad) + "\n(python tests/world_maps.py fix|anchor MAP)"
 
 
-def test_the_check_catches_a_shifted_citation() -> None:
-    """A citation one line off is reported (the check can fail)."""
-    world = ["let a() = 1", "", "let quarterly_cap() = $40"]
-    good = citations("| cap | 3 (`quarterly_cap`) |")
-    shifted = citations("| cap | 2 (`quarterly_cap`) |")
-    assert all(name in world[a - 1] for _, a, _, name in good)
-    assert not all(name in world[a - 1] for _, a, _, name in shifted)
-    assert citations("| data | `a1/tickets.json` 7 (`sla_target`) |") == []
+TABLE = """| Paper | Lines | Note |
+| --- | --- | --- |
+| cap | 3 (`quarterly_cap`), `utility` 4 | |
+| data | `items.json` 2 (`"id": 1`) | not a citation: (5) |
+| bare | 1–2 | |
+"""
+
+
+def test_the_check_catches_shifted_bare_and_missing(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shifted anchors, bare numbers and missing files are reported; prose numbers are not
+    citations; anchor and fix repair what they can (the check can fail)."""
+    root = tmp_path
+    (root / "worlds" / "w").mkdir(parents=True)
+    (root / "docs" / "worlds").mkdir(parents=True)
+    (root / "worlds" / "w.eair").write_text(
+        "world w {\n}\nlet quarterly_cap() = $40\nutility = true\n", encoding="utf-8")
+    (root / "worlds" / "w" / "items.json").write_text('[\n  {"id": 1}\n]\n', encoding="utf-8")
+    doc = root / "docs" / "worlds" / "w.md"
+    doc.write_text(TABLE, encoding="utf-8")
+    monkeypatch.setattr(world_maps, "ROOT", root)
+    found = scan(TABLE, "w")
+    assert [(c.first, c.last, c.anchor) for c in found] == [
+        (3, 3, "quarterly_cap"), (4, 4, "utility"), (2, 2, '"id": 1'), (1, 2, None)]
+    assert found[2].target == root / "worlds" / "w" / "items.json"
+    assert problems(doc) == ["docs/worlds/w.md:5: 1–2 of worlds/w.eair has no anchor "
+                             "(`N (`text`)`)"]
+    # shift the world by one line: both world citations break, fix moves them back
+    (root / "worlds" / "w.eair").write_text(
+        "// new first line\nworld w {\n}\nlet quarterly_cap() = $40\nutility = true\n",
+        encoding="utf-8")
+    assert len(problems(doc)) == 3
+    world_maps.fix(doc)
+    world_maps.anchor(doc)
+    assert problems(doc) == []
+    text = doc.read_text(encoding="utf-8")
+    assert "4 (`quarterly_cap`)" in text and "`utility` 5" in text
+    assert "1–2 (`// new first line`)" in text
+    lines = (root / "worlds" / "w.eair").read_text(encoding="utf-8").splitlines()
+    assert holds(lines, 4, 5, "quarterly_cap … true") and not holds(lines, 1, 2, "utility")
 
 
 LIMITATION = re.compile(r"LIMITATION(?: comment)?(?: at)? (\d{1,4})(?:–(\d{1,4}))?")
