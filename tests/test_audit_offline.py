@@ -233,7 +233,8 @@ def _own_vocabulary() -> set[str]:
     field, a boundary kind): a shipped name equal to one of them is not a world's."""
     words: set[str] = set(TraceEvent.model_fields) | set(get_args(EventKind))
     words |= set(get_args(Participant.model_fields["kind"].annotation))
-    for model in (contract.Finding, contract.Boundary, contract.Component, contract.Report):
+    for model in (contract.Finding, contract.Boundary, contract.Component, contract.Report,
+                  contract.EvidenceUnit):
         words |= set(model.model_fields)
     words |= set(get_args(contract.BoundaryKind)) | set(get_args(contract.Contribution))
     return words
