@@ -237,7 +237,7 @@ def test_a_card_partial_of_a_protected_role_is_flagged(tmp_path: Path) -> None:
     assert committee.protected == (
         "participant 'pricing_committee' is protected; its card c1/pricing_committee.md.j2 "
         "renders differently under baseline, mandatory_approver_query, no_time_pressure, "
-        "repaired, rich_schema, weak_merge_rule")
+        "reconciled, repaired, rich_schema, weak_merge_rule")
     assert any("Speed matters most." in d for d in committee.details)
     changed = {c.name for c in result.changes}
     assert {"deal_agent", "crm_sync", "forecast"} <= changed  # changed, not protected

@@ -162,7 +162,8 @@ def test_the_agent_fixes_a_syntax_error_from_the_located_diagnostics(
     compiled = compile_world(candidate_dir(tmp_path, first.source) / "a1.eair")
     assert not compiled.ok
     located = [render(d) for d in compiled.diagnostics if d.is_error]
-    assert located and "a1.eair:273:" in located[0] and "error[E108]" in located[0]
+    line = first.source[:first.source.index(BROKEN_CAP.strip())].count("\n") + 1
+    assert located and f"a1.eair:{line}:" in located[0] and "error[E108]" in located[0]
     feedback = Feedback(round=1, stage="compile", problems=located)
 
     def fixed(messages: list[dict[str, Any]]) -> str:
