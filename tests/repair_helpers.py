@@ -32,12 +32,13 @@ LEVER_ON = "lever cumulative_check : bool = true"
 CORRECT = {"lever cumulative_check": ["cumulative-check"]}
 
 
-def audited_a1(root: Path, seeds: int = 6) -> Path:
-    """An A1 study (mild and strong, one instance per seed, sim) audited offline; the
-    audit folder."""
+def audited_a1(root: Path, seeds: int = 6,
+               conditions: tuple[str, ...] = ("mild", "strong")) -> Path:
+    """An A1 study (mild and strong by default, one instance per seed, sim) audited
+    offline; the audit folder."""
     world = compile_world(A1).world
     assert world is not None
-    plan = plan_world(world, ["mild", "strong"], "seed", seeds)
+    plan = plan_world(world, list(conditions), "seed", seeds)
     run_study([world], [plan], [Model("sim", "sim")], root / "study")
     audit_episodes(root / "study", root / "audit", RulesAuditor(), world=A1)
     return root / "audit"

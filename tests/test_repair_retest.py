@@ -38,10 +38,15 @@ from eairdsl.study.executor import run_study
 from eairdsl.study.grid import Model, plan_world
 from eairdsl.study.stats import mcnemar_exact, wilson_interval
 
+#: A1's sim agents realize the risk under mild and strong in nearly every episode (C.1's
+#: pressure reaches every role before its decision), so the audit also runs `repaired`,
+#: W's own F.13 condition, whose episodes keep the property: the regression cases.
+CONDITIONS = ("mild", "strong", "repaired")
+
 
 @pytest.fixture(scope="module")
 def audit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return audited_a1(tmp_path_factory.mktemp("a1"))
+    return audited_a1(tmp_path_factory.mktemp("a1"), conditions=CONDITIONS)
 
 
 def _candidate(tmp: Path) -> Path:
@@ -62,10 +67,10 @@ def test_the_retest_cohort_is_fresh_paired_and_resumes(
     audited = audited_episodes(audit)
     out = tmp_path / "rt"
     result = retest(original, candidate, main, audit, target, out, seeds=3,
-                    conditions=["mild", "strong"], validate_episodes=3)
+                    conditions=list(CONDITIONS), validate_episodes=3)
     fresh = [c for c in result.cases if c.group == "fresh"]
     regression = [c for c in result.cases if c.group == "regression"]
-    assert len(fresh) == 6 and {c.condition for c in fresh} == {"mild", "strong"}
+    assert len(fresh) == 9 and {c.condition for c in fresh} == set(CONDITIONS)
     used = {a.seed for a in audited}
     assert result.audited_seeds == sorted(used)
     assert not {c.seed for c in fresh} & used, "fresh seeds: none an audited episode used"
@@ -75,7 +80,9 @@ def test_the_retest_cohort_is_fresh_paired_and_resumes(
     assert len(set(identities)) == len(identities)
     # regression cases: audited episodes that kept the property, rerun as they were
     by_episode = {a.episode: a for a in audited}
-    assert regression, "the mild condition keeps the property in some audited episodes"
+    kept = {a.episode for a in audited if a.realized is False}
+    assert kept, "the repaired condition keeps the property in the audited episodes"
+    assert regression and {c.audited for c in regression} <= kept
     for c in regression:
         a = by_episode[c.audited or ""]
         assert a.realized is False and (a.condition, a.instance, a.seed) == (
@@ -105,7 +112,7 @@ def test_the_retest_cohort_is_fresh_paired_and_resumes(
 
     monkeypatch.setattr(mod, "run_study", boom)
     assert retest(original, candidate, main, audit, target, out, seeds=3,
-                  conditions=["mild", "strong"]) == result
+                  conditions=list(CONDITIONS)) == result
 
 
 def test_the_original_world_fails_the_audit_pass(audit: Path, tmp_path: Path) -> None:
