@@ -117,16 +117,17 @@ def test_unconsulted_obligations_are_documents_a_role_could_but_did_not_read(
     """A1: retention holds search_document but never searched the handbook, so the
     handbook and its policies are its unconsulted obligations; support searched it.
     (search_document reads the handbook with section 4.6 instead under the history_rule
-    lever, so the tool card reaches that document too: it follows, with no policy.)"""
+    lever; the lever is off in this episode, so that document is out of the tool's reach
+    and no one's obligation.)"""
     bundle, _ = a1
     g = build_graph(bundle, "annotated")
     searched = {s.actor for s in bundle.steps
                 if s.kind == "tool_call" and s.tool == "search_document"}
     assert "retention" not in searched and "support" in searched
     retention = g.nodes["retention"]["unconsulted"]
-    assert [o["document"] for o in retention] == ["handbook", "handbook_history_rule"]
+    assert [o["document"] for o in retention] == ["handbook"]
     assert retention[0]["tools"] == ["search_document"]
-    assert retention[1]["policies"] == []
+    assert set(bundle.documents) == {"handbook"}
     assert set(retention[0]["policies"]) == {p.name for p in bundle.policies
                                              if p.document == "handbook"}
     assert "compensation_cap" in retention[0]["policies"]

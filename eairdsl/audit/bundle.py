@@ -58,11 +58,14 @@ from eairdsl.ir import (
     AppendEffect,
     Call,
     Expr,
+    LetCall,
+    LetIR,
     PartyIR,
     RecordIR,
     Ref,
     ToolIR,
     World,
+    children,
     walk_expr,
 )
 from eairdsl.names import safe_filename
@@ -241,18 +244,6 @@ def _could_hold(compiled: CompiledWorld, episode: Episode, party: PartyIR) -> li
     return out
 
 
-def _tool_exprs(tool: ToolIR) -> list[Expr | None]:
-    exprs: list[Expr | None] = [tool.cost, tool.result, tool.propagates, tool.propagates_when,
-                                tool.sends_to, tool.acl, tool.acl_when]
-    for p in tool.params:
-        exprs += [p.default, p.hint]
-    for g in tool.guards:
-        exprs += [g.condition, g.when]
-    for e in tool.effects:
-        exprs += [e.value, e.when]
-    return exprs
-
-
 def _judge_rubrics(world: World) -> set[str]:
     """Records a `judged(rubric, ...)` in a measurement reads its rubric from."""
     out: set[str] = set()
@@ -264,23 +255,63 @@ def _judge_rubrics(world: World) -> set[str]:
     return out
 
 
-#: what each tool of a world reaches, by (world digest, tool): the same for every episode
-_TOOL_REACH: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
+#: what each tool of a world reaches, by (world digest, tool, lever values)
+_TOOL_REACH: dict[tuple[str, str, str], tuple[frozenset[str], frozenset[str]]] = {}
 
 
-def _tool_reach(world: World, tool: ToolIR) -> tuple[frozenset[str], frozenset[str]]:
-    """Records and documents one tool reads or writes (its expressions through `let`s)."""
-    key = (world.digest, tool.name)
+def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) -> list[Expr]:
+    """The tool's expressions an episode under these lever values can evaluate: a guard,
+    effect, ACL or propagation whose `when` the levers decide false is left out, and so
+    is the branch of a `choose(c, a, b)` they decide against (A1's search_document reads
+    one of two handbooks by a lever: the other is not within the tool's reach)."""
+    from eairdsl.check.static import fold_ir  # the checker's folder, loaded on first use
+
+    def off(when: Expr | None) -> bool:
+        return when is not None and fold_ir(when, levers, lets) is False
+
+    out: list[Expr | None] = [tool.cost, tool.result, tool.sends_to]
+    out += [] if off(tool.propagates_when) else [tool.propagates, tool.propagates_when]
+    out += [] if off(tool.acl_when) else [tool.acl, tool.acl_when]
+    for prm in tool.params:
+        out += [prm.default, prm.hint]
+    for g in tool.guards:
+        out += [] if off(g.when) else [g.condition, g.when]
+    for e in tool.effects:
+        out += [] if off(e.when) else [e.value, e.when]
+    stack = [e for e in out if e is not None]
+    live: list[Expr] = []
+    seen: set[str] = set()
+    while stack:  # walk_expr's order, pruning the branches the levers decide against
+        node = stack.pop()
+        live.append(node)
+        if type(node) is LetCall and node.name in lets and node.name not in seen:
+            seen.add(node.name)
+            stack.append(lets[node.name].body)
+        if type(node) is Call and node.func == "choose" and len(node.args) == 3 \
+                and not any(node.keys):
+            taken = fold_ir(node.args[0], levers, lets)
+            if taken is True or taken is False:
+                stack.append(node.args[1] if taken else node.args[2])
+                continue
+        stack.extend(reversed(children(node)))
+    return live
+
+
+def _tool_reach(world: World, tool: ToolIR,
+                levers: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """Records and documents one tool reads or writes under these lever values (its live
+    expressions through `let`s, its effects, and every document a document parameter
+    offers)."""
+    key = (world.digest, tool.name, json.dumps(levers, sort_keys=True, default=str))
     found = _TOOL_REACH.get(key)
     if found is None:
         records: set[str] = set()
         documents: set[str] = set()
-        for e in _tool_exprs(tool):
-            for x in walk_expr(e, world.lets):
-                if isinstance(x, Ref) and x.kind == "record":
-                    records.add(x.name)
-                elif isinstance(x, Ref) and x.kind == "document":
-                    documents.add(x.name)
+        for x in _live_exprs(tool, levers, world.lets):
+            if isinstance(x, Ref) and x.kind == "record":
+                records.add(x.name)
+            elif isinstance(x, Ref) and x.kind == "document":
+                documents.add(x.name)
         records |= {e.target for e in tool.effects if isinstance(e, AppendEffect)}
         if any(p.type.kind == "document" for p in tool.params):  # the runtime offers them all
             documents |= {d.name for d in world.documents}
@@ -290,13 +321,14 @@ def _tool_reach(world: World, tool: ToolIR) -> tuple[frozenset[str], frozenset[s
     return found
 
 
-def _reach(world: World, tools: list[ToolIR],
+def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
            rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
-    """Records and documents the given tools read or write, in declaration order."""
+    """Records and documents the given tools read or write under the episode's lever
+    values, in declaration order."""
     records: set[str] = set()
     documents: set[str] = set()
     for tool in tools:
-        r, d = _tool_reach(world, tool)
+        r, d = _tool_reach(world, tool, levers)
         records |= r
         documents |= d
     records -= _judge_rubrics(world) if rubrics is None else rubrics
@@ -400,12 +432,13 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     held = [t for t in w.tools if t.name in specs]
     cards: list[ToolCard] = []
     rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
+    levers = episode.state.levers
     for tool in held:
         fn = tool_definition(specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
                               roles=sorted(offered[tool.name], key=order.index),
-                              documents=_reach(w, [tool], rubrics)[1]))
+                              documents=_reach(w, [tool], levers, rubrics)[1]))
     files["tools.json"] = _dump([c.model_dump(mode="json") for c in cards])
 
     # participants and the cards they saw
@@ -426,7 +459,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     files["participants.json"] = _dump([p.model_dump(mode="json") for p in participants])
 
     # records, documents and who may see which field
-    records, documents = _reach(w, held, rubrics)
+    records, documents = _reach(w, held, levers, rubrics)
     auth = episode.state.authorizer
     entries = [AuthorizationEntry(principal=p, record=r, fields=list(auth.allowed(p, r)))
                for p in sorted(order) for r in sorted(records)]

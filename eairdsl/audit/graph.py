@@ -281,11 +281,16 @@ class _Episode:
         return sorted(found)
 
     def documents_read(self, step: TraceEvent) -> list[str]:
-        """The documents a tool result came from: named by the call, or quoted by the result."""
+        """The documents a tool result came from: named by the call, quoted by the result,
+        or the one document the tool's card says it reads (a search of it that found
+        nothing still consulted it)."""
         if step.kind != "tool_result" or step.rejected or not self.documents:
             return []
         call = self.call_of(step)
         named = {v for v in _strings(call.args if call else None) if v in self.documents}
+        card = self.tool_cards.get(step.tool or "")
+        if card is not None and len(card.documents) == 1 and card.documents[0] in self.documents:
+            named.add(card.documents[0])
         quoted = {name for name, lines in self._doc_lines.items()
                   if any(normalize(s) in lines for s in _strings(step.result))}
         return sorted(named | quoted)
