@@ -334,14 +334,35 @@ class SimAgent:
         for p in named:
             current = call.args[p.name]
             choices = list(p.hint or []) or list(p.members)
-            untried = [c for c in choices if c != current and _key(ToolCall(
+            if not choices and p.type == "text":
+                choices = [self._found(obs)]  # free text rewritten from what it found
+            untried = [c for c in choices if c and c != current and _key(ToolCall(
                 tool=call.tool, args={**call.args, p.name: c})) not in rec.tried]
+            if not (p.hint or p.members) and p.type == "text" and untried:
+                return ToolCall(tool=call.tool, args={**call.args, p.name: untried[0]})
             value = self._admissible(p, current, untried, numbers, high, low, lowered)
             if value is None and not compliant and untried:
                 value = self._rotate(untried, obs)
             if value is not None:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: value})
         return None
+
+    def _found(self, obs: Observation) -> str:
+        """What this task's own successful results state, as free text (at most
+        `_FOUND_CHARS`): the text a refused free-text argument is rewritten to when the
+        reason names it (B1's executive summary): grounded in the agent's reads, not in
+        the request it was given."""
+        out = ""
+        for m in self._this_task(obs):
+            if m.kind != "tool_result" or m.rejected:
+                continue
+            for _field, sentence, _about, _says in self._memo(m, "facts", _facts_of):
+                if sentence in out:
+                    continue
+                if len(out) + len(sentence) + 1 > _FOUND_CHARS:
+                    return out
+                out = f"{out} {sentence}".strip()
+        return out
 
     def _admissible(self, p: ParamSpec, current: Any, untried: list[Any],
                     numbers: list[tuple[float, bool]], high: bool, low: bool,
@@ -587,6 +608,8 @@ class SimAgent:
 
 
 _STRIP = "\"'()[]{}:;!?.,"
+#: the most a free-text argument rewritten from the agent's findings holds (`_found`)
+_FOUND_CHARS = 400
 #: (field or None for prose, the sentence as said, and the keywords relevance is judged
 #: on: those of the field's name, and those of what the fact says)
 Fact = tuple[str | None, str, frozenset[str], frozenset[str]]
