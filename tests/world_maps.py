@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,54 +193,65 @@ def _edit(doc: Path, rewrite: dict[tuple[int, int, int], str]) -> None:
     doc.write_text("\n".join(lines), encoding="utf-8")
 
 
-def anchor(doc: Path) -> list[str]:
-    """Give each bare citation the text of its first cited line; return what was done."""
+#: what a rewrite does with one citation: None to pass it by, else the edit (the end of
+#: the text it replaces from the citation's start, and the new text; None for no edit)
+#: and the line to report
+Step = Callable[[Citation, list[str], str], tuple[tuple[int, str] | None, str] | None]
+
+
+def _rewrite(doc: Path, step: Step) -> list[str]:
+    """Apply `step` to every citation of the map whose file exists; what was done."""
     text = doc.read_text(encoding="utf-8")
-    done, rewrite = [], {}
     rows = text.split("\n")
+    done, edits = [], {}
     for c in scan(text, doc.stem):
         lines = _lines(c.target)
-        if c.anchor is not None or lines is None or not 1 <= c.first <= c.last <= len(lines):
-            continue
-        found = _first_text(lines, c.first, c.last)
-        if found is None:
-            continue
-        span = rows[c.map_line - 1][c.start:c.end]
-        after = rows[c.map_line - 1][c.end:c.end + 2]
-        new = f"{span} (`{found}`: " if after == " (" else f"{span} (`{found}`)"
-        end = c.end + 2 if after == " (" else c.end
-        rewrite[(c.map_line, c.start, end)] = new
-        done.append(f"{doc.name}:{c.map_line}: {span} -> `{found}`")
-    _edit(doc, rewrite)
+        out = None if lines is None else step(c, lines, rows[c.map_line - 1])
+        if out is not None:
+            edit, message = out
+            done.append(f"{doc.name}:{c.map_line}: {message}")
+            if edit is not None:
+                edits[(c.map_line, c.start, edit[0])] = edit[1]
+    _edit(doc, edits)
     return done
+
+
+def _anchor_step(c: Citation, lines: list[str], row: str) -> tuple[tuple[int, str], str] | None:
+    if c.anchor is not None or not 1 <= c.first <= c.last <= len(lines):
+        return None
+    found = _first_text(lines, c.first, c.last)
+    if found is None:
+        return None
+    span = row[c.start:c.end]
+    if row[c.end:c.end + 2] == " (":  # a parenthesis of words follows: the anchor leads it
+        return (c.end + 2, f"{span} (`{found}`: "), f"{span} -> `{found}`"
+    return (c.end, f"{span} (`{found}`)"), f"{span} -> `{found}`"
+
+
+def anchor(doc: Path) -> list[str]:
+    """Give each bare citation the text of its first cited line; return what was done."""
+    return _rewrite(doc, _anchor_step)
+
+
+def _fix_step(c: Citation, lines: list[str], row: str) -> tuple[tuple[int, str] | None,
+                                                                 str] | None:
+    if c.anchor is None or holds(lines, c.first, c.last, c.anchor):
+        return None
+    head = next(p for p in ELISION.split(c.anchor) if p.strip())
+    places = [n for n, raw in enumerate(lines, start=1) if head in raw]
+    if not places:
+        return None, f"`{c.anchor}` is nowhere in {c.target.name}: fix by hand"
+    at = min(places, key=lambda n: abs(n - c.first))
+    first, last = at, at + (c.last - c.first)
+    if not holds(lines, first, last, c.anchor):
+        return None, f"`{c.anchor}` moved, but its range no longer fits: fix by hand"
+    new = f"{first}" if first == last else f"{first}–{last}"
+    return (c.end, new), f"{row[c.start:c.end]} -> {new} (`{c.anchor}`)"
 
 
 def fix(doc: Path) -> list[str]:
     """Move each anchored citation whose anchor left its lines to the nearest place holding it."""
-    text = doc.read_text(encoding="utf-8")
-    done, rewrite = [], {}
-    rows = text.split("\n")
-    for c in scan(text, doc.stem):
-        lines = _lines(c.target)
-        if c.anchor is None or lines is None or holds(lines, c.first, c.last, c.anchor):
-            continue
-        where = f"{doc.name}:{c.map_line}"
-        head = next(p for p in ELISION.split(c.anchor) if p.strip())
-        places = [n for n, raw in enumerate(lines, start=1) if head in raw]
-        if not places:
-            done.append(f"{where}: `{c.anchor}` is nowhere in {c.target.name}: fix by hand")
-            continue
-        at = min(places, key=lambda n: abs(n - c.first))
-        first, last = at, at + (c.last - c.first)
-        if not holds(lines, first, last, c.anchor):
-            done.append(f"{where}: `{c.anchor}` moved, but its range no longer fits: fix by hand")
-            continue
-        old = rows[c.map_line - 1][c.start:c.end]
-        new = f"{first}" if first == last else f"{first}–{last}"
-        rewrite[(c.map_line, c.start, c.end)] = new
-        done.append(f"{doc.name}:{c.map_line}: {old} -> {new} (`{c.anchor}`)")
-    _edit(doc, rewrite)
-    return done
+    return _rewrite(doc, _fix_step)
 
 
 def main(argv: list[str]) -> int:
