@@ -119,6 +119,27 @@ def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> No
     assert first["events"][0]["step"] == "s0001"
 
 
+def test_a_report_without_traces_removes_the_earlier_viewer(study: Path,
+                                                             tmp_path: Path) -> None:
+    """--no-traces after a report with the viewer: trace.html and its chunk files are gone
+    (they showed traces the new episode list does not link); other files stay."""
+    out = tmp_path / "r"
+    runner = CliRunner()
+    assert runner.invoke(app, ["report", str(study), "-o", str(out), "--resamples", "200"]
+                         ).exit_code == 0
+    assert (out / "trace.html").is_file() and list((out / "traces").glob("c*.js"))
+    (out / "traces" / "notes.txt").write_text("mine", encoding="utf-8")
+    assert runner.invoke(app, ["report", str(study), "-o", str(out), "--resamples", "200",
+                               "--no-traces"]).exit_code == 0
+    assert not (out / "trace.html").exists()
+    assert [p.name for p in (out / "traces").iterdir()] == ["notes.txt"]
+    assert "trace.html#" not in (out / "episodes.html").read_text(encoding="utf-8")
+    (out / "traces" / "notes.txt").unlink()
+    assert runner.invoke(app, ["report", str(study), "-o", str(out), "--resamples", "200",
+                               "--no-traces"]).exit_code == 0
+    assert not (out / "traces").exists()  # an emptied chunk folder goes too
+
+
 def test_charts_handle_empty_and_absent_cells() -> None:
     """A chart row without assessed episodes says so; an absent model gets a grey dot."""
     from eairdsl.study.report import RateCell

@@ -517,8 +517,9 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     """Render the study's report; returns the path of index.html.
 
     Writes index.html, episodes.html and, with `traces`, the trace viewer
-    (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`)."""
-    from eairdsl.study.viewer import TraceItem, write_chunks
+    (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`); without,
+    an earlier report's viewer is removed."""
+    from eairdsl.study.viewer import TraceItem, remove_viewer, write_chunks
 
     with Store.open(study_dir / STORE_FILE, create=False) as store:
         rows = store.rows()
@@ -568,6 +569,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
                  for i, target in write_chunks(items, out / TRACES_DIR).items()}
         (out / VIEWER_PAGE).write_text(env.get_template("trace.html.j2").render(
             study=root.name), encoding="utf-8")
+    else:  # no viewer: an earlier report's would show traces this report does not link
+        remove_viewer(out, VIEWER_PAGE, TRACES_DIR)
     name = root.name
     (out / "index.html").write_text(env.get_template("report.html.j2").render(
         study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY),

@@ -198,6 +198,25 @@ def _group_key(item: TraceItem) -> tuple[Any, ...]:
             int(r["rep"]), str(r["model"]), int(r["attempt"]))
 
 
+def _ours(path: Path) -> bool:
+    """A file the viewer writes: a chunk script (`c0003.js`) or an older per-trace page."""
+    return path.is_file() and (path.suffix == ".html" or (
+        path.suffix == ".js" and path.name.startswith("c")))
+
+
+def remove_viewer(report: Path, page: str, folder: str) -> None:
+    """Remove an earlier report's trace viewer (its page and chunk files) from `report`, so a
+    report written without traces leaves no stale viewer behind; other files stay."""
+    (report / page).unlink(missing_ok=True)
+    chunks = report / folder
+    if chunks.is_dir():
+        for old in chunks.iterdir():
+            if _ours(old):
+                old.unlink()
+        if not any(chunks.iterdir()):
+            chunks.rmdir()
+
+
 def write_chunks(items: Sequence[TraceItem], folder: Path,
                  size: int = CHUNK_SIZE) -> dict[int, str]:
     """Write the chunk files of `items` into `folder`; returns each row index's link target
@@ -223,8 +242,7 @@ def write_chunks(items: Sequence[TraceItem], folder: Path,
             for i, item in enumerate(part):
                 links[item.index] = f"{name}.{i}"
     for old in folder.iterdir():  # an earlier report's chunks and per-trace pages
-        if old.is_file() and old.name not in written and (
-                old.suffix == ".html" or (old.suffix == ".js" and old.name.startswith("c"))):
+        if old.name not in written and _ours(old):
             old.unlink()
     return links
 
