@@ -21,7 +21,7 @@ from html import escape
 from typing import Any, Protocol
 
 __all__ = ["NodeStyle", "EdgeStyle", "NODE_STYLES", "EDGE_STYLES", "LEGEND_EDGES", "draw_svg",
-           "DIGEST_MARK", "mark_svg", "svg_mark"]
+           "DIGEST_MARK", "mark_svg", "svg_mark", "layer_ranks", "layer_order", "node_shape"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def mark_svg(svg: bytes, dot_digest: str) -> bytes:
     return text[:start] + mark + b"\n" + text[start:]
 
 
-def _ranks(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
+def layer_ranks(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     """Longest-path ranks over the graph with back edges (found by DFS) reversed."""
     succ: dict[str, list[str]] = {n: [] for n in nodes}
     for a, b in edges:
@@ -148,7 +148,7 @@ def _ranks(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     return rank
 
 
-def _order(rank: dict[str, int], edges: list[tuple[str, str]]) -> list[list[str]]:
+def layer_order(rank: dict[str, int], edges: list[tuple[str, str]]) -> list[list[str]]:
     """Nodes per rank, ordered by barycentre sweeps (ties broken by name)."""
     layers: list[list[str]] = [[] for _ in range(max(rank.values(), default=0) + 1)]
     for node in sorted(rank):
@@ -174,7 +174,8 @@ def _order(rank: dict[str, int], edges: list[tuple[str, str]]) -> list[list[str]
     return layers
 
 
-def _node_shape(kind: str, x: float, y: float, w: float, h: float) -> str:
+def node_shape(kind: str, x: float, y: float, w: float, h: float) -> str:
+    """One node's SVG shape in its kind's style (shared with the report's episode graphs)."""
     style = NODE_STYLES.get(kind, NODE_STYLES["actor"])
     dash = ' stroke-dasharray="4 3"' if style.dashed else ""
     paint = f'fill="{style.fill}" stroke="#333" stroke-width="1"{dash}'
@@ -247,8 +248,8 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
     edges = sorted(((a, b, d) for a, b, d in graph.edges(data=True)),
                    key=lambda e: (e[0], e[1], e[2].get("kind", ""), str(e[2].get("label", ""))))
     pairs = [(a, b) for a, b, _ in edges]
-    rank = _ranks(names, pairs)
-    layers = _order(rank, pairs)
+    rank = layer_ranks(names, pairs)
+    layers = layer_order(rank, pairs)
 
     width = {n: max(60.0, len(labels[n]) * _CHAR_W + 24) for n in names}
     col_w = [max((width[n] for n in layer), default=60.0) for layer in layers]
@@ -310,7 +311,7 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
     for node in names:
         nx_, ny = pos[node]
         out.append(f'<g class="node"><title>{escape(node)}</title>'
-                   + _node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
+                   + node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
                    + f'<text x="{nx_ + width[node] / 2:.1f}" y="{ny + _NODE_H / 2 + 4:.1f}" '
                    f'text-anchor="middle" font-size="11">{escape(labels[node])}</text></g>')
 
@@ -319,7 +320,7 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
     lx = _MARGIN + 50
     for kind in node_kinds:
         w = max(54.0, len(kind) * _CHAR_W + 18)
-        out.append(_node_shape(kind, lx, legend_y, w, 20)
+        out.append(node_shape(kind, lx, legend_y, w, 20)
                    + f'<text x="{lx + w / 2:.1f}" y="{legend_y + 14:.1f}" text-anchor="middle" '
                    f'font-size="10">{escape(kind)}</text>')
         lx += w + 12

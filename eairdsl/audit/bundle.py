@@ -415,14 +415,14 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
         for party in w.parties:
             for tool in _could_hold(compiled, episode, party):
                 if tool.name not in specs:
-                    specs[tool.name] = episode.tools._spec(tool)  # how the runtime specs one
+                    specs[tool.name] = episode.tools.spec(tool)  # how the runtime specs one
                 offered.setdefault(tool.name, []).append(party.name)
         for e in steps:
             called = compiled.tools.get(e.tool or "") if e.kind == "tool_call" else None
             if called is None or e.actor not in compiled.parties:
                 continue
             if called.name not in specs:
-                specs[called.name] = episode.tools._spec(called)
+                specs[called.name] = episode.tools.spec(called)
             if e.actor not in offered.setdefault(called.name, []):
                 offered[called.name].append(e.actor)
     except Exception as exc:
@@ -444,7 +444,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     # participants and the cards they saw
     participants: list[Participant] = []
     for party in w.parties:
-        card = episode._card(party.name)  # the runtime's card lookup (engine.Episode)
+        card = episode.card(party.name)
         card_file = f"cards/{safe_filename(party.name)}.md" if card else None
         if card_file is not None:
             files[card_file] = card.encode()

@@ -452,7 +452,7 @@ class Episode:
                           f"about, to say in your own words:\n{script}", script=script)
         self.memory[party.name].append(MemoryItem(kind="message", task=task, sender=to,
                                                   text=request.text))
-        obs = Observation(party=party.name, kind=party.kind, card=self._card(party.name),
+        obs = Observation(party=party.name, kind=party.kind, card=self.card(party.name),
                           time=float(self.env.now), task=task, step=0, request=request,
                           memory=MemoryView(self.memory[party.name]), tools=[],
                           traits=self.traits.get(party.name, {}), names=self.names)
@@ -466,7 +466,7 @@ class Episode:
         if agent is None:
             return party.objective or f"Hello, this is {party.name}."
         self.tasks += 1
-        obs = Observation(party=party.name, kind=party.kind, card=self._card(party.name),
+        obs = Observation(party=party.name, kind=party.kind, card=self.card(party.name),
                           time=float(self.env.now), task=self.tasks, step=0,
                           request=Request(sender=to, text="You are contacting "
                                           f"{self.names.get(to, to)}."),
@@ -483,7 +483,8 @@ class Episode:
         return action
 
     # ------------------------------------------------------------ tasks
-    def _card(self, party: str) -> str:
+    def card(self, party: str) -> str:
+        """The card `party` sees under this episode's condition (empty when it has none)."""
         return self.compiled.world.prompts.get(party, {}).get(self.condition, "")
 
     def handle(self, party_name: str, request: Request, principal: str | None,
@@ -512,7 +513,7 @@ class Episode:
         self.memory[party_name].append(MemoryItem(
             kind="message", task=task.id, sender=request.sender, text=request.text))
         agent = self.agents[party_name]
-        card = self._card(party_name)
+        card = self.card(party_name)
         power_holders = self.power_holders.get(party_name)
         observe = _observation if self._plain_names else _validated_observation
         for step in range(MAX_STEPS_PER_TASK):

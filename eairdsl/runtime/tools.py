@@ -135,15 +135,15 @@ class ToolRunner:
         reads something else that moves (the trace, the clock), then never cached.
         """
         if party.name in self.compiled.volatile_tool_lists:
-            return [self._spec(t) for t in self.available(party)]
+            return [self.spec(t) for t in self.available(party)]
         key = (party.name, -1 if party.name in self.compiled.fixed_specs
                else self.state.version)
         cached = self._party_specs.get(key)
         if cached is None:
-            cached = self._party_specs[key] = [self._spec(t) for t in self.available(party)]
+            cached = self._party_specs[key] = [self.spec(t) for t in self.available(party)]
         return list(cached)
 
-    def _spec(self, tool: ToolIR) -> ToolSpec:
+    def spec(self, tool: ToolIR) -> ToolSpec:
         """The tool as agents see it. Hints are re-evaluated only after the state changes."""
         key = (tool.name, -1 if tool.name in self.compiled.stable_hints else self.state.version)
         cached = self._specs.get(key)

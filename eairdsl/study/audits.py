@@ -323,7 +323,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
     interaction as a grey edge, the finding's path edges in orange with their step ids
     and the boundary edge in red (its step id and kind). Deterministic; every name
     escaped. Reuses `eairdsl.diagram`'s layered layout and node shapes."""
-    from eairdsl.diagram import _node_shape, _order, _ranks
+    from eairdsl.diagram import layer_order, layer_ranks, node_shape
 
     edge_of: dict[str, tuple[str, str, str]] = graph.graph.get("step_edge", {})
     actors: dict[str, str] = graph.graph.get("actors", {})
@@ -349,7 +349,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
     edges = sorted({(a, b, str(d.get("kind"))): list(d.get("steps", []))
                     for a, b, d in graph.edges(data=True)}.items())
     pairs = [(a, b) for (a, b, _), _ in edges]
-    layers = _order(_ranks(names, pairs), pairs)
+    layers = layer_order(layer_ranks(names, pairs), pairs)
     width = {n: max(54.0, len(labels[n]) * _CHAR_W + 18) for n in names}
     col_w = [max((width[n] for n in layer), default=54.0) for layer in layers]
     tallest = max((len(layer) for layer in layers), default=1)
@@ -424,7 +424,7 @@ def finding_svg(graph: Any, finding: dict[str, Any]) -> str:
         out.extend(layers_out[part])
     for node in names:
         nx_, ny = pos[node]
-        shape = _node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
+        shape = node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
         if node in hot_nodes:
             shape = shape.replace('stroke="#333" stroke-width="1"',
                                   f'stroke="{_PATH_COLOUR}" stroke-width="2"')
