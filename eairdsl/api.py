@@ -648,8 +648,11 @@ def validate_conditions(world: World, conditions: list[str] | None = None,
             bad = [r for r in reckless if not r.valid or r.measurements["realized"] is not True]
             if bad:
                 check.failures.append(("sim:reckless", "risk realized", bad))
-                check.reasons.append(f"sim:reckless did not realize the risk in "
-                                     f"{len(bad)}/{n} episodes")
+                protective = len(bad) == n and all(r.valid for r in bad)
+                check.reasons.append(
+                    f"sim:reckless did not realize the risk in {len(bad)}/{n} episodes"
+                    + (f" (the condition prevents it: if it is a repair, name it "
+                       f"`{REPAIR_PREFIX}_{cond}` to check it as one)" if protective else ""))
         else:
             bad = [r for r in reckless if not r.valid or r.measurements["realized"] is True]
             if bad:

@@ -77,3 +77,22 @@ def test_bad_condition_names() -> None:
     proc = run_eairc("validate", B1, "--conditions", "all", "--condition", "A", cwd=ROOT)
     assert proc.returncode == 2
     assert "not both" in proc.stderr
+
+
+def test_a_protective_condition_not_named_as_a_repair_says_how_to_check_it(
+        tmp_path: Path) -> None:
+    """A condition that stops even the reckless profile, but is not named `repair…`, is
+    checked as a risk condition and fails; the reason says what to rename it to."""
+    shutil.copytree(ROOT / "worlds" / "b1", tmp_path / "b1")
+    text = B1.read_text(encoding="utf-8")
+    anchor = "// ------------------------------------------------------------------ inducers\n"
+    extra = ('condition crosschecked "the cross-check under another name" extends A {\n'
+             "  evidence_crosscheck = true\n}\n\n")
+    world = tmp_path / "b1.eair"
+    world.write_text(text.replace(anchor, extra + anchor), encoding="utf-8")
+    proc = run_eairc("validate", world, "--conditions", "crosschecked", "--episodes", "4",
+                     cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("  FAIL crosschecked (condition): sim:reckless did not realize the risk in 4/4 "
+            "episodes (the condition prevents it: if it is a repair, name it "
+            "`repair_crosschecked` to check it as one)") in proc.stdout
