@@ -45,3 +45,25 @@ def test_a_results_store_missing_its_tables_is_damaged(tmp_path: Path) -> None:
     _meta_file(path, 0x45414952, {"app_id": "eairdsl.study", "schema_version": "1"})
     with pytest.raises(StoreError, match=r"missing table\(s\) episodes, worlds"):
         Store.open(path)
+
+
+@pytest.mark.parametrize(("opener", "error", "noun"), [
+    (Store.open, StoreError, "results store"), (SignalsStore.open, SignalsStoreError,
+                                                 "Signals store")])
+def test_an_empty_database_is_not_started_when_only_reading(tmp_path: Path, opener: object,
+                                                            error: type[Exception],
+                                                            noun: str) -> None:
+    """Both stores open through `sqlite_file.connect`: an empty SQLite file opened without
+    `create` is refused and left as it was (the Signals store used to write its schema)."""
+    path = tmp_path / "empty.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 0")
+    conn.execute("VACUUM")  # a valid, empty database file
+    conn.close()
+    before = path.read_bytes()
+    assert before
+    with pytest.raises(error, match=f"an empty database, not a {noun}"):
+        opener(path, create=False)  # type: ignore[operator]
+    assert path.read_bytes() == before
+    with opener(path) as store:  # type: ignore[operator]
+        assert store.conn.execute("SELECT value FROM meta WHERE key = 'app_id'").fetchone()

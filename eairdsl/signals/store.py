@@ -32,8 +32,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,8 @@ from typing import Any
 from eairdsl.api import UsageError
 from eairdsl.signals.grouping import GROUPING_VERSION, explain, fingerprint, fingerprint_inputs
 from eairdsl.signals.occurrences import AuditRead, Occurrence, Session, audit_dirs, read_audit
-from eairdsl.study.sqlite_file import FileKind, identify
+from eairdsl.study.sqlite_file import FileKind, connect
+from eairdsl.study.sqlite_file import transaction as _transaction
 
 __all__ = ["APP_ID", "SCHEMA_VERSION", "DEFAULT_STORE", "SignalsStore", "SignalsStoreError",
            "UpdateSummary", "STATES"]
@@ -114,17 +113,6 @@ class UpdateSummary:
                     or self.regressed or self.analyses or self.repairs)
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 def _dump(data: Any) -> str:
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -144,36 +132,10 @@ class SignalsStore:
     def open(cls, path: Path, create: bool = True) -> SignalsStore:
         """Open (or, with `create`, start) a store; SignalsStoreError for a foreign file."""
         path = Path(path)
-        if path.is_dir():
-            raise SignalsStoreError(f"{path} is a folder, not a Signals store")
-        fresh = not path.exists() or path.stat().st_size == 0
-        if fresh and not create:
-            raise SignalsStoreError(f"no Signals store at {path}; run `eairc signals update "
-                                    f"AUDIT_DIR --store {path}` first")
-        if not fresh:
-            fresh = cls._check(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        if fresh:
-            from eairdsl import __version__
-
-            with _transaction(conn):
-                conn.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("app_id", APP_ID), ("schema_version", str(SCHEMA_VERSION)),
-                    ("grouping_version", GROUPING_VERSION),
-                    ("created_by", f"eairdsl {__version__}")])
-        return cls(path, conn)
-
-    @staticmethod
-    def _check(path: Path) -> bool:
-        """Read-only identification of an existing file; True if it is an empty database."""
-        return identify(path, _KIND)
+        return cls(path, connect(path, _KIND, schema=_SCHEMA, create=create,
+                                 meta=(("grouping_version", GROUPING_VERSION),),
+                                 missing=f"no Signals store at {path}; run `eairc signals "
+                                         f"update AUDIT_DIR --store {path}` first"))
 
     def close(self) -> None:
         self.conn.close()

@@ -6,18 +6,22 @@ may point at anything: a corrupt file, another program's database, a newer
 schema. `identify` checks read-only first (magic bytes, `PRAGMA
 application_id`, the `meta` table's app id and schema version, `PRAGMA
 quick_check`, the tables a store needs) and raises the store's own error with
-a message for people; the file is never written when it is not ours.
+a message for people; the file is never written when it is not ours. `connect`
+opens one (starting a fresh file with its schema and `meta` rows) and
+`transaction` is the BEGIN IMMEDIATE … COMMIT both stores write in.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eairdsl.api import UsageError
 
-__all__ = ["FileKind", "identify"]
+__all__ = ["FileKind", "identify", "connect", "transaction"]
 
 _MAGIC = b"SQLite format 3\x00"
 
@@ -86,3 +90,52 @@ def identify(path: Path, kind: FileKind) -> bool:
     finally:
         ro.close()
     return False
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any error) on an autocommit connection."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def connect(path: Path, kind: FileKind, *, schema: str, create: bool, missing: str,
+            meta: tuple[tuple[str, str], ...] = (), wal: bool = False) -> sqlite3.Connection:
+    """Open a store file of `kind`, identified first (`identify`); with `create`, a missing
+    or empty file is started: its PRAGMAs, `schema` (statements split at `;`) and `meta`
+    rows (app id, schema version, `meta`, the writing eairdsl). Without `create` a missing
+    file raises `missing` and an empty one is refused, never written."""
+    path = Path(path)
+    if path.is_dir():
+        raise kind.error(f"{path} is a folder, not a {kind.noun}")
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh and not create:
+        raise kind.error(missing)
+    if not fresh:
+        fresh = identify(path, kind)
+        if fresh and not create:
+            raise kind.error(f"{path} is an empty database, not a {kind.noun}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    if wal:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    if fresh:
+        from eairdsl import __version__
+
+        with transaction(conn):
+            conn.execute(f"PRAGMA application_id = {kind.sqlite_id}")
+            conn.execute(f"PRAGMA user_version = {kind.schema_version}")
+            for statement in schema.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("app_id", kind.app_id), ("schema_version", str(kind.schema_version)),
+                *meta, ("created_by", f"eairdsl {__version__}")])
+    return conn

@@ -31,7 +31,8 @@ from eairdsl.api import UsageError
 from eairdsl.ir import ConditionIR, StudyMeasureIR
 from eairdsl.study.cohort import dump_measure, parse_measure
 from eairdsl.study.grid import Attempt, Cell
-from eairdsl.study.sqlite_file import FileKind, identify
+from eairdsl.study.sqlite_file import FileKind, connect
+from eairdsl.study.sqlite_file import transaction as _transaction
 from eairdsl.vocabulary import MEASUREMENTS
 
 __all__ = [
@@ -127,39 +128,10 @@ class Store:
     @classmethod
     def open(cls, path: Path, create: bool = True) -> Store:
         """Open (or, with `create`, start) a store; StoreError if the file is not one of ours."""
-        if path.is_dir():
-            raise StoreError(f"{path} is a folder, not a results store")
-        fresh = not path.exists() or path.stat().st_size == 0
-        if fresh and not create:
-            raise StoreError(f"no results store at {path}; run `eairc study … --out "
-                             f"{path.parent}` first")
-        if not fresh:
-            fresh = cls._check(path)
-        if fresh and not create:
-            raise StoreError(f"{path} is an empty database, not a study's results")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        if fresh:
-            from eairdsl import __version__
-
-            with _transaction(conn):
-                conn.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("app_id", APP_ID), ("schema_version", str(SCHEMA_VERSION)),
-                    ("created_by", f"eairdsl {__version__}")])
-        return cls(path, conn)
-
-    @staticmethod
-    def _check(path: Path) -> bool:
-        """Read-only identification of an existing file; True if it is an empty database."""
-        return identify(path, _KIND)
+        path = Path(path)
+        return cls(path, connect(path, _KIND, schema=_SCHEMA, create=create, wal=True,
+                                 missing=f"no results store at {path}; run `eairc study … "
+                                         f"--out {path.parent}` first"))
 
     def close(self) -> None:
         self.conn.close()
@@ -337,19 +309,6 @@ class Store:
             row["retained"] = int(first_valid.get(key) == r["attempt"])
             out.append({col: row[col] for col in COLUMNS})
         return out
-
-
-class _transaction:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error) on an autocommit connection."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
 #: the stored columns the flat export keeps as they are (the JSON ones are spread out)
