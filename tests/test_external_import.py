@@ -570,6 +570,9 @@ def test_eairc_import_exit_codes(tmp_path: Path) -> None:
     broken.write_text("{", encoding="utf-8")
     res = runner.invoke(app, ["import", "who-and-when", str(broken), "-o", str(tmp_path / "o")])
     assert res.exit_code == 1 and "not JSON" in res.output and "Traceback" not in res.output
+    for fmt in ("who-and-when", "tau-bench", "openinference"):  # one reader, located
+        res = runner.invoke(app, ["import", fmt, str(broken), "-o", str(tmp_path / "o")])
+        assert res.exit_code == 1 and "line 1, column 2" in res.output, (fmt, res.output)
     ok = runner.invoke(app, ["import", "mad", str(FIXTURES / "mad_sample.json"), "-o",
                              str(tmp_path / "mad")])
     assert ok.exit_code == 0 and "imported 3 trace(s)" in ok.output

@@ -41,7 +41,8 @@ from eairdsl.runtime.trace import Event, Trace, TraceHeader
 __all__ = ["EdgeBasis", "SourceError", "ImportedTrace", "Importer", "IMPORTERS",
            "GRADER_SUFFIX", "RoleHeader", "SourceBlock", "Withheld", "explicit_recipient",
            "grader_path", "import_path", "importers", "neutral_name", "register",
-           "role_header", "safe_file_name", "sha256_file", "source_files"]
+           "role_header", "safe_file_name", "sha256_file", "source_files", "json_where",
+           "read_json"]
 
 #: what states a recipient in the source; anything else is not an edge
 EdgeBasis = Literal["role-arrow", "span-parent", "source-field", "tool-call"]
@@ -77,6 +78,24 @@ class SourceBlock(BaseModel):
     framework: str
     withheld: list[Withheld] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+
+def json_where(exc: ValueError) -> str:
+    """Where a JSON parse failed (`line L, column C`), for a located SourceError."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}"
+    return ""
+
+
+def read_json(path: Path) -> Any:
+    """A source file's JSON, or a SourceError saying why not and where (an unreadable
+    file, bytes that are not UTF-8, malformed JSON at line and column)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise SourceError(path, json_where(exc), f"not JSON ({exc})") from None
 
 
 def sha256_file(path: Path) -> str:

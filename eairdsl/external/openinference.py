@@ -48,6 +48,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_json,
     register,
 )
 
@@ -370,17 +371,8 @@ def build(b: ImportedTrace, roots: list[Span]) -> None:
     _Builder(b, roots).run(roots)
 
 
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SourceError(path, "", f"not JSON ({exc})") from None
-
-
 def read(path: Path) -> list[ImportedTrace]:
-    data = _load_json(path)
+    data = read_json(path)
     trace_id, roots = load_spans(data, path)
     b = ImportedTrace(format="openinference", src=path, instance=trace_id or path.stem,
                       world=neutral_name("openinference", path.stem),

@@ -31,6 +31,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_json,
     register,
     sha256_file,
 )
@@ -120,12 +121,7 @@ def _arguments(raw: Any, path: Path, where: str) -> dict[str, Any] | None:
 
 
 def read(path: Path) -> list[ImportedTrace]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SourceError(path, "", f"not JSON ({exc})") from None
+    data = read_json(path)
     records = data if isinstance(data, list) else [data]
     digest = sha256_file(path)
     return [_record(path, digest, n, rec) for n, rec in enumerate(records)]

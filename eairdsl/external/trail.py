@@ -24,7 +24,9 @@ from eairdsl.external.core import (
     ImportedTrace,
     Importer,
     SourceError,
+    json_where,
     neutral_name,
+    read_json,
     register,
 )
 from eairdsl.external.openinference import build, load_spans
@@ -78,20 +80,14 @@ def load_annotation(path: Path) -> tuple[Any, str | None]:
     except ValueError as first:
         fixed, removed = strip_trailing_commas(text)
         if removed == 0:
-            raise SourceError(path, _where(first), f"not JSON ({first})") from None
+            raise SourceError(path, json_where(first), f"not JSON ({first})") from None
         try:
             data = json.loads(fixed)
         except ValueError:
-            raise SourceError(path, _where(first), f"not JSON ({first}), and not only "
+            raise SourceError(path, json_where(first), f"not JSON ({first}), and not only "
                               "because of trailing commas") from None
         return data, (f"annotation file {path.name} is not strict JSON: {removed} trailing "
                       "comma(s) before a closing bracket removed to read it (no other change)")
-
-
-def _where(exc: ValueError) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"line {exc.lineno}, column {exc.colno}"
-    return ""
 
 
 def annotation_path(trace_path: Path) -> Path | None:
@@ -108,12 +104,7 @@ def annotation_path(trace_path: Path) -> Path | None:
 
 
 def read(path: Path) -> list[ImportedTrace]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise SourceError(path, _where(exc), f"not JSON ({exc})") from None
+    data = read_json(path)
     trace_id, roots = load_spans(data, path)
     split = path.parent.name
     b = ImportedTrace(format="trail", src=path, instance=trace_id or path.stem,

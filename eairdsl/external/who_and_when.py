@@ -31,6 +31,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_json,
     register,
     role_header,
 )
@@ -68,12 +69,7 @@ def _subset(path: Path, data: dict[str, Any]) -> str:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SourceError(path, "", f"not JSON ({exc})") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         raise SourceError(path, "", "not a Who&When trace: no `history` list")
     return data
