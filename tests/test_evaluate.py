@@ -240,6 +240,34 @@ def test_let_memo_keys_rows_and_lists_by_identity_without_mixing_values(world: W
     assert all(isinstance(args, list) for args, _ in memo.values())
 
 
+
+def test_let_memo_keys_text_lists_by_value_and_numbers_with_their_type(world: World) -> None:
+    """A fresh list of the same texts (what `replies(p)` or `[final(p)]` builds at each
+    call) finds the value computed for an equal one, and a longer or different list does
+    not; `1`, `1.0` and `true` are equal in Python but never share an entry, so a body
+    that renders its argument gives each its own text."""
+    from eairdsl.runtime.evaluate import _memo_key
+
+    steps = Agg(func="count", body=_ref("param", "xs"))
+    table = LetTable({"size": LetIR(name="size", params=["xs"], body=steps)})
+    call = table.caller("size")
+    scope = _scope(world, [])
+    assert call([["a", "b"]], scope) == 2
+    spent = scope.budget.steps
+    assert call([["a", "b"]], scope) == 2  # another list, equal: a memo hit, no step
+    assert scope.budget.steps == spent
+    assert call([["a", "b", "c"]], scope) == 3 and call([["b", "a"]], scope) == 2
+    assert scope.budget.steps > spent
+    assert len(scope.episode_memo) == 3
+    # a list holding anything but texts is keyed by identity, as before
+    mixed = ["a", 1]
+    assert _memo_key(mixed) == (list, id(mixed)) and _memo_key(["a", 1]) != _memo_key(mixed)
+    keys = {_memo_key(1), _memo_key(1.0), _memo_key(True), _memo_key("1"), _memo_key(None)}
+    assert len(keys) == 5
+    render = Call(func="text", args=[_ref("param", "x")])
+    shown = LetTable({"shown": LetIR(name="shown", params=["x"], body=render)}).caller1("shown")
+    assert [shown(v, scope) for v in (1, True, 1.5, 1)] == ["1", "true", "1.5", "1"]
+
 def test_static_tables_are_shared_and_ledgers_copied(world: World) -> None:
     compiled = CompiledWorld(world)
     for record in world.records:

@@ -331,7 +331,7 @@ class LetTable:
                 key: tuple[Any, ...] = bare
             elif len(args) == 1:  # the common case, without a call per argument
                 a = args[0]
-                key = (name, a if type(a) in _PLAIN else _memo_key(a))
+                key = (name, a if type(a) is str else _memo_key(a))
             else:
                 key = (name, *map(_memo_key, args))
             memo = s.episode_memo if episode else s.memo
@@ -341,7 +341,7 @@ class LetTable:
             return run(args, key, memo, s)
 
         def call1(a: Any, s: Scope) -> Any:
-            key = (name, a if type(a) in _PLAIN else _memo_key(a))
+            key = (name, a if type(a) is str else _memo_key(a))
             memo = s.episode_memo if episode else s.memo
             hit = memo.get(key, _MISSING)
             if hit is not _MISSING:
@@ -351,7 +351,6 @@ class LetTable:
 
 
 _MISSING = object()
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 #: argument types keyed by identity (rows, tables, lists, records)
 _BY_IDENTITY = frozenset({Row, Rows, StaticRows, list, dict})
 
@@ -387,14 +386,23 @@ def reads_trace_or_clock(expr: Expr | None, lets: dict[str, LetIR]) -> bool:
 def _memo_key(value: Any) -> Any:
     """A hashable key for a `let` argument.
 
-    Rows and lists are keyed by identity: values are never mutated once an
-    expression or effect has built them, and the memo holds the argument, so
-    the identity cannot be reused by another object while the entry lives.
+    A text is its own key. A number or truth value is keyed with its type: `1`,
+    `1.0` and `true` are equal in Python but render differently, so one must not
+    find another's value. A short list of texts (`replies(specialist)`,
+    `[final(assistant)]`) is keyed by its items: trace queries and list literals
+    build a fresh list at every call, which an identity key would never find
+    again. Other rows and lists are keyed by identity: values are never mutated
+    once an expression or effect has built them, and the memo holds the argument,
+    so the identity cannot be reused by another object while the entry lives.
     Equal but distinct values only miss the memo, which costs time, not truth.
     """
     kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind is str or value is None:
         return value
+    if kind is int or kind is float or kind is bool:
+        return (kind, value)
+    if kind is list and len(value) <= _TEXTS_BY_VALUE and all(type(v) is str for v in value):
+        return (_TEXTS, *value)
     if kind in _BY_IDENTITY:  # never hashable: no failed hash() to pay for
         return (kind, id(value))
     try:
@@ -402,6 +410,12 @@ def _memo_key(value: Any) -> Any:
     except TypeError:
         return (kind, id(value))
     return value
+
+
+#: the first item of a list-of-texts key (a tuple no other key begins with)
+_TEXTS = object()
+#: lists of at most this many texts are keyed by value
+_TEXTS_BY_VALUE = 64
 
 
 @dataclass
