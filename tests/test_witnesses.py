@@ -273,6 +273,10 @@ RULES_CASES: dict[str, tuple[str, Any, list[str]]] = {
     # the same value (1) from two different calls: the let memo must not mix witnesses
     "let_memo": ("positive(count(calls(history, desk_a))) and "
                  "positive(count(calls(history, desk_b)))", True, ["s0002", "s0009"]),
+    # two lists of the same text, one written in the world and one the final answer:
+    # a list's memo key holds its items' steps, so neither takes the other's witness
+    "let_list_memo": ('refund_said(["Here is what I found. refunded $20", final(desk_b)]) '
+                      "and refund_said([final(desk_a), final(desk_b)])", True, ["s0007"]),
     "measure_ref": ("utility", True, ["s0007", "s0011"]),
     "unassessed_when": ("final(desk_a) when count(refunds) > 5", None, ["s0005"]),
 }
@@ -283,7 +287,9 @@ def rules_episode() -> Iterator[Episode]:
     metrics = "".join(f"\n  metric r_{name} = {expr}" for name, (expr, _, _) in
                       RULES_CASES.items())
     with tempfile.TemporaryDirectory() as tmp:
-        world = mini_world(Path(tmp), append="\nlet positive(n: int) = n > 0\n", edits=[
+        world = mini_world(Path(tmp), append=("\nlet positive(n: int) = n > 0\n"
+                                                "let refund_said(xs: list[text]) = "
+                                                "any x in xs: x contains \"refunded\"\n"), edits=[
             ("  metric total = sum(r.amount for r in refunds)",
              "  metric total = sum(r.amount for r in refunds)" + metrics)])
         yield episode(CompiledWorld(world), "baseline", None, 0, Path(tmp) / "out")

@@ -611,8 +611,23 @@ def _compile_let(e: LetCall, lets: _Lets) -> WFn:
 
 def _why_key(w: Why) -> Any:
     """A memo key for an argument's witness: its steps when it has no shape (equal steps,
-    equal answers), else its identity (the memo holds it, so the identity stays unique)."""
-    return w.steps if w.items is None and w.fields is None else id(w)
+    equal answers); for a short list whose items have no shape (`replies(p)`,
+    `[final(p)]`: a new witness at every call), its steps and each item's; else its
+    identity (the memo holds it, so the identity stays unique)."""
+    items = w.items
+    if w.fields is None:
+        if items is None:
+            return w.steps
+        if len(items) <= _ITEMS_BY_VALUE and all(
+                i.items is None and i.fields is None for i in items):
+            return (_ITEMS, w.steps, *[i.steps for i in items])
+    return id(w)
+
+
+#: the first item of a list witness's key (a tuple no other key begins with)
+_ITEMS = object()
+#: list witnesses of at most this many shapeless items are keyed by their steps
+_ITEMS_BY_VALUE = 64
 
 
 #: the memo keys of let calls answered by value (placeholders), kept apart from the others
