@@ -1264,6 +1264,8 @@ def audit(
     u_all = sum(e.units_total for e in entries)
     typer.echo(f"audited {len(entries)} episode(s) with {arm}: {valid} valid report(s), "
                f"{len(entries) - valid - len(failed)} invalid, {len(failed)} without a report")
+    if index.settings is not None:
+        typer.echo(f"auditor requests: {index.settings.describe()}")
     typer.echo("verdicts: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
                                or "none"))
     typer.echo(f"resolvable findings {f_ok}/{f_all}, evidence units {u_ok}/{u_all}")

@@ -49,7 +49,10 @@ litellm imported on the first live request only, and the cassette: with
 `settings.record` every exchange is stored, with `settings.replay` the audit is
 replayed from it with no network and no litellm, and gives a byte-identical
 report. Usage (tokens, cost from litellm's offline cost map, tool calls) goes in
-the report's `usage`.
+the report's `usage`. How the requests were sampled (`LLMAuditor.request_settings`:
+model, temperature, max_tokens, seed, timeout, retries, as sent) goes in the session
+and, through the runner, in the audit's `index.json`, not in the report: contract
+v1's schema is what the model is shown.
 
 Arm `contract="none"` (F.15's naive baseline): a short free-text prompt, no
 schema and no `submit_report`; the model's final plain-text answer is turned into
@@ -79,7 +82,7 @@ from pydantic import BaseModel, Field
 
 from eairdsl.agents.cassette import CassetteMiss
 from eairdsl.agents.llm import LLMSettings, LLMUnavailable, alternate, call_record
-from eairdsl.audit.auditor import AuditError
+from eairdsl.audit.auditor import AuditError, AuditorSettings
 from eairdsl.audit.contract import (
     AUDIT_SCHEMA,
     Auditor,
@@ -201,6 +204,9 @@ class AuditSession(BaseModel):
     graph: GraphArm
     prompt_version: str
     scope: str
+    #: how the requests were sent (model, sampling, transport limits); None in sessions
+    #: written before it was recorded
+    settings: AuditorSettings | None = None
     stop: Stop | None = None
     accepted: bool = False
     turns: int = 0
@@ -328,6 +334,29 @@ class LLMAuditor:
         return Auditor(kind="llm", model=self.model, prompt_version=self.prompt_version,
                        seed=self.seed)
 
+    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                choice: str) -> dict[str, Any]:
+        """One request as it is sent (and keyed in the cassette): the client's, with this
+        auditor's model and seed. `request_settings` reads its options from here, so
+        what is recorded is what was sent."""
+        request = self.client.request(self.model, messages, tools, choice)
+        if self.seed is not None:
+            request["seed"] = self.seed
+        return request
+
+    @property
+    def request_settings(self) -> AuditorSettings:
+        """The effective request settings of this auditor (`SampledAuditor`): the model
+        and sampling options every request carries, where provider keyword arguments
+        override them the value that reaches the provider, and the transport limits."""
+        sent = self.request([], None, "auto")
+        extra = self.settings.completion_kwargs
+        options = {k: extra.get(k, sent.get(k)) for k in ("temperature", "max_tokens", "seed")}
+        return AuditorSettings.model_validate({
+            "model": self.model, **{k: v for k, v in options.items() if v is not None},
+            "timeout": self.settings.timeout, "retries": self.settings.retries,
+            "completion_params": sorted(set(extra) - set(options))})
+
     def audit(self, bundle: Bundle) -> Report:
         return asyncio.run(self.audit_async(bundle))
 
@@ -367,7 +396,8 @@ class _Run:
                           f"{hashlib.sha256(key.encode('utf-8')).hexdigest()[:8]}")
         self.session = AuditSession(episode=episode, model=auditor.model,
                                     contract=auditor.contract, graph=auditor.graph,
-                                    prompt_version=auditor.prompt_version, scope=self.scope)
+                                    prompt_version=auditor.prompt_version, scope=self.scope,
+                                    settings=auditor.request_settings)
         self.rng = random.Random(f"{self.scope}:backoff")
         self.counters: dict[str, int] = {}
         self.order = {s.step: i for i, s in enumerate(bundle.steps)}
@@ -479,13 +509,11 @@ class _Run:
             else:
                 choice = "none"
         messages = alternate(self.messages)
-        request = a.client.request(a.model, messages, tools, choice)
+        request = a.request(messages, tools, choice)
         s.chars_sent += len(to_json(messages))
         s.longest_message = max([s.longest_message] + [
             len(m["content"]) for m in messages
             if m["role"] in ("user", "tool") and isinstance(m.get("content"), str)])
-        if a.seed is not None:
-            request["seed"] = a.seed
         meta: dict[str, Any] = {}
         where = f"audit of {s.episode} ({s.contract}/{s.graph}) turn {s.turns + 1}"
         try:

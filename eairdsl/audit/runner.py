@@ -22,6 +22,14 @@ budget) is recorded with its reason and retried on the next run.
 
 Wall-clock seconds per audit are kept in the index only; reports of a
 deterministic auditor are byte-identical from run to run.
+
+An LLM auditor (`auditor.SampledAuditor`) also leaves its request settings in the
+index (`settings`: the model, the sampling options that were set, the timeout and
+retries), since the report's `auditor` block names only model, prompt version and
+seed. A folder holds the reports of one sampling: resuming into a folder whose
+reports were made with another model, temperature, max_tokens, seed or extra
+provider parameter (or whose sampling was not recorded) is refused, never reused.
+A longer timeout or more retries is the same sampling and resumes.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from eairdsl.api import UsageError
-from eairdsl.audit.auditor import AuditError, AuditorAgent
+from eairdsl.audit.auditor import AuditError, AuditorAgent, AuditorSettings, SampledAuditor
 from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
 from eairdsl.audit.contract import Report, Verdict
 from eairdsl.audit.evidence import Bundle
@@ -86,6 +94,9 @@ class AuditIndex(BaseModel):
                   "trace(s) it was made from, and the report's verdict and validation; "
                   "never give it to an auditor")
     auditor: dict[str, Any] = Field(default_factory=dict)
+    #: how an LLM auditor's requests were sent (model, sampling, transport limits);
+    #: absent for auditors that sample nothing and in indexes written before it was kept
+    settings: AuditorSettings | None = None
     entries: list[AuditEntry] = Field(default_factory=list)
 
 
@@ -101,6 +112,35 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _dump(data: Any) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _index_json(index: AuditIndex) -> bytes:
+    """The index's file text; `settings` only when there are some, so an offline audit's
+    index is byte for byte what it was before settings were recorded."""
+    data = index.model_dump(mode="json")
+    if data.get("settings") is None:
+        data.pop("settings", None)
+    return _dump(data)
+
+
+def _same_sampling(out: Path, earlier: AuditIndex, settings: AuditorSettings | None) -> None:
+    """Refuse to resume into a folder whose reports were sampled otherwise (a report made
+    at one temperature is not a report at another)."""
+    if not any(e.status != "failed" for e in earlier.entries):
+        return  # no report of an earlier run stays in the folder
+    was = earlier.settings.sampling() if earlier.settings is not None else None
+    now = settings.sampling() if settings is not None else None
+    if was == now:
+        return
+
+    def say(sampling: dict[str, Any] | None) -> str:
+        if sampling is None:
+            return "none recorded"
+        return AuditorSettings.model_validate(sampling).describe()
+
+    raise UsageError(f"{out / AUDIT_INDEX}: its reports were made with auditor sampling "
+                     f"'{say(was)}', this audit's is '{say(now)}'; reports are not reused "
+                     "across samplings: rerun with the recorded settings, or choose another -o")
 
 
 def read_index(out: Path) -> AuditIndex:
@@ -182,6 +222,9 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     `describe` is what the index records about the auditor (kind, model, arms).
     """
     out = Path(out)
+    earlier = read_index(out)
+    settings = auditor.request_settings if isinstance(auditor, SampledAuditor) else None
+    _same_sampling(out, earlier, settings)
     bundles_dir = out / BUNDLES
     bundled = bundle_run(target if isinstance(target, Path) else list(target), bundles_dir,
                          world)
@@ -191,8 +234,8 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         traces.setdefault(b.episode, []).append(rel)
     episodes = sorted(e for e in traces if only is None or e in only)
     # entries of earlier runs into this folder stay, updated where this run audits them
-    entries = {e.episode: e for e in read_index(out).entries}
-    index = AuditIndex(auditor=dict(describe or {}), entries=sorted(
+    entries = {e.episode: e for e in earlier.entries}
+    index = AuditIndex(auditor=dict(describe or {}), settings=settings, entries=sorted(
         entries.values(), key=lambda e: e.episode))
     for n, episode in enumerate(episodes, 1):
         names = sorted(traces[episode])
@@ -204,13 +247,13 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         else:
             entry = _audit_one(out, episode, names, auditor)
         entries[episode] = entry
-        index = AuditIndex(auditor=dict(describe or {}), entries=sorted(
+        index = AuditIndex(auditor=dict(describe or {}), settings=settings, entries=sorted(
             entries.values(), key=lambda e: e.episode))
-        _write_atomic(out / AUDIT_INDEX, _dump(index.model_dump(mode="json")))
+        _write_atomic(out / AUDIT_INDEX, _index_json(index))
         if progress is not None:
             progress(n, len(episodes), entry)
     if not episodes:
-        _write_atomic(out / AUDIT_INDEX, _dump(index.model_dump(mode="json")))
+        _write_atomic(out / AUDIT_INDEX, _index_json(index))
     return index
 
 
