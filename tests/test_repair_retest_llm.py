@@ -127,7 +127,9 @@ def llm_audit(root: Path, provider: tuple[Scripted, AuditorModel]) -> Path:
     run_study([world], [plan], [Model(AGENT, "llm:" + AGENT)], root / "study",
               llm=study_settings())
     out = root / "audit"
-    settings = transport().model_copy(update={"model": AUDITOR})
+    # sampled as an audit may be: the retest's AuditPass must ask alike
+    settings = transport().model_copy(update={"model": AUDITOR, "temperature": 0.25,
+                                              "max_tokens": 700})
     auditor, describe = make_auditor("llm", out, model=AUDITOR, settings=settings)
     index = audit_episodes(root / "study", out, auditor, world=A1,
                            describe={"arm": arm_name("llm", AUDITOR, "full", "annotated"),
@@ -169,6 +171,10 @@ def test_an_llm_cohort_is_retested_with_its_models_and_its_llm_auditor(
     index = read_index(rt / "audit")
     assert index.auditor["kind"] == "llm" and index.auditor["model"] == AUDITOR
     assert index.auditor["arm"] == read_index(llm_audit).auditor["arm"]
+    # ... sampled as the audit was (its index records the settings its requests carried)
+    audited = read_index(llm_audit).settings
+    assert audited is not None and (audited.temperature, audited.max_tokens) == (0.25, 700)
+    assert index.settings is not None and index.settings.sampling() == audited.sampling()
     assert index.entries and all(e.status == "valid" for e in index.entries)
     reports = [json.loads((rt / "audit" / "reports" / f"{e.episode}.json").read_text())
                for e in index.entries]

@@ -234,6 +234,10 @@ class AuditorUsed(BaseModel):
     graph: str | None = None
     seed: int | None = None
     prompt_version: str | None = None
+    #: the LLM auditor's sampling as its audit recorded it (`AuditIndex.settings`; None
+    #: when unset, or in an audit written before the settings were kept)
+    temperature: float | None = None
+    max_tokens: int | None = None
 
 
 def auditor_of(audit_dir: Path) -> AuditorUsed:
@@ -273,9 +277,12 @@ def auditor_of(audit_dir: Path) -> AuditorUsed:
     prompt = str(block.get("prompt_version") or "")
     contract = recorded.get("contract") or (prompt.split("-", 1)[0] if "-" in prompt
                                             else "full")
+    sampled = index.settings
     return AuditorUsed(kind="llm", model=block.get("model") or recorded.get("model"),
                        contract=str(contract), graph=str(recorded.get("graph") or "annotated"),
-                       seed=block.get("seed"), prompt_version=block.get("prompt_version"))
+                       seed=block.get("seed"), prompt_version=block.get("prompt_version"),
+                       temperature=sampled.temperature if sampled else None,
+                       max_tokens=sampled.max_tokens if sampled else None)
 
 
 def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None
@@ -295,7 +302,8 @@ def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings |
 
     settings = (transport or LLMSettings()).model_copy(update={
         "model": used.model, "counterpart_model": None, "judge_model": None,
-        "role_models": {}, "temperature": None, "max_tokens": None, "seed": used.seed,
+        "role_models": {}, "temperature": used.temperature, "max_tokens": used.max_tokens,
+        "seed": used.seed,
         "record": None, "replay": None})
     contract, graph = used.contract or "full", used.graph or "annotated"
     agent, describe = make_auditor("llm", out, model=used.model, contract=contract,
