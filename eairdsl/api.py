@@ -104,8 +104,13 @@ def load_generated(path: Path) -> World:
         raise UsageError(f"{file}: {exc}") from None
 
 
-def resolve_world(target: Path | None, generated: Path = Path("generated")) -> World:
-    """A .eair file (compiled now), a generated folder, or what `eairc compile` last wrote."""
+def resolve_world(target: Path | str | None, generated: Path | str = Path("generated")
+                  ) -> World:
+    """A .eair file (compiled now), a generated folder, or what `eairc compile` last wrote
+    (a path given as a string is taken as a path)."""
+    generated = Path(generated)
+    if isinstance(target, str):
+        target = Path(target)
     if target is None:
         last = generated / LAST_FILE
         if not last.is_file():

@@ -59,12 +59,19 @@ from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row, StaticRows
 
 __all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS",
-           "AGENT_FAILED"]
+           "EVENTS_PER_SCRIPTED", "MAX_EVENTS_CEILING", "AGENT_FAILED"]
 
 #: how an agent whose `decide` raised is worded in `invalid` (stored reasons keep it)
 AGENT_FAILED = ": agent failed: "
 MAX_STEPS_PER_TASK = 16
+#: simulated events one episode may process, before the world's own workload: the
+#: budget stops a runaway episode (messages passed round a loop), not a long one
 MAX_EVENTS = 5000
+#: events more per scripted event the world declares (a request's message, steps, tool
+#: calls, results and timeouts come to about 10; a task may take 16 steps)
+EVENTS_PER_SCRIPTED = 64
+#: the budget's ceiling, however many scripted events a world declares
+MAX_EVENTS_CEILING = 200_000
 
 
 class EpisodeError(Exception):
@@ -110,6 +117,10 @@ class CompiledWorld:
         self._access: dict[str, tuple[list[str], list[str]]] = {}
         self._arg_plans: dict[str, tuple[frozenset[str], list[frozenset[type] | None]]] = {}
         self.inducers = InducerPlan(world)
+        #: simulated events one episode may process: MAX_EVENTS, and EVENTS_PER_SCRIPTED
+        #: more per scripted event (1,000 scripted requests need about 10,000), capped
+        self.event_budget = min(MAX_EVENTS_CEILING, MAX_EVENTS + EVENTS_PER_SCRIPTED * sum(
+            len(p.events) for p in world.parties))
 
     def fn(self, expr: Expr) -> Any:
         """The compiled form of `expr`, made once. Keyed by identity, so the entry keeps
@@ -380,6 +391,7 @@ class Episode:
         processed = 0
         env = self.env
         peek, step, never = env.peek, env.step, float("inf")
+        budget = self.compiled.event_budget
         while True:
             if self.pending:
                 batch, self.pending = self.pending, []
@@ -395,8 +407,8 @@ class Episode:
             if peek() == never:
                 break
             processed += 1
-            if processed > MAX_EVENTS:
-                self.invalid.append(f"event budget of {MAX_EVENTS} exhausted")
+            if processed > budget:
+                self.invalid.append(f"event budget of {budget} exhausted")
                 break
             step()
 
