@@ -1393,6 +1393,13 @@ def repair(
     timeout: Timeout = 60.0,
     retries: Retries = 4,
     max_connections: MaxConnections = 8,
+    record: Annotated[bool, typer.Option("--record", help=(
+        "Record every LLM exchange (Repair Agent, Reviewer, the retest's W and W' studies "
+        "and its auditor) to REPAIR_DIR/cassettes/round-NN/ (kept across resumed runs)."))
+    ] = False,
+    replay: Annotated[Path | None, typer.Option(
+        metavar="REPAIR_DIR", help="Answer every LLM request from the cassettes of this "
+        "repair folder (or its cassettes folder) instead of the network.")] = None,
 ) -> None:
     """Repair a world from an audit finding: agent, guarded apply, ScopeOK, review, retest.
 
@@ -1402,6 +1409,7 @@ def repair(
     to resume after an interruption.
     """
     from eairdsl.api import UsageError
+    from eairdsl.repair.loop import CASSETTES
     from eairdsl.repair.loop import repair as run_repair
     from eairdsl.repair.make import describe, make_agent, make_reviewer
 
@@ -1417,10 +1425,17 @@ def repair(
 
     from eairdsl.agents.llm import LLMSettings
 
+    replay_dir = None
+    if replay is not None:
+        replay_dir = replay / CASSETTES if (replay / CASSETTES).is_dir() else replay
     transport = LLMSettings(api_base=api_base, timeout=timeout, retries=retries,
-                            max_connections=max_connections)
+                            max_connections=max_connections,
+                            record=out / CASSETTES if record and replay is None else None,
+                            replay=replay_dir)
 
     try:
+        if record and replay is not None:
+            raise UsageError("--record and --replay exclude each other")
         proposer = make_agent(agent, model, **llm(agent, model))
         checker = make_reviewer(reviewer, reviewer_model or model,
                                 **llm(reviewer, reviewer_model or model))

@@ -44,6 +44,11 @@ malformed one raises `RepairError`, a contradictory one is returned as it is
 
 Use a different model (or instance) for the reviewer than for the agent: no
 single agent both writes and accepts a repair (D.1).
+
+`use_cassette(record=..., replay=...)` points either role's next exchanges at
+another cassette: the repair loop gives every round its own file (`eairc repair
+--record` / `--replay`, `loop.py`), so a resumed repair never truncates what a
+finished round recorded.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ from eairdsl.repair.model import (
 __all__ = ["LANGUAGE_SECTIONS", "LLMRepairAgent", "LLMReviewer", "PROMPT_VERSION",
            "READ_ONLY_MARK", "agent_messages", "language_excerpt", "language_excerpt_from",
            "mark_protected", "parse_candidate", "parse_review", "reviewer_messages",
-           "strip_marks", "write_language_excerpt"]
+           "strip_marks", "with_cassette", "write_language_excerpt"]
 
 #: bumped when the prompts' wording changes; `produced_by`/`reviewer` also carry a digest
 #: of the exact system prompt sent
@@ -416,6 +421,19 @@ def _check(model: str, max_tries: int) -> None:
         raise ValueError(f"max_tries must be 1 or more, not {max_tries}")
 
 
+def with_cassette(settings: LLMSettings, record: Path | None = None,
+                  replay: Path | None = None) -> LLMSettings:
+    """A copy of `settings` with its own client on the cassette `record` (truncated now) or
+    `replay` (read now: a missing or broken one raises `CassetteError` before any request).
+
+    A new object, not `model_copy`: a copy would share the original's client, and with it
+    the original's cassette."""
+    fields = {name: getattr(settings, name) for name in type(settings).model_fields}
+    fresh = LLMSettings(**{**fields, "record": record, "replay": replay})
+    fresh.client()
+    return fresh
+
+
 def _retry_note(problem: str) -> str:
     return (f"Your answer could not be used: {problem}. Answer again with the JSON object "
             "only, in the shape the instructions give.")
@@ -444,6 +462,13 @@ class LLMRepairAgent:
         self.system = _system("repair_agent.md")
         self.prompt_version = _version(self.system)
         self.last_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def use_cassette(self, record: Path | None = None,
+                     replay: Path | None = None) -> LLMSettings:
+        """Record the next exchanges to `record`, or answer them from `replay`; the settings
+        now in use (their `replay_error()` tells a replay miss from a model's failure)."""
+        self.settings = with_cassette(self.settings, record, replay)
+        return self.settings
 
     def propose(self, request: RepairRequest) -> Candidate:
         return asyncio.run(self.propose_async(request))
@@ -489,6 +514,12 @@ class LLMReviewer:
         self.system = _system("reviewer.md")
         self.prompt_version = _version(self.system)
         self.last_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def use_cassette(self, record: Path | None = None,
+                     replay: Path | None = None) -> LLMSettings:
+        """As `LLMRepairAgent.use_cassette`."""
+        self.settings = with_cassette(self.settings, record, replay)
+        return self.settings
 
     def review(self, request: ReviewRequest) -> Review:
         return asyncio.run(self.review_async(request))

@@ -30,6 +30,24 @@ world folder, attribution, diagnostics, `diff.json`, `scope.json`,
 `outcome.json` exists: running the same repair again continues after the last
 completed round (an agent's answer already on disk is not asked again, a
 retest resumes its studies), and a finished repair is only re-rendered.
+
+Cassettes. `llm.record` (a folder: `eairc repair --record` gives
+`OUT/cassettes`) records every LLM exchange of the repair, one cassette per
+consumer and round, so no consumer truncates another's and a resumed repair
+never truncates what a finished round recorded:
+
+    cassettes/round-NN/agent.jsonl         the LLM Repair Agent's (when it was asked)
+    cassettes/round-NN/reviewer.jsonl      the LLM Reviewer's
+    cassettes/round-NN/retest/before/      the retest's W study (<model>.jsonl)
+    cassettes/round-NN/retest/after/       its W′ study
+    cassettes/round-NN/retest/audit.jsonl  the retest's LLM auditor
+
+`llm.replay` (such a folder, from an earlier repair) answers every request of
+every consumer from it, with no network and no litellm; a request it does not
+hold stops the repair with the located `CassetteMiss` message (`UsageError`),
+never recorded as a failed round. An agent or reviewer takes its round's
+cassette through `use_cassette(record=..., replay=...)` (`Taped`: the LLM roles
+of `llm.py`); the offline ones make no model call and need none.
 """
 
 from __future__ import annotations
@@ -38,7 +56,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -64,14 +82,57 @@ from eairdsl.repair.scope import check_scope
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
-__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "Selected", "Acceptance", "RoundOutcome",
-           "select_finding", "repair"]
+__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "CASSETTES", "Selected", "Acceptance",
+           "RoundOutcome", "Taped", "select_finding", "repair"]
 
 LOOP = "loop.json"
 PLAN = "plan.json"
 ACCEPTANCE = "acceptance.json"
 #: a round's last file: the round is complete once it exists
 OUTCOME = "outcome.json"
+#: where `eairc repair --record` keeps the repair's cassettes (module docstring)
+CASSETTES = "cassettes"
+
+
+@runtime_checkable
+class Taped(Protocol):
+    """A Repair Agent or Reviewer whose model exchanges go through a cassette."""
+
+    def use_cassette(self, record: Path | None = None,
+                     replay: Path | None = None) -> LLMSettings:
+        """Record the next exchanges to `record` or answer them from `replay`; the settings
+        in use (`replay_error()` says whether the replay missed)."""
+        ...
+
+
+def _round_tapes(llm: LLMSettings | None, n: int) -> tuple[Path | None, Path | None]:
+    """Round `n`'s cassette folders inside `llm.record` / `llm.replay`."""
+    name = f"round-{n:02d}"
+    return (Path(llm.record) / name if llm and llm.record else None,
+            Path(llm.replay) / name if llm and llm.replay else None)
+
+
+def _tape(who: object, llm: LLMSettings | None, n: int, name: str) -> LLMSettings | None:
+    """Point `who` (an agent or reviewer) at round `n`'s cassette `name`, when the repair
+    records or replays and `who` talks to a model; the settings it then uses."""
+    record, replay = _round_tapes(llm, n)
+    if (record is None and replay is None) or not isinstance(who, Taped):
+        return None
+    from eairdsl.agents.cassette import CassetteError
+
+    try:
+        return who.use_cassette(record=record / name if record else None,
+                                replay=replay / name if replay else None)
+    except CassetteError as exc:
+        raise UsageError(f"round {n}: {exc}") from None
+
+
+def _missed(used: LLMSettings | None) -> None:
+    """A replay that asked what its cassette does not hold stops the repair (UsageError)
+    instead of being recorded as the round's failure."""
+    miss = used.replay_error() if used is not None else None
+    if miss:
+        raise UsageError(miss)
 
 
 def _dump(data: Any) -> str:
@@ -246,6 +307,8 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
     world_file, audit_dir, out = Path(world_file), Path(audit_dir), Path(out)
     if max_rounds < 1 or compile_tries < 1 or seeds < 1:
         raise UsageError("--max-rounds, --seeds and the compile tries must be at least 1")
+    if llm is not None and llm.record is not None and llm.replay is not None:
+        raise UsageError("--record and --replay exclude each other")
     result = compile_world(world_file)
     if not result.ok or result.world is None:
         raise UsageError(f"{world_file} does not compile; run `eairc check {world_file}`")
@@ -418,9 +481,11 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
                                 previous=last_text)
         write_atomic(rdir / "request.json", _dump(request.model_dump(
             mode="json", exclude={"source", "files"})))
+        used = _tape(agent, llm, n, "agent.jsonl")
         try:
             candidate = agent.propose(request)
         except RepairError as exc:
+            _missed(used)
             return RoundOutcome(round=n, stage="propose", ok=False,
                                 problems=[f"the Repair Agent produced no candidate: {exc}"])
         write_atomic(rdir / "agent.eair", candidate.source)
@@ -458,9 +523,11 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
         candidate_dir=str((rdir / "world").resolve()))
     say(f"round {n}: candidate compiled and in scope ({len(scope.changed)} declaration(s) "
         "changed); asking the Reviewer")
+    used = _tape(reviewer, llm, n, "reviewer.jsonl")
     try:
         review: Review = reviewer.review(review_req)
     except RepairError as exc:
+        _missed(used)
         problem = f"the Reviewer produced no review: {exc}"
         write_atomic(rdir / "review.json", _dump({"error": problem}))
         return RoundOutcome(stage="review", ok=False, scope_ok=True, review_ok=None,
@@ -482,7 +549,7 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
     rt = retest(original, cand_world, applied.main, audit_dir, target,
                 out / "retest" / f"{n:02d}", seeds=seeds,
                 conditions=selected.conditions or None,
-                validate_episodes=validate_episodes, llm=llm, progress=say)
+                validate_episodes=validate_episodes, llm=_retest_llm(llm, n), progress=say)
     problems = list(rt.audit_problems[:10])
     if rt.retain < RETAIN:
         problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "
@@ -496,3 +563,13 @@ def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, ori
     return RoundOutcome(stage="accepted" if ok else "retest", ok=ok, scope_ok=True,
                         review_ok=True, audit_pass=rt.audit_pass, retain=rt.retain,
                         problems=problems, feedback=retest_fb, **base)
+
+
+def _retest_llm(llm: LLMSettings | None, n: int) -> LLMSettings | None:
+    """The retest's transport, recording to or replaying from `round-NN/retest` (its
+    fields only are read: the retest makes its own settings objects)."""
+    record, replay = _round_tapes(llm, n)
+    if llm is None or (record is None and replay is None):
+        return llm
+    return llm.model_copy(update={"record": record / "retest" if record else None,
+                                  "replay": replay / "retest" if replay else None})

@@ -50,6 +50,16 @@ Everything lands in `RETEST/`; `run_study` and `audit_episodes` resume, and
 `agents` (each party's agent in the retest traces' headers), `llm` (their
 models and sampling options) and `auditor` (the retest audit's auditor, beside
 `audit_auditor`, the audit's).
+
+Cassettes. `llm.record` (a folder, `eairc repair --record` gives
+`REPAIR_DIR/cassettes/round-NN/retest`) records every LLM exchange of the retest:
+the W study's into `before/<model>.jsonl`, the W′ study's into
+`after/<model>.jsonl` (the study's own cassettes, kept across resumed runs), the
+LLM auditor's into `audit.jsonl` (a resumed retest keeps the exchanges of the
+episodes whose reports are whole and records the others again). `llm.replay` (a
+folder of that shape) answers every request from those cassettes: no network;
+a request that was not recorded stops the retest with the located `CassetteMiss`
+message (`UsageError`), never an invalid episode or a failed audit.
 """
 
 from __future__ import annotations
@@ -90,6 +100,24 @@ RETAIN = 0.95
 RESULT = "result.json"
 #: how many batches of fresh seeds are drawn at most to fill the cohort
 _BATCHES = 5
+#: the retest's cassettes inside `llm.record` / `llm.replay`: W's study, W′'s, the auditor's
+BEFORE, AFTER, AUDIT_CASSETTE = "before", "after", "audit.jsonl"
+
+
+def _fresh(base: LLMSettings | None, update: dict[str, Any]) -> LLMSettings:
+    """`base` (default settings when None) with `update`, as a new object with no client yet
+    (`model_copy` would share `base`'s client, and with it its cassette)."""
+    from eairdsl.agents.llm import LLMSettings
+
+    fields = {name: getattr(base, name) for name in LLMSettings.model_fields} \
+        if base is not None else {}
+    return LLMSettings(**{**fields, **update})
+
+
+def _tape(llm: LLMSettings | None, name: str) -> dict[str, Path | None]:
+    """The record/replay of the consumer `name` inside the retest's cassette folders."""
+    return {"record": Path(llm.record) / name if llm and llm.record else None,
+            "replay": Path(llm.replay) / name if llm and llm.replay else None}
 
 
 class Target(BaseModel):
@@ -171,20 +199,20 @@ class Cohort(BaseModel):
         name = str(self.llm["model"])
         return Model(name, LLM_PREFIX + name)
 
-    def settings(self, transport: LLMSettings | None) -> LLMSettings | None:
+    def settings(self, transport: LLMSettings | None, record: Path | None = None,
+                 replay: Path | None = None) -> LLMSettings | None:
         """The LLM options of the retest's studies: the cohort's models and sampling options
-        over `transport`'s endpoint and limits (None for a sim cohort)."""
+        over `transport`'s endpoint and limits, recording to or replaying from the study
+        cassette folder `record` / `replay` (None for a sim cohort)."""
         if self.llm is None:
             return None
-        from eairdsl.agents.llm import LLMSettings
-
         h = self.llm
-        return (transport or LLMSettings()).model_copy(update={
+        return _fresh(transport, {
             "model": None, "counterpart_model": h.get("counterpart_model"),
             "judge_model": h.get("judge_model"),
             "role_models": dict(h.get("role_models") or {}),
             "temperature": h.get("temperature"), "max_tokens": h.get("max_tokens"),
-            "seed": h.get("seed"), "record": None, "replay": None})
+            "seed": h.get("seed"), "record": record, "replay": replay})
 
 
 def _describe_llm(llm: dict[str, Any]) -> str:
@@ -285,31 +313,64 @@ def auditor_of(audit_dir: Path) -> AuditorUsed:
                        max_tokens=sampled.max_tokens if sampled else None)
 
 
-def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None
-             ) -> tuple[AuditorAgent, dict[str, Any]]:
-    """The retest's auditor, and what its index records (the rules auditor's is as it
-    always was: a retest of an offline audit is byte for byte what it was)."""
+def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None,
+             record: Path | None = None, replay: Path | None = None
+             ) -> tuple[AuditorAgent, dict[str, Any], LLMSettings | None]:
+    """The retest's auditor, what its index records (the rules auditor's is as it always
+    was: a retest of an offline audit is byte for byte what it was), and an LLM auditor's
+    settings (its cassette: `record` or `replay`; module docstring)."""
+    from eairdsl.agents.cassette import CassetteError
     from eairdsl.audit.auditors import arm_name, make_auditor
 
     if used.kind == "rules":
-        return RulesAuditor(), {"kind": "rules", "retest": True}
+        return RulesAuditor(), {"kind": "rules", "retest": True}, None
     if used.kind == "oracle":
         agent, describe = make_auditor("oracle", out, world=world)
-        return agent, {**describe, "retest": True}
+        return agent, {**describe, "retest": True}, None
     if not used.model:
         raise UsageError("the audit's LLM auditor names no model; AuditPass cannot rerun it")
-    from eairdsl.agents.llm import LLMSettings
-
-    settings = (transport or LLMSettings()).model_copy(update={
+    settings = _fresh(transport, {
         "model": used.model, "counterpart_model": None, "judge_model": None,
         "role_models": {}, "temperature": used.temperature, "max_tokens": used.max_tokens,
-        "seed": used.seed,
-        "record": None, "replay": None})
+        "seed": used.seed, "record": record, "replay": replay})
+    kept = _finished_exchanges(record, out) if record is not None else []
     contract, graph = used.contract or "full", used.graph or "annotated"
-    agent, describe = make_auditor("llm", out, model=used.model, contract=contract,
-                                   graph=graph, settings=settings, world=world)
+    try:  # opening the cassette: `record` is truncated, `replay` read
+        agent, describe = make_auditor("llm", out, model=used.model, contract=contract,
+                                       graph=graph, settings=settings, world=world)
+    except CassetteError as exc:
+        raise UsageError(f"the retest's LLM auditor: {exc}") from None
+    if kept and record is not None:  # what an interrupted run recorded for finished episodes
+        with record.open("a", encoding="utf-8") as fh:
+            fh.write("".join(line + "\n" for line in kept))
     return agent, {"arm": arm_name("llm", used.model, contract, graph), **describe,
-                   "retest": True}
+                   "retest": True}, settings
+
+
+def _finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
+    """The lines of an earlier run's auditor cassette whose episode (scope
+    `audit/<episode>/<arm>`) has a whole report in `audit_out`: the audit resumes with
+    those, so their exchanges are kept; the others are asked, and recorded, again."""
+    if not cassette.is_file():
+        return []
+    kept: list[str] = []
+    whole: dict[str, bool] = {}
+    for line in cassette.read_text(encoding="utf-8").splitlines():
+        try:
+            scope = str(json.loads(line).get("scope", ""))
+        except (json.JSONDecodeError, AttributeError):
+            continue  # a line cut short by a kill
+        parts = scope.split("/")
+        if len(parts) < 3 or parts[0] != "audit":
+            continue
+        episode = parts[1]
+        if episode not in whole:
+            report = audit_out / REPORTS / f"{episode}.json"
+            validation = audit_out / REPORTS / f"{episode}.validation.json"
+            whole[episode] = report.is_file() and validation.is_file()
+        if whole[episode]:
+            kept.append(line)
+    return kept
 
 
 def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
@@ -492,7 +553,10 @@ def retest(original: World, candidate: World, candidate_file: Path, audit_dir: P
         raise UsageError(f"{audit_dir}: the audit names no traces (bundles/grader-index.json)")
     cohort = cohort_of(audited)
     profile = cohort.profile
-    settings = cohort.settings(llm)
+    if llm is not None and llm.record is not None and llm.replay is not None:
+        raise UsageError("--record and --replay exclude each other")
+    settings = cohort.settings(llm, **_tape(llm, BEFORE))
+    settings_after = cohort.settings(llm, **_tape(llm, AFTER))
     used = auditor_of(audit_dir)
     conds = conditions or sorted({a.condition for a in audited})
     known = {c.name for c in original.conditions}
@@ -547,14 +611,18 @@ def retest(original: World, candidate: World, candidate_file: Path, audit_dir: P
     say(f"retest: running W and W' on {len(cases)} case(s) ({len(fresh)} fresh, "
         f"{len(reg)} regression)")
     rows_w = _run(original, cases, cohort, before_dir, settings)
-    rows_c = _run(candidate, cases, cohort, after_dir, settings)
+    rows_c = _run(candidate, cases, cohort, after_dir, settings_after)
     traces = [after_dir / r["trace_path"] for k in map(_key, cases)
               if (r := rows_c.get(k)) is not None and r.get("trace_path")]
     say(f"retest: auditing {len(traces)} trace(s) of W'"
         + (f" ({used.kind} auditor {used.model})" if used.model else ""))
-    auditor, describe = _auditor(used, out / "audit", candidate_file, llm)
+    auditor, describe, audit_llm = _auditor(used, out / "audit", candidate_file, llm,
+                                            **_tape(llm, AUDIT_CASSETTE))
     index = audit_episodes(sorted(set(traces)), out / "audit", auditor,
                            world=candidate_file, describe=describe)
+    missed = audit_llm.replay_error() if audit_llm is not None else None
+    if missed:  # the replay departs from the recording: stop, never count it as AuditPass
+        raise UsageError(missed)
     problems: list[str] = []
     other = 0
     for e in index.entries:
