@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -165,14 +167,34 @@ def test_a_replay_reaches_the_same_decision_without_a_model(
     assert sum(live.calls.values()) == 0 and not live.requests
     assert result.exit_code == 0, result.output
     assert _decision(tmp_path / "again") == _decision(recorded)
+    for name in ("acceptance.json", "retest/01/result.json"):  # byte for byte, even
+        assert (tmp_path / "again" / name).read_bytes() == (recorded / name).read_bytes()
     for name in ("candidate.eair", "review.json"):
         assert (tmp_path / "again" / "rounds" / "01" / name).read_bytes() == \
             (recorded / "rounds" / "01" / name).read_bytes()
-    # and with no provider at all (uninstalled), from the cassettes folder itself
-    result = _replay(audit, tmp_path / "third", recorded / "cassettes")
-    assert result.exit_code == 0, result.output
-    assert _decision(tmp_path / "third") == _decision(recorded)
-    assert not (tmp_path / "third" / "cassettes").exists()  # a replay records nothing
+    assert not (tmp_path / "again" / "cassettes").exists()  # a replay records nothing
+
+
+_NO_LITELLM = """
+import sys
+from typer.testing import CliRunner
+from eairdsl.cli import app
+result = CliRunner().invoke(app, sys.argv[1:])
+print(result.output)
+print("exit", result.exit_code, "litellm imported", "litellm" in sys.modules)
+"""
+
+
+def test_a_replay_imports_no_litellm(recorded: Path, audit: Path, tmp_path: Path) -> None:
+    """In a process of its own (this one has litellm for the scripted provider), so with no
+    provider at all; from the cassettes folder itself this time."""
+    args = ["repair", str(A1), "--audit", str(audit), "-o", str(tmp_path / "again"),
+            *LLM_OPTIONS, "--replay", str(recorded / "cassettes")]
+    done = subprocess.run([sys.executable, "-c", _NO_LITELLM, *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.stdout.rstrip().endswith("exit 0 litellm imported False"), \
+        done.stdout + done.stderr
+    assert _decision(tmp_path / "again") == _decision(recorded)
 
 
 def _refused(result: Any, *needles: str) -> str:
