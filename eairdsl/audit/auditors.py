@@ -11,6 +11,8 @@ Three kinds, one protocol (`auditor.AuditorAgent`):
   audit study refuses it as an arm.
 
 Each is imported only when chosen: the offline path never loads litellm.
+`identity_of(agent)` says which of them an auditor is (`auditor.AuditorIdentity`), so
+the runner can refuse to resume a folder of another auditor's reports.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from eairdsl.api import UsageError
-from eairdsl.audit.auditor import AuditorAgent
+from eairdsl.audit.auditor import AuditorAgent, AuditorIdentity, IdentifiedAuditor
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
 __all__ = ["AUDITOR_KINDS", "AuditorKind", "ContractArm", "GraphArm", "arm_name",
-           "make_auditor"]
+           "identity_of", "make_auditor"]
 
 AuditorKind = Literal["offline", "llm", "oracle"]
 AUDITOR_KINDS: tuple[str, ...] = get_args(AuditorKind)
@@ -75,3 +77,21 @@ def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: st
                                  settings=settings, **llm_options)
             return auditor, {"kind": "llm", "model": model, "contract": contract,
                              "graph": graph}
+
+
+def identity_of(agent: AuditorAgent) -> AuditorIdentity | None:
+    """Which auditor `agent` is, as its reports' `auditor` blocks will name it: the LLM
+    auditor says so itself (with its arm); the rules auditor and the oracle are known by
+    class (their rule set or witness reading is their prompt version); any other
+    auditor (a test's, a person's) is unknown (None) and its folders are not checked."""
+    if isinstance(agent, IdentifiedAuditor):
+        return agent.identity
+    from eairdsl.audit.offline import PROMPT_VERSION, RulesAuditor
+
+    if isinstance(agent, RulesAuditor):
+        return AuditorIdentity(kind="rules", prompt_version=PROMPT_VERSION)
+    from eairdsl.audit.oracle import ORACLE, OracleAuditor
+
+    if isinstance(agent, OracleAuditor):
+        return AuditorIdentity(kind="oracle", prompt_version=ORACLE)
+    return None

@@ -82,7 +82,7 @@ from pydantic import BaseModel, Field
 
 from eairdsl.agents.cassette import CassetteMiss
 from eairdsl.agents.llm import LLMSettings, LLMUnavailable, alternate, call_record
-from eairdsl.audit.auditor import AuditError, AuditorSettings
+from eairdsl.audit.auditor import AuditBudgets, AuditError, AuditorIdentity, AuditorSettings
 from eairdsl.audit.contract import (
     AUDIT_SCHEMA,
     Auditor,
@@ -254,6 +254,10 @@ class LLMAuditError(AuditError):
 
 # ---------------------------------------------------------------- the auditor
 
+#: the budgets' defaults (recorded budgets are those that differ from them)
+_BUDGETS = AuditBudgets()
+
+
 class LLMAuditor:
     """An Auditor Agent played by a litellm model (`Auditor` kind "llm").
 
@@ -289,9 +293,12 @@ class LLMAuditor:
 
     def __init__(self, model: str, contract: ContractArm = "full",
                  graph: GraphArm = "annotated", settings: LLMSettings | None = None,
-                 seed: int | None = None, max_revisions: int = 3, max_tool_calls: int = 60,
-                 max_tokens_in: int | None = 1_000_000, max_turns: int | None = None,
-                 window_chars: int = 12000, on_budget: OnBudget = "insufficient_evidence",
+                 seed: int | None = None, max_revisions: int = _BUDGETS.max_revisions,
+                 max_tool_calls: int = _BUDGETS.max_tool_calls,
+                 max_tokens_in: int | None = _BUDGETS.max_tokens_in,
+                 max_turns: int | None = _BUDGETS.max_turns,
+                 window_chars: int = _BUDGETS.window_chars,
+                 on_budget: OnBudget = _BUDGETS.on_budget,
                  transcripts: Path | None = None) -> None:
         if not model or not isinstance(model, str):
             raise ValueError("the LLM auditor needs a model: a litellm model string, e.g. "
@@ -334,6 +341,22 @@ class LLMAuditor:
         return Auditor(kind="llm", model=self.model, prompt_version=self.prompt_version,
                        seed=self.seed)
 
+    @property
+    def identity(self) -> AuditorIdentity:
+        """Which auditor this is (`IdentifiedAuditor`): the report block's kind, model and
+        prompt version, and the arm; a folder of another one's reports is not resumed."""
+        return AuditorIdentity(kind="llm", model=self.model,
+                               prompt_version=self.prompt_version, contract=self.contract,
+                               graph=self.graph)
+
+    @property
+    def budgets(self) -> AuditBudgets:
+        """When this auditor's audits stop, as applied (`window_chars` as clamped)."""
+        return AuditBudgets(max_tool_calls=self.max_tool_calls,
+                            max_revisions=self.max_revisions,
+                            max_tokens_in=self.max_tokens_in, max_turns=self.max_turns,
+                            window_chars=self.window, on_budget=self.on_budget)
+
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 choice: str) -> dict[str, Any]:
         """One request as it is sent (and keyed in the cassette): the client's, with this
@@ -348,14 +371,16 @@ class LLMAuditor:
     def request_settings(self) -> AuditorSettings:
         """The effective request settings of this auditor (`SampledAuditor`): the model
         and sampling options every request carries, where provider keyword arguments
-        override them the value that reaches the provider, and the transport limits."""
+        override them the value that reaches the provider, the transport limits, and
+        the budgets (recorded where they differ from the defaults)."""
         sent = self.request([], None, "auto")
         extra = self.settings.completion_kwargs
         options = {k: extra.get(k, sent.get(k)) for k in ("temperature", "max_tokens", "seed")}
         return AuditorSettings.model_validate({
             "model": self.model, **{k: v for k, v in options.items() if v is not None},
             "timeout": self.settings.timeout, "retries": self.settings.retries,
-            "completion_params": sorted(set(extra) - set(options))})
+            "completion_params": sorted(set(extra) - set(options)),
+            "budgets": self.budgets})
 
     def audit(self, bundle: Bundle) -> Report:
         return asyncio.run(self.audit_async(bundle))

@@ -25,11 +25,23 @@ deterministic auditor are byte-identical from run to run.
 
 An LLM auditor (`auditor.SampledAuditor`) also leaves its request settings in the
 index (`settings`: the model, the sampling options that were set, the timeout and
-retries), since the report's `auditor` block names only model, prompt version and
-seed. A folder holds the reports of one sampling: resuming into a folder whose
-reports were made with another model, temperature, max_tokens, seed or extra
-provider parameter (or whose sampling was not recorded) is refused, never reused.
-A longer timeout or more retries is the same sampling and resumes.
+retries, and the budgets that differ from the defaults), since the report's `auditor`
+block names only model, prompt version and seed; and its arm (`contract`, `graph`)
+and `prompt_version` in the index's `auditor` block, where the caller's `describe`
+does not already say them (a rules or oracle audit's index is as it always was).
+
+A folder holds the reports of one auditor, arm, sampling and budget. Resuming into a
+folder that keeps reports is refused, never reused, with one `UsageError` naming
+every difference, when the recorded auditor (the index's `auditor` block and every
+kept report's) differs from this one (`auditors.identity_of`) in kind, model,
+prompt version, contract or graph; when its sampling differs (another model,
+temperature, max_tokens, seed or extra provider parameter, or an LLM auditor into
+an index whose sampling was not recorded); or when any budget differs
+(`auditor.AuditBudgets`), larger ones too: the first message tells the model its
+tool-call budget, and a kept report that stopped on a budget is what that budget
+gives, so under another budget every report could read otherwise. A longer timeout
+or more retries is the same audit and resumes. An auditor the runner cannot
+identify (a test's) is checked on sampling only.
 """
 
 from __future__ import annotations
@@ -44,7 +56,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from eairdsl.api import UsageError
-from eairdsl.audit.auditor import AuditError, AuditorAgent, AuditorSettings, SampledAuditor
+from eairdsl.audit.auditor import (
+    AuditError,
+    AuditorAgent,
+    AuditorIdentity,
+    AuditorSettings,
+    SampledAuditor,
+)
+from eairdsl.audit.auditors import identity_of
 from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
 from eairdsl.audit.contract import Report, Verdict
 from eairdsl.audit.evidence import Bundle
@@ -123,24 +142,76 @@ def _index_json(index: AuditIndex) -> bytes:
     return _dump(data)
 
 
-def _same_sampling(out: Path, earlier: AuditIndex, settings: AuditorSettings | None) -> None:
-    """Refuse to resume into a folder whose reports were sampled otherwise (a report made
-    at one temperature is not a report at another)."""
-    if not any(e.status != "failed" for e in earlier.entries):
+def _shown(value: str) -> str:
+    """A recorded value in a one-line message (reports are untrusted: no line breaks,
+    nothing long)."""
+    text = " ".join(value.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kept_reports(out: Path) -> list[Path]:
+    """The reports a resumed run would reuse: those with their validation beside them."""
+    folder = out / REPORTS
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.json") if not p.name.endswith(".validation.json")
+                  and (folder / f"{p.stem}.validation.json").is_file())
+
+
+def _recorded_identity(earlier: AuditIndex, kept: list[Path]) -> dict[str, set[str]]:
+    """Every value the folder records of each identity field: the index's `auditor`
+    block and each kept report's `auditor` block (unreadable ones name nothing)."""
+    found: dict[str, set[str]] = {}
+    blocks: list[object] = [earlier.auditor]
+    for path in kept:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        blocks.append(data.get("auditor") if isinstance(data, dict) else None)
+    for block in blocks:
+        for field, value in AuditorIdentity.of_block(block).known().items():
+            found.setdefault(field, set()).add(value)
+    return found
+
+
+def _same_auditor(out: Path, earlier: AuditIndex, identity: AuditorIdentity,
+                  settings: AuditorSettings | None) -> None:
+    """Refuse to resume into a folder whose reports another auditor, arm, sampling or
+    budget made (a report of one arm, or at one temperature, is not a report of
+    another); one line naming each difference."""
+    kept = _kept_reports(out)
+    if not kept and not any(e.status != "failed" for e in earlier.entries):
         return  # no report of an earlier run stays in the folder
+    differences: list[str] = []
+    recorded = _recorded_identity(earlier, kept)
+    for field, now in identity.known().items():
+        other = sorted(v for v in recorded.get(field, set()) if v != now)
+        if other:
+            shown = " and ".join(_shown(v) for v in other[:3]) + (
+                f" and {len(other) - 3} more" if len(other) > 3 else "")
+            differences.append(f"{field} {shown}, not {_shown(now)}")
     was = earlier.settings.sampling() if earlier.settings is not None else None
-    now = settings.sampling() if settings is not None else None
-    if was == now:
-        return
+    now_sampling = settings.sampling() if settings is not None else None
 
     def say(sampling: dict[str, Any] | None) -> str:
         if sampling is None:
             return "none recorded"
         return AuditorSettings.model_validate(sampling).describe()
 
-    raise UsageError(f"{out / AUDIT_INDEX}: its reports were made with auditor sampling "
-                     f"'{say(was)}', this audit's is '{say(now)}'; reports are not reused "
-                     "across samplings: rerun with the recorded settings, or choose another -o")
+    if was != now_sampling:
+        differences.append(f"sampling '{say(was)}', not '{say(now_sampling)}'")
+    elif earlier.settings is not None and settings is not None:
+        before, after = earlier.settings.budgets.effective(), settings.budgets.effective()
+        differences += [f"budget {k} {'no cap' if before[k] is None else before[k]}, not "
+                        f"{'no cap' if after[k] is None else after[k]}"
+                        for k in before if before[k] != after[k]]
+    if differences:
+        raise UsageError(
+            f"{out / AUDIT_INDEX}: its reports were made by another auditor than this "
+            f"audit's ({'; '.join(differences)}); reports are not reused across auditors, "
+            "arms, samplings or budgets: rerun with the recorded ones, choose another -o, "
+            f"or remove {out} to audit afresh")
 
 
 def read_index(out: Path) -> AuditIndex:
@@ -224,7 +295,17 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     out = Path(out)
     earlier = read_index(out)
     settings = auditor.request_settings if isinstance(auditor, SampledAuditor) else None
-    _same_sampling(out, earlier, settings)
+    known = identity_of(auditor)
+    # what this run is: the auditor's own word, else what the caller describes
+    identity = AuditorIdentity.model_validate({
+        **AuditorIdentity.of_block(describe).known(),
+        **(known.known() if known is not None else {})})
+    _same_auditor(out, earlier, identity, settings)
+    block = dict(describe or {})
+    if known is not None and known.contract is not None:
+        # an LLM auditor's arm and prompt version, where the caller did not record them
+        for field, value in known.known().items():
+            block.setdefault(field, value)
     bundles_dir = out / BUNDLES
     bundled = bundle_run(target if isinstance(target, Path) else list(target), bundles_dir,
                          world)
@@ -235,7 +316,7 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     episodes = sorted(e for e in traces if only is None or e in only)
     # entries of earlier runs into this folder stay, updated where this run audits them
     entries = {e.episode: e for e in earlier.entries}
-    index = AuditIndex(auditor=dict(describe or {}), settings=settings, entries=sorted(
+    index = AuditIndex(auditor=block, settings=settings, entries=sorted(
         entries.values(), key=lambda e: e.episode))
     for n, episode in enumerate(episodes, 1):
         names = sorted(traces[episode])
@@ -247,7 +328,7 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         else:
             entry = _audit_one(out, episode, names, auditor)
         entries[episode] = entry
-        index = AuditIndex(auditor=dict(describe or {}), settings=settings, entries=sorted(
+        index = AuditIndex(auditor=block, settings=settings, entries=sorted(
             entries.values(), key=lambda e: e.episode))
         _write_atomic(out / AUDIT_INDEX, _index_json(index))
         if progress is not None:
