@@ -351,11 +351,14 @@ def _finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
     """The lines of an earlier run's auditor cassette whose episode (scope
     `audit/<episode>/<arm>`) has a whole report in `audit_out`: the audit resumes with
     those, so their exchanges are kept; the others are asked, and recorded, again."""
-    if not cassette.is_file():
-        return []
+    try:
+        lines = cassette.read_text(encoding="utf-8").splitlines() if cassette.is_file() \
+            else []
+    except (OSError, UnicodeDecodeError):
+        return []  # nothing to keep: opening it for record says what is wrong, if anything
     kept: list[str] = []
     whole: dict[str, bool] = {}
-    for line in cassette.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         try:
             scope = str(json.loads(line).get("scope", ""))
         except (json.JSONDecodeError, AttributeError):
