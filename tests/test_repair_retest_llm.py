@@ -130,7 +130,8 @@ def llm_audit(root: Path, provider: tuple[Scripted, AuditorModel]) -> Path:
     # sampled as an audit may be: the retest's AuditPass must ask alike
     settings = transport().model_copy(update={"model": AUDITOR, "temperature": 0.25,
                                               "max_tokens": 700})
-    auditor, describe = make_auditor("llm", out, model=AUDITOR, settings=settings)
+    auditor, describe = make_auditor("llm", out, model=AUDITOR, settings=settings,
+                                     max_tool_calls=40, max_revisions=2)
     index = audit_episodes(root / "study", out, auditor, world=A1,
                            describe={"arm": arm_name("llm", AUDITOR, "full", "annotated"),
                                      **describe})
@@ -175,6 +176,9 @@ def test_an_llm_cohort_is_retested_with_its_models_and_its_llm_auditor(
     audited = read_index(llm_audit).settings
     assert audited is not None and (audited.temperature, audited.max_tokens) == (0.25, 700)
     assert index.settings is not None and index.settings.sampling() == audited.sampling()
+    # ... and with its budgets (they decide when an audit stops)
+    assert (audited.budgets.max_tool_calls, audited.budgets.max_revisions) == (40, 2)
+    assert index.settings.budgets == audited.budgets
     assert index.entries and all(e.status == "valid" for e in index.entries)
     reports = [json.loads((rt / "audit" / "reports" / f"{e.episode}.json").read_text())
                for e in index.entries]

@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from eairdsl.api import UsageError, validate_world
-from eairdsl.audit.auditor import AuditorAgent
+from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
 from eairdsl.audit.bundle import write_bundle
 from eairdsl.audit.contract import Finding
 from eairdsl.audit.offline import RulesAuditor
@@ -266,6 +266,9 @@ class AuditorUsed(BaseModel):
     #: when unset, or in an audit written before the settings were kept)
     temperature: float | None = None
     max_tokens: int | None = None
+    #: the LLM auditor's budgets as its audit recorded them (`AuditorSettings.budgets`;
+    #: the defaults when none differed, or in an audit written before they were kept)
+    budgets: AuditBudgets = Field(default_factory=AuditBudgets)
 
 
 def auditor_of(audit_dir: Path) -> AuditorUsed:
@@ -310,7 +313,8 @@ def auditor_of(audit_dir: Path) -> AuditorUsed:
                        contract=str(contract), graph=str(recorded.get("graph") or "annotated"),
                        seed=block.get("seed"), prompt_version=block.get("prompt_version"),
                        temperature=sampled.temperature if sampled else None,
-                       max_tokens=sampled.max_tokens if sampled else None)
+                       max_tokens=sampled.max_tokens if sampled else None,
+                       budgets=sampled.budgets if sampled else AuditBudgets())
 
 
 def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None,
@@ -337,7 +341,8 @@ def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings |
     contract, graph = used.contract or "full", used.graph or "annotated"
     try:  # opening the cassette: `record` is truncated, `replay` read
         agent, describe = make_auditor("llm", out, model=used.model, contract=contract,
-                                       graph=graph, settings=settings, world=world)
+                                       graph=graph, settings=settings, world=world,
+                                       **_budget_options(used.budgets))
     except CassetteError as exc:
         raise UsageError(f"the retest's LLM auditor: {exc}") from None
     if kept and record is not None:  # what an interrupted run recorded for finished episodes
@@ -345,6 +350,12 @@ def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings |
             fh.write("".join(line + "\n" for line in kept))
     return agent, {"arm": arm_name("llm", used.model, contract, graph), **describe,
                    "retest": True}, settings
+
+
+def _budget_options(budgets: AuditBudgets) -> dict[str, Any]:
+    """`LLMAuditor`'s keyword arguments for `budgets` (every one, defaults included: the
+    recorded form leaves the defaults out)."""
+    return {name: getattr(budgets, name) for name in AuditBudgets.model_fields}
 
 
 def _finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
