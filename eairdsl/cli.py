@@ -1146,22 +1146,22 @@ _AUDITOR_HELP = ("offline (default: deterministic rules, no network), llm (--mod
 def _audit_llm(model: str | None, out: Path, record: bool, replay: Path | None,
                api_base: str | None, timeout: float, retries: int, max_connections: int,
                temperature: float | None, max_tokens: int | None,
-               llm_seed: int | None) -> Any:
-    """The LLMSettings of an LLM auditor (cassettes under OUT/cassettes), else None."""
+               llm_seed: int | None, arm: str | None = None) -> Any:
+    """The LLMSettings of an LLM auditor (its cassette OUT/cassettes/auditor.jsonl; a
+    replay reads the one `--replay` names, for `arm` in an audit study), else None."""
     if model is None:
         return None
     from eairdsl.agents.llm import LLMSettings
     from eairdsl.api import UsageError
+    from eairdsl.audit.cassettes import auditor_cassette, replay_cassette
 
     if record and replay is not None:
         raise UsageError("--record and --replay exclude each other")
-    replay_dir = None
-    if replay is not None:
-        replay_dir = replay / "cassettes" if (replay / "cassettes").is_dir() else replay
     return LLMSettings(model=model, api_base=api_base, timeout=timeout, retries=retries,
                        max_connections=max_connections, temperature=temperature,
                        max_tokens=max_tokens, seed=llm_seed,
-                       record=out / "cassettes" if record else None, replay=replay_dir)
+                       record=auditor_cassette(out) if record else None,
+                       replay=replay_cassette(replay, arm) if replay is not None else None)
 
 
 class _AuditBar:
@@ -1207,9 +1207,11 @@ def audit(
         "--world", help="The world the traces ran on (default: found from each header).")
     ] = None,
     record: Annotated[bool, typer.Option(
-        "--record", help="Record the LLM auditor's calls to OUT/cassettes.")] = False,
+        "--record", help="Record the LLM auditor's calls to OUT/cassettes/auditor.jsonl "
+        "(a resumed audit keeps those of the reports it keeps).")] = False,
     replay: Annotated[Path | None, typer.Option(
-        metavar="AUDIT_DIR", help="Replay an earlier audit's cassettes (offline).")] = None,
+        metavar="AUDIT_DIR", help="Replay an earlier audit's cassette (offline): its folder, "
+        "its cassettes/ folder or the file.")] = None,
     api_base: ApiBase = None,
     timeout: Timeout = 60.0,
     retries: Retries = 4,
@@ -1291,8 +1293,12 @@ def audit_study_command(
     graph: Annotated[str, typer.Option(help="LLM arm: annotated, topology or none.")
                      ] = "annotated",
     world: Annotated[Path | None, typer.Option("--world")] = None,
-    record: Annotated[bool, typer.Option("--record")] = False,
-    replay: Annotated[Path | None, typer.Option(metavar="DIR")] = None,
+    record: Annotated[bool, typer.Option(
+        "--record", help="Record the LLM auditor's calls to "
+        "OUT/arms/ARM/cassettes/auditor.jsonl.")] = False,
+    replay: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Replay this arm from an earlier audit study's (or audit's) "
+        "cassette (offline).")] = None,
     api_base: ApiBase = None,
     timeout: Timeout = 60.0,
     retries: Retries = 4,
@@ -1322,7 +1328,7 @@ def audit_study_command(
     try:
         settings = _audit_llm(model if auditor == "llm" else None, arm_dir, record, replay,
                               api_base, timeout, retries, max_connections, temperature,
-                              max_tokens, llm_seed)
+                              max_tokens, llm_seed, arm)
         agent, describe = make_auditor(auditor, arm_dir, model=model, contract=contract,
                                        graph=graph, settings=settings, world=world)
         with _AuditBar(f"audit study ({arm})") as bar:

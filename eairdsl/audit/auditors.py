@@ -70,11 +70,19 @@ def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: st
             if not model:
                 raise UsageError("--auditor llm needs --model (a litellm model string, e.g. "
                                  "openai/gpt-4o-mini or ollama_chat/qwen2.5)")
+            from eairdsl.audit.cassettes import finished_exchanges
             from eairdsl.audit.llm import LLMAuditor
 
+            # A resumed recording keeps the exchanges of the reports it keeps: opening the
+            # cassette empties it (eairdsl.audit.cassettes).
+            record = settings.record if settings is not None else None
+            kept = finished_exchanges(record, out) if record is not None else []
             auditor = LLMAuditor(model, contract=contract,  # type: ignore[arg-type]
                                  graph=graph,  # type: ignore[arg-type]
                                  settings=settings, **llm_options)
+            if kept and record is not None:
+                with record.open("a", encoding="utf-8") as fh:
+                    fh.write("".join(line + "\n" for line in kept))
             return auditor, {"kind": "llm", "model": model, "contract": contract,
                              "graph": graph}
 

@@ -337,17 +337,15 @@ def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings |
         "model": used.model, "counterpart_model": None, "judge_model": None,
         "role_models": {}, "temperature": used.temperature, "max_tokens": used.max_tokens,
         "seed": used.seed, "record": record, "replay": replay})
-    kept = _finished_exchanges(record, out) if record is not None else []
     contract, graph = used.contract or "full", used.graph or "annotated"
-    try:  # opening the cassette: `record` is truncated, `replay` read
+    # opening the cassette: `replay` is read; `record` is emptied, keeping the exchanges
+    # of the episodes an interrupted run finished (eairdsl.audit.cassettes)
+    try:
         agent, describe = make_auditor("llm", out, model=used.model, contract=contract,
                                        graph=graph, settings=settings, world=world,
                                        **_budget_options(used.budgets))
     except CassetteError as exc:
         raise UsageError(f"the retest's LLM auditor: {exc}") from None
-    if kept and record is not None:  # what an interrupted run recorded for finished episodes
-        with record.open("a", encoding="utf-8") as fh:
-            fh.write("".join(line + "\n" for line in kept))
     return agent, {"arm": arm_name("llm", used.model, contract, graph), **describe,
                    "retest": True}, settings
 
@@ -356,35 +354,6 @@ def _budget_options(budgets: AuditBudgets) -> dict[str, Any]:
     """`LLMAuditor`'s keyword arguments for `budgets` (every one, defaults included: the
     recorded form leaves the defaults out)."""
     return {name: getattr(budgets, name) for name in AuditBudgets.model_fields}
-
-
-def _finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
-    """The lines of an earlier run's auditor cassette whose episode (scope
-    `audit/<episode>/<arm>`) has a whole report in `audit_out`: the audit resumes with
-    those, so their exchanges are kept; the others are asked, and recorded, again."""
-    try:
-        lines = cassette.read_text(encoding="utf-8").splitlines() if cassette.is_file() \
-            else []
-    except (OSError, UnicodeDecodeError):
-        return []  # nothing to keep: opening it for record says what is wrong, if anything
-    kept: list[str] = []
-    whole: dict[str, bool] = {}
-    for line in lines:
-        try:
-            scope = str(json.loads(line).get("scope", ""))
-        except (json.JSONDecodeError, AttributeError):
-            continue  # a line cut short by a kill
-        parts = scope.split("/")
-        if len(parts) < 3 or parts[0] != "audit":
-            continue
-        episode = parts[1]
-        if episode not in whole:
-            report = audit_out / REPORTS / f"{episode}.json"
-            validation = audit_out / REPORTS / f"{episode}.validation.json"
-            whole[episode] = report.is_file() and validation.is_file()
-        if whole[episode]:
-            kept.append(line)
-    return kept
 
 
 def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
