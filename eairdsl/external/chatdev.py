@@ -30,6 +30,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_text,
     register,
 )
 
@@ -131,12 +132,7 @@ def feed(b: ImportedTrace, log: list[Entry]) -> None:
 
 
 def read(path: Path) -> list[ImportedTrace]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SourceError(path, "", f"not UTF-8 text ({exc})") from None
+    text = read_text(path)
     log = entries(text, path)
     if not log:
         raise SourceError(path, "", "no ChatDev log entries ([YYYY-DD-MM hh:mm:ss LEVEL] …)")

@@ -42,7 +42,7 @@ __all__ = ["EdgeBasis", "SourceError", "ImportedTrace", "Importer", "IMPORTERS",
            "GRADER_SUFFIX", "RoleHeader", "SourceBlock", "Withheld", "explicit_recipient",
            "grader_path", "import_path", "importers", "neutral_name", "register",
            "role_header", "safe_file_name", "sha256_file", "source_files", "json_where",
-           "read_json"]
+           "read_json", "read_text"]
 
 #: what states a recipient in the source; anything else is not an edge
 EdgeBasis = Literal["role-arrow", "span-parent", "source-field", "tool-call"]
@@ -85,6 +85,17 @@ def json_where(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"line {exc.lineno}, column {exc.colno}"
     return ""
+
+
+def read_text(path: Path) -> str:
+    """A source file's text, or a SourceError saying why not (an unreadable file, bytes
+    that are not UTF-8): the importers that read text, not JSON, use this one opener."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, "", f"not UTF-8 text ({exc})") from None
 
 
 def read_json(path: Path) -> Any:
@@ -325,11 +336,14 @@ class ImportedTrace:
             trace._index(e)
         return trace
 
+    def target(self, out: Path) -> Path:
+        """Where `write` puts the trace: `<out>/<world>/<instance>.jsonl`."""
+        return out / safe_file_name(self.world) / f"{safe_file_name(self.instance)}.jsonl"
+
     def write(self, out: Path) -> list[Path]:
         """Write `<out>/<world>/<instance>.jsonl` and, when anything was withheld, its
         grader side file. Returns the paths written."""
-        folder = out / safe_file_name(self.world)
-        path = folder / f"{safe_file_name(self.instance)}.jsonl"
+        path = self.target(out)
         self.trace().write(path)
         written = [path]
         if self.grader:
@@ -415,15 +429,28 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
     files = source_files(importer, src)
     if not files:
         raise SourceError(src, "", f"no {format} source files here")
-    written: list[Path] = []
+    if out.exists() and not out.is_dir():
+        raise SourceError(out, "", "the output is not a folder (-o names the folder the "
+                          "traces go to)")
+    # Every source is read, and every id checked, before anything is written: a bad file
+    # or two traces with one id leave OUT as it was, not half imported (or the first
+    # trace overwritten by the second).
     made: dict[Path, Path] = {}
+    builds: list[ImportedTrace] = []
     for f in files:
         for built in importer.read(f):
-            paths = built.write(out)
-            if paths[0] in made:
+            target = built.target(out)
+            if target in made:
                 raise SourceError(f, "", f"trace {built.world}/{built.instance} was already "
-                                  f"imported from {made[paths[0]]}: two source traces with "
+                                  f"imported from {made[target]}: two source traces with "
                                   "one id")
-            made[paths[0]] = f
-            written.extend(paths)
+            made[target] = f
+            builds.append(built)
+    written: list[Path] = []
+    for built in builds:
+        try:
+            written.extend(built.write(out))
+        except OSError as exc:
+            raise SourceError(exc.filename or out, "", f"cannot be written: "
+                              f"{exc.strerror or exc}") from None
     return written

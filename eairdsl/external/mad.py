@@ -37,6 +37,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_text,
     register,
     sha256_file,
 )
@@ -76,10 +77,7 @@ def ag2_blocks(text: str) -> list[tuple[int, str, str, str]]:
 
 
 def _records(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    text = read_text(path)
     try:
         data = json.loads(text)
     except ValueError:

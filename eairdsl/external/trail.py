@@ -27,6 +27,7 @@ from eairdsl.external.core import (
     json_where,
     neutral_name,
     read_json,
+    read_text,
     register,
 )
 from eairdsl.external.openinference import build, load_spans
@@ -71,10 +72,7 @@ def strip_trailing_commas(text: str) -> tuple[str, int]:
 def load_annotation(path: Path) -> tuple[Any, str | None]:
     """An annotation file's JSON and, when trailing commas had to be removed, a note
     saying so. Raises `SourceError` (line and column) for anything else."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    text = read_text(path)
     try:
         return json.loads(text), None
     except ValueError as first:

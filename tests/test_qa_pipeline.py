@@ -1,0 +1,88 @@
+"""Defects a user hit from the outside on the audit / repair / signals / import pipeline
+(the QA pass): each test runs the command as a user would and fails on the old code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from eairdsl.cli import app
+
+RUNNER = CliRunner()
+
+#: a Who&When Hand-Crafted trace, the smallest the importer reads
+_WHO = {"history": [{"role": "Orchestrator (-> WebSurfer)", "content": "look it up"},
+                    {"role": "WebSurfer", "content": "found it"}],
+        "mistake_agent": "WebSurfer", "mistake_step": "1", "question": "q"}
+
+
+def _who(path: Path, content: str) -> Path:
+    data = dict(_WHO, history=[dict(_WHO["history"][0], content=content)])  # type: ignore[arg-type]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ eairc import
+def test_import_non_utf8_mad_file_is_a_located_error(tmp_path: Path) -> None:
+    """`eairc import mad bin.json` on bytes that are not UTF-8 said "internal error:
+    UnicodeDecodeError ... this is a bug in eairc" (exit 3)."""
+    src = tmp_path / "bin.json"
+    src.write_bytes(b"\xff\xfe[")
+    res = RUNNER.invoke(app, ["import", "mad", str(src), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "bin.json: not UTF-8 text" in res.output
+
+
+def test_import_non_utf8_trail_annotation_is_a_located_error(tmp_path: Path) -> None:
+    """A TRAIL annotation file that is not UTF-8 was an internal error too."""
+    (tmp_path / "GAIA").mkdir()
+    (tmp_path / "processed_annotations_gaia").mkdir()
+    (tmp_path / "GAIA" / "t1.json").write_text(json.dumps({"trace_id": "t1", "spans": []}),
+                                              encoding="utf-8")
+    (tmp_path / "processed_annotations_gaia" / "t1.json").write_bytes(b"\xff{")
+    res = RUNNER.invoke(app, ["import", "trail", str(tmp_path), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "processed_annotations_gaia" in res.output and "not UTF-8 text" in res.output
+
+
+def test_import_into_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    """`eairc import ... -o afile` (an existing file) was "internal error:
+    NotADirectoryError"."""
+    src = _who(tmp_path / "src" / "Hand-Crafted" / "1.json", "a")
+    out = tmp_path / "afile"
+    out.write_text("keep me", encoding="utf-8")
+    res = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "afile: the output is not a folder" in res.output
+    assert out.read_text(encoding="utf-8") == "keep me"
+
+
+def test_import_refusing_two_traces_with_one_id_writes_nothing(tmp_path: Path) -> None:
+    """Two source files with one trace id were refused with exit 1, but the second had
+    already overwritten the first's trace in OUT: the refusal left a trace of the file it
+    named as the duplicate. Now nothing is written."""
+    _who(tmp_path / "src" / "a" / "Hand-Crafted" / "1.json", "first")
+    _who(tmp_path / "src" / "b" / "Hand-Crafted" / "1.json", "second")
+    out = tmp_path / "o"
+    res = RUNNER.invoke(app, ["import", "who-and-when", str(tmp_path / "src"), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "two source traces with one id" in res.output
+    assert not out.exists(), sorted(str(p) for p in out.rglob("*"))
+
+
+def test_import_with_a_bad_file_leaves_out_as_it_was(tmp_path: Path) -> None:
+    """A folder whose second file is malformed wrote the first file's trace and then
+    failed: a half-imported OUT that `import-eval` graded as if complete."""
+    _who(tmp_path / "src" / "Hand-Crafted" / "1.json", "fine")
+    (tmp_path / "src" / "Hand-Crafted" / "2.json").write_text("{", encoding="utf-8")
+    out = tmp_path / "o"
+    res = RUNNER.invoke(app, ["import", "who-and-when", str(tmp_path / "src"), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "2.json: line" in res.output
+    assert not out.exists()
