@@ -22,8 +22,9 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -376,13 +377,55 @@ def export_csv(store: Store, path: Path) -> int:
     Measurements are 1/0/empty (unassessed); metric booleans are true/false.
     """
     columns, rows = flat_rows(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+
+    def write(part: Path) -> None:
+        with part.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns)
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+
+    _write_export(store, path, write)
     return len(rows)
+
+
+def _write_export(store: Store, path: Path, write: Callable[[Path], None]) -> None:
+    """Write an export through a part file beside `path`, renamed over it when complete.
+
+    `-o` is the user's: it may name a folder, the study's own results store (which a
+    plain overwrite destroyed) or another SQLite database; those are refused with a
+    UsageError, as is a folder that cannot be created or written. An export that fails
+    or is interrupted leaves any earlier file at `path` as it was, never a half table."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; -o takes the file to write, not a folder")
+    store_file = store.path.resolve()
+    sidecars = {store_file, store_file.with_name(store_file.name + "-wal"),
+                store_file.with_name(store_file.name + "-shm"),
+                store_file.with_name(store_file.name + "-journal")}
+    if path.resolve() in sidecars:
+        raise UsageError(f"{path} is the study's results store; an export would overwrite "
+                         "it — choose another -o (default: STUDY/results.<format>)")
+    if path.is_file() and _is_sqlite(path):
+        raise UsageError(f"{path} is a SQLite database; an export would overwrite it — "
+                         "choose another -o")
+    part = path.with_name(f".{path.name}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(part)
+        os.replace(part, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _kind(column: str, rows: list[dict[str, Any]]) -> str:
@@ -437,8 +480,7 @@ def export_parquet(store: Store, path: Path) -> int:
         arrays.append(pa.array(_typed(c, kind, rows), type=types[kind]))
         fields.append(pa.field(c, types[kind]))
     table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
+    _write_export(store, path, lambda part: pq.write_table(table, part))
     return len(rows)
 
 

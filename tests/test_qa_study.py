@@ -1,0 +1,103 @@
+"""Defects a user hit from the outside in `eairc export`, `report`, `rescore` and `study`.
+
+Each test runs the command the way a user did and asserts what they should have seen;
+each failed before its fix (the commit message of the fix says what the user saw).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from eairdsl.api import resolve_world
+from eairdsl.cli import app
+from eairdsl.study.executor import run_study
+from eairdsl.study.grid import parse_models, plan_world
+from eairdsl.study.store import STORE_FILE, Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A four-episode sim study of d1 (canonical, two instances, two seeds)."""
+    base = tmp_path_factory.mktemp("qa_study")
+    d1 = resolve_world(ROOT / "worlds" / "d1.eair")
+    plan = plan_world(d1, ["canonical"], ["hr-1", "hr-2"], 2)
+    run_study([d1], [plan], parse_models("sim"), base / "study", workers=1)
+    return base / "study"
+
+
+def _copy(study: Path, tmp_path: Path, name: str = "study") -> Path:
+    target = tmp_path / name
+    shutil.copytree(study, target)
+    return target
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ------------------------------------------------------------------ export -o
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_refuses_to_overwrite_the_results_store(study: Path, tmp_path: Path,
+                                                       fmt: str) -> None:
+    """`eairc export S -o S/results.sqlite` replaced the store with a CSV file (exit 0)."""
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    s = _copy(study, tmp_path)
+    before = _sha(s / STORE_FILE)
+    result = CliRunner().invoke(app, ["export", str(s), "--format", fmt,
+                                      "-o", str(s / STORE_FILE)])
+    assert result.exit_code == 1, result.output
+    assert "is the study's results store" in result.output
+    assert _sha(s / STORE_FILE) == before
+    with Store.open(s / STORE_FILE, create=False) as store:
+        assert store.count() == 4
+
+
+def test_export_refuses_another_sqlite_database(study: Path, tmp_path: Path) -> None:
+    """-o naming another study's store overwrote that store too."""
+    s = _copy(study, tmp_path)
+    other = _copy(study, tmp_path, "other")
+    before = _sha(other / STORE_FILE)
+    result = CliRunner().invoke(app, ["export", str(s), "-o", str(other / STORE_FILE)])
+    assert result.exit_code == 1
+    assert "is a SQLite database" in result.output
+    assert _sha(other / STORE_FILE) == before
+
+
+def test_export_to_a_folder_is_a_usage_error(study: Path, tmp_path: Path) -> None:
+    """`eairc export S -o FOLDER` was 'internal error: IsADirectoryError' (exit 3)."""
+    s = _copy(study, tmp_path)
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    result = CliRunner().invoke(app, ["export", str(s), "-o", str(folder)])
+    assert result.exit_code == 1, result.output
+    assert "is a folder" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_failed_export_leaves_the_earlier_file_whole(study: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export interrupted half-way left a truncated CSV where the last good one was."""
+    from eairdsl.study import store as store_module
+
+    s = _copy(study, tmp_path)
+    target = tmp_path / "out" / "r.csv"
+    assert CliRunner().invoke(app, ["export", str(s), "-o", str(target)]).exit_code == 0
+    good = target.read_bytes()
+
+    def broken(value: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module, "_csv_cell", broken)
+    with Store.open(s / STORE_FILE, create=False) as store, pytest.raises(KeyboardInterrupt):
+        store_module.export_csv(store, target)
+    assert target.read_bytes() == good
+    assert sorted(p.name for p in target.parent.iterdir()) == ["r.csv"]  # no part file left
