@@ -86,3 +86,51 @@ def test_import_with_a_bad_file_leaves_out_as_it_was(tmp_path: Path) -> None:
     assert res.exit_code == 1, res.output
     assert "2.json: line" in res.output
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ eairc audit-study
+def test_audit_study_of_a_non_study_folder_leaves_nothing_behind(tmp_path: Path) -> None:
+    """`eairc audit-study runs/a1` (not a study) refused, but left an empty
+    runs/a1/audit-study/ behind."""
+    res = RUNNER.invoke(app, ["audit-study", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert "is not a study folder" in res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_audit_study_of_the_store_file_is_a_usage_error(tmp_path: Path) -> None:
+    """`eairc audit-study STUDY/results.sqlite` (the file, not its folder) was
+    "internal error: NotADirectoryError"."""
+    store = tmp_path / "results.sqlite"
+    store.write_bytes(b"")
+    res = RUNNER.invoke(app, ["audit-study", str(store)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "is not a study folder" in res.output
+
+
+def test_audit_study_into_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    """`eairc audit-study STUDY -o afile` was "internal error: FileExistsError"."""
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    out = tmp_path / "afile"
+    out.write_text("keep", encoding="utf-8")
+    res = RUNNER.invoke(app, ["audit-study", str(tmp_path), "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "afile is a file, not an audit-study folder" in res.output
+    assert out.read_text(encoding="utf-8") == "keep"
+
+
+def test_audit_study_with_a_damaged_cohort_is_a_usage_error(tmp_path: Path) -> None:
+    """A cohort.json cut short (an interrupted copy, a hand edit) was an internal error
+    with pydantic's traceback text; it is refused with the file named, and kept."""
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    out = tmp_path / "as"
+    out.mkdir()
+    for text in ("{", '{"x": 1}'):
+        (out / "cohort.json").write_text(text, encoding="utf-8")
+        res = RUNNER.invoke(app, ["audit-study", str(tmp_path), "-o", str(out)])
+        assert res.exit_code == 1, res.output
+        assert "internal error" not in res.output
+        assert "cohort.json: not an audit-study cohort" in res.output
+        assert (out / "cohort.json").read_text(encoding="utf-8") == text

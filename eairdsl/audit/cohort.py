@@ -104,10 +104,7 @@ def draw_cohort(study_dir: Path, per_world: int = 20, positives: int = 10, seed:
     if per_world < 1 or not 0 <= positives <= per_world:
         raise UsageError("--per-world must be at least 1 and --positives between 0 and it")
     study_dir = Path(study_dir)
-    store_path = study_dir / STORE_FILE
-    if not store_path.is_file():
-        raise UsageError(f"{study_dir} is not a study folder (no {STORE_FILE}); run `eairc "
-                         "study … --out` first")
+    store_path = _study_store(study_dir)
     with Store.open(store_path, create=False) as store:
         rows = [r for r in store.rows() if r["retained"] and r["valid"]
                 and r["realized"] is not None and r["trace_path"]]
@@ -217,6 +214,26 @@ def _add(into: dict[str, float | int], g: dict[str, float | int]) -> None:
         into[k] = round(into.get(k, 0) + g.get(k, 0), 3)
 
 
+def _study_store(study_dir: Path) -> Path:
+    """The study's results store, or a UsageError naming what STUDY_DIR is instead."""
+    store_path = Path(study_dir) / STORE_FILE
+    if not store_path.is_file():
+        raise UsageError(f"{study_dir} is not a study folder (no {STORE_FILE}); run `eairc "
+                         "study … --out` first")
+    return store_path
+
+
+def _read_cohort(path: Path) -> Cohort:
+    """An earlier run's cohort.json; a damaged one is refused, never redrawn over (the
+    arms already audited were graded on it)."""
+    try:
+        return Cohort.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{path}: not an audit-study cohort ({why}); remove the folder to "
+                         "draw afresh, or use another -o") from None
+
+
 def _write(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
@@ -236,10 +253,20 @@ def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,
     call is refused rather than mixing cohorts.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # STUDY_DIR is checked before OUT (by default inside it) is made: a wrong argument
+    # leaves no empty audit-study folder behind, and a file given as STUDY_DIR or OUT is
+    # named in a usage error rather than failing in mkdir
+    _study_store(Path(study_dir))
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not an audit-study folder: use another -o")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the audit-study folder {out}: "
+                         f"{exc.strerror or exc}") from None
     cohort_path = out / COHORT
     if cohort_path.is_file():
-        cohort = Cohort.model_validate_json(cohort_path.read_bytes())
+        cohort = _read_cohort(cohort_path)
         asked = (per_world, positives, seed)
         if (cohort.per_world, cohort.positives, cohort.seed) != asked:
             raise UsageError(f"{cohort_path} was drawn with --per-world {cohort.per_world} "
