@@ -101,3 +101,40 @@ def test_a_failed_export_leaves_the_earlier_file_whole(study: Path, tmp_path: Pa
         store_module.export_csv(store, target)
     assert target.read_bytes() == good
     assert sorted(p.name for p in target.parent.iterdir()) == ["r.csv"]  # no part file left
+
+
+# ------------------------------------------------------------------ report: damaged traces
+
+def test_report_survives_damaged_traces(study: Path, tmp_path: Path) -> None:
+    """A cut, garbled or non-UTF-8 trace file made `eairc report` stop with 'internal error:
+    JSONDecodeError' (exit 3) and no episodes.html; now the report is written and the viewer
+    shows what it could read of each damaged trace with what is wrong."""
+    import re
+
+    from tests.report_viewer import decode, node, render
+
+    s = _copy(study, tmp_path)
+    traces = sorted((s / "traces").rglob("*.jsonl"))
+    assert len(traces) == 4
+    whole = traces[0].read_text(encoding="utf-8")
+    traces[0].write_text(whole[: len(whole) - 40], encoding="utf-8")  # cut in the result line
+    traces[1].write_text("garbage{\n", encoding="utf-8")
+    traces[2].write_bytes(b"\xff\xfe not utf-8")
+    result = CliRunner().invoke(app, ["report", str(s), "--resamples", "10"])
+    assert result.exit_code == 0, result.output
+    episodes = (s / "report" / "episodes.html").read_text(encoding="utf-8")
+    links = sorted(set(re.findall(r'href="(trace\.html#c\d+\.\d+)"', episodes)))
+    assert len(links) == 4
+    decoded = {decode(s / "report", link)["raw"].rsplit("/", 1)[1]: (link, decode(
+        s / "report", link)) for link in links}
+    cut = decoded[traces[0].name][1]
+    assert cut["header"]["condition"] == "canonical"  # the readable lines are kept
+    assert cut["events"]
+    assert any("line" in d and "not JSON" in d for d in cut["damaged"])
+    assert any("not JSON" in d for d in decoded[traces[1].name][1]["damaged"])
+    assert any("cannot be read" in d for d in decoded[traces[2].name][1]["damaged"])
+    assert "damaged" not in decoded[traces[3].name][1]  # a whole trace: as before
+    if node() is not None:
+        shown = render(s / "report", decoded[traces[1].name][0])["html"]
+        assert "This trace file is damaged" in shown and "not JSON" in shown
+        assert "damaged" not in render(s / "report", decoded[traces[3].name][0])["html"]

@@ -115,10 +115,8 @@ def load_trace(item: TraceItem) -> dict[str, Any]:
     header: dict[str, Any] = {}
     result: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
-    for line in item.source.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        data = json.loads(line)
+    damaged: list[str] = []  # a trace is untrusted: what could not be read, shown, not fatal
+    for _, data in _json_lines(item.source, damaged):
         kind = data.pop("type", None)
         if kind == "header":
             header = data
@@ -126,11 +124,11 @@ def load_trace(item: TraceItem) -> dict[str, Any]:
             result = data
         else:
             events.append(data)
-    calls = [dict(c) for c in header.pop("model_calls", None) or []]
+    listed = header.pop("model_calls", None)
+    calls = [dict(c) for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     sidecar = _sidecar(item.source)
     if calls and sidecar.is_file():
-        full = [json.loads(x) for x in sidecar.read_text(encoding="utf-8").splitlines()
-                if x.strip()]
+        full = [data for _, data in _json_lines(sidecar, damaged)]
         for call, extra in zip(calls, full, strict=False):
             if extra.get("participant") != call.get("participant"):
                 break  # not the same sequence: show the digests only
@@ -140,11 +138,37 @@ def load_trace(item: TraceItem) -> dict[str, Any]:
     for call, at in zip(calls, place_calls(events, calls), strict=True):
         call["at"] = at
     row = {k: item.row.get(k) for k in _ROW_KEYS}
-    out = {"row": row, "doc": item.doc, "raw": item.raw, "header": header,
+    out: dict[str, Any] = {"row": row, "doc": item.doc, "raw": item.raw, "header": header,
            "events": events, "result": result, "calls": calls}
     if item.audits:
         out["audits"] = item.audits
+    if damaged:  # absent for a whole trace: the chunk bytes stay as they were
+        out["damaged"] = damaged
     return out
+
+
+def _json_lines(path: Path, damaged: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line numbers; an unreadable file or
+    line is described in `damaged` (a cut or edited trace must not stop the report)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        damaged.append(f"{path.name}: cannot be read ({exc})")
+        return []
+    found: list[tuple[int, dict[str, Any]]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            damaged.append(f"{path.name} line {n}: not JSON ({exc})")
+            continue
+        if not isinstance(data, dict):
+            damaged.append(f"{path.name} line {n}: not a JSON object")
+            continue
+        found.append((n, data))
+    return found
 
 
 class _Strings:
@@ -182,6 +206,8 @@ def _encode(trace: dict[str, Any], s: _Strings) -> dict[str, Any]:
            "events": events, "calls": calls}
     if trace.get("audits"):  # absent, not empty, for a trace no audit saw: same bytes as before
         out["audits"] = s.ref(trace["audits"])
+    if trace.get("damaged"):
+        out["damaged"] = s.ref(trace["damaged"])
     return out
 
 
@@ -271,6 +297,7 @@ def decode_trace(chunk: dict[str, Any], i: int) -> dict[str, Any]:
                           if k in CALL_BLOBS else v) for k, v in c.items()})
     out = {**t, "header": get(t["header"]), "result": get(t["result"]), "events": events,
            "calls": calls}
-    if "audits" in t:
-        out["audits"] = get(t["audits"])
+    for key in ("audits", "damaged"):
+        if key in t:
+            out[key] = get(t[key])
     return out
