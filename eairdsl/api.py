@@ -34,7 +34,7 @@ __all__ = ["UsageError", "WorldHasErrors", "EpisodeResult", "ValidationReport", 
            "resolve_world",
            "run_episode", "run_episode_async", "run_episodes", "run_episodes_concurrently",
            "validate_world", "validate_conditions", "ConditionCheck",
-           "trace_file", "split_profile", "AGENT_PROFILES", "MECHANICS", "LAST_FILE"]
+           "trace_file", "split_profile", "as_world", "AGENT_PROFILES", "MECHANICS", "LAST_FILE"]
 
 #: The suffix of a profile's mechanics twin: `sim:mechanics`, `sim:reckless:mechanics`.
 MECHANICS = ":mechanics"
@@ -89,8 +89,11 @@ def load_generated(path: Path) -> World:
     """A compiled world from generated/<name>/ or its world.json."""
     file = path / "world.json" if path.is_dir() else path
     if not file.is_file():
-        raise UsageError(f"no compiled world at {path} (expected world.json); run "
-                         "`eairc compile WORLD.eair` first")
+        raise UsageError(f"no compiled world at {path} (expected world.json); "
+                         f"{_what_instead(path)}")
+    if file.suffix.lower() != ".json":  # notes.txt was reported as "world.json is not JSON"
+        raise UsageError(f"{path} is not a world: give a .eair file, a generated/<world> "
+                         "folder or its world.json")
     try:
         text = file.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -102,6 +105,46 @@ def load_generated(path: Path) -> World:
         return load_world(text)
     except ValueError as exc:  # WorldFileError: not JSON, another schema, edited, malformed
         raise UsageError(f"{file}: {exc}") from None
+
+
+def _what_instead(path: Path) -> str:
+    """What the user probably meant by a path that holds no compiled world: the world's
+    data folder (`worlds/d1` beside `worlds/d1.eair`), a folder of worlds, or a file
+    still to compile."""
+    beside = path.with_name(path.name + ".eair") if path.name else None
+    if beside is not None and beside.is_file():
+        return f"did you mean the world file {beside}?"
+    if path.is_dir():
+        found = sorted(p.name for p in path.glob("*.eair"))
+        if found:
+            return (f"it is a folder of world files ({', '.join(found[:5])}"
+                    f"{', …' if len(found) > 5 else ''}): name one of them")
+        built = sorted(p.parent.name for p in path.glob("*/world.json"))
+        if built:
+            return (f"it holds compiled worlds ({', '.join(built[:5])}"
+                    f"{', …' if len(built) > 5 else ''}): name one, like {path / built[0]}")
+    return "run `eairc compile WORLD.eair` first, or name the .eair file"
+
+
+def as_world(world: World | CompiledWorld | Path | str) -> World | CompiledWorld:
+    """A world object as it is; a path (str or Path) resolved like `eairc run PATH`.
+
+    The API's functions took only World objects, and a script passing its
+    world's path got AttributeError ('str' object has no attribute 'meta').
+    """
+    if isinstance(world, (World, CompiledWorld)):
+        return world
+    if isinstance(world, (str, Path)):
+        return resolve_world(world)
+    raise UsageError(f"expected a World, a CompiledWorld or a path to a world, not "
+                     f"{type(world).__name__}")
+
+
+def _episode_count(episodes: int | None) -> int | None:
+    """None (the default count) or at least one: 0 used to mean the default, silently."""
+    if episodes is not None and episodes < 1:
+        raise UsageError(f"episodes must be at least 1 (got {episodes})")
+    return episodes
 
 
 def resolve_world(target: Path | str | None, generated: Path | str = Path("generated")
@@ -117,7 +160,7 @@ def resolve_world(target: Path | str | None, generated: Path | str = Path("gener
             raise UsageError("nothing compiled yet: run `eairc compile worlds/d1.eair` or "
                              "name a world")
         target = generated / last.read_text(encoding="utf-8").strip()
-    if target.suffix == ".eair":
+    if target.suffix.lower() == ".eair":  # WORLD.EAIR too
         from eairdsl.compiler import compile_world
         from eairdsl.diagnostics import render_all
 
@@ -185,11 +228,15 @@ def _condition(world: World, condition: str | None) -> str:
     return condition
 
 
-def run_episode(world: World | CompiledWorld, condition: str | None = None,
+def run_episode(world: World | CompiledWorld | Path | str, condition: str | None = None,
                 instance: str | None = None, seed: int = 0, agents: str = "sim",
-                out: Path | None = None, llm: LLMSettings | None = None) -> EpisodeResult:
-    """Run one episode and (optionally) write its trace under `out`; `llm` binds models."""
-    episode = run_episode_async(world, condition, instance, seed, agents, out, llm)
+                out: Path | str | None = None, llm: LLMSettings | None = None
+                ) -> EpisodeResult:
+    """Run one episode and (optionally) write its trace under `out`; `llm` binds models.
+
+    `world` may be a path (a .eair file, a generated folder or its world.json)."""
+    episode = run_episode_async(as_world(world), condition, instance, seed, agents,
+                                None if out is None else Path(out), llm)
     if llm is None and agents != "llm":  # offline: nothing outlives the episode
         return _loop().run_until_complete(episode)
     return asyncio.run(episode)  # LLM clients may leave tasks; asyncio.run cancels them
@@ -212,9 +259,10 @@ def _loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-async def run_episode_async(world: World | CompiledWorld, condition: str | None = None,
+async def run_episode_async(world: World | CompiledWorld | Path | str,
+                            condition: str | None = None,
                             instance: str | None = None, seed: int = 0, agents: str = "sim",
-                            out: Path | None = None,
+                            out: Path | str | None = None,
                             llm: LLMSettings | None = None) -> EpisodeResult:
     """`run_episode` in a running event loop: episodes of one loop run concurrently.
 
@@ -223,6 +271,8 @@ async def run_episode_async(world: World | CompiledWorld, condition: str | None 
     an execution-invalid episode with the reason, never an exception; only
     usage errors (an unknown condition or instance, bad agents) raise.
     """
+    world = as_world(world)
+    out = None if out is None else Path(out)
     w = world.world if isinstance(world, CompiledWorld) else world
     try:
         compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
@@ -465,9 +515,15 @@ def _judged_result(episode: Episode, answer: Any, unanswered: list[str],
     return result
 
 
-def run_episodes(world: World, condition: str | None = None, instance: str | None = None,
-                 seed: int = 0, episodes: int = 1, agents: str = "sim",
-                 out: Path | None = None, llm: LLMSettings | None = None) -> list[EpisodeResult]:
+def run_episodes(world: World | CompiledWorld | Path | str, condition: str | None = None,
+                 instance: str | None = None, seed: int = 0, episodes: int = 1,
+                 agents: str = "sim", out: Path | str | None = None,
+                 llm: LLMSettings | None = None) -> list[EpisodeResult]:
+    """Episodes of seeds seed..seed+episodes-1 (concurrently when they call models)."""
+    world = as_world(world)
+    out = None if out is None else Path(out)
+    if episodes < 1:
+        raise UsageError(f"episodes must be at least 1 (got {episodes})")
     if llm is not None or agents == "llm":  # one event loop, episodes concurrent
         carrier = _begin_live(llm)
         try:
@@ -479,7 +535,7 @@ def run_episodes(world: World, condition: str | None = None, instance: str | Non
                 from eairdsl.agents import transport
 
                 transport.stop()
-    compiled = _compiled(world)
+    compiled = world if isinstance(world, CompiledWorld) else _compiled(world)
     return [run_episode(compiled, condition, instance, seed + i, agents, out)
             for i in range(episodes)]
 
@@ -533,6 +589,10 @@ def _begin_live(llm: LLMSettings | None) -> bool:
     return False
 
 
+def _plain(world: World | CompiledWorld) -> World:
+    return world.world if isinstance(world, CompiledWorld) else world
+
+
 def _compiled(world: World) -> World | CompiledWorld:
     """The world with its expressions compiled, or as it is when it is too malformed to
     compile (each episode then records why, execution-invalid)."""
@@ -556,12 +616,15 @@ class ValidationReport(BaseModel):
         return not self.compliant_failures and not self.reckless_failures
 
 
-def validate_world(world: World, condition: str | None = None,
+def validate_world(world: World | Path | str, condition: str | None = None,
                    episodes: int | None = None) -> ValidationReport:
-    """Run every instance under sim:compliant and sim:reckless and check the expectations."""
+    """Run every instance under sim:compliant and sim:reckless and check the expectations
+    (`world` may be a path, resolved like `eairc validate PATH`)."""
+    world = _plain(as_world(world))
     compiled = _compiled(world)
     cond = _condition(world, condition)
-    n = episodes or max(len(world.instances), 10)  # every instance, and at least 10 seeds
+    # every instance, and at least 10 seeds
+    n = _episode_count(episodes) or max(len(world.instances), 10)
     compliant_bad, reckless_bad = [], []
     for i in range(n):
         good = run_episode(compiled, cond, None, i, "sim:compliant")
@@ -609,7 +672,7 @@ def _repair_base(world: World, repair: str) -> str | None:
                key=lambda b: sum(1 for k in mine if levers[b].get(k) != mine[k]))
 
 
-def validate_conditions(world: World, conditions: list[str] | None = None,
+def validate_conditions(world: World | Path | str, conditions: list[str] | None = None,
                         episodes: int | None = None) -> list[ConditionCheck]:
     """The self-test for every condition (or those named), repairs included.
 
@@ -618,13 +681,19 @@ def validate_conditions(world: World, conditions: list[str] | None = None,
     in every episode. A repair (a name starting with `repair`): `sim:reckless`
     never realizes the risk (a fail-closed repair may leave it without utility),
     and `sim:compliant` and the default `sim` keep at least 95% of the utility
-    they reach in the repair's base condition (`_repair_base`).
+    they reach in the repair's base condition (`_repair_base`). `conditions=None` is
+    every condition; an empty list names none and is refused (`--conditions ""` or
+    `", "` from a script's empty variable used to check them all).
     """
+    world = _plain(as_world(world))
     compiled = _compiled(world)
+    if conditions is not None and not conditions:
+        raise UsageError("no condition named: give 'all' or comma-separated conditions "
+                         f"({', '.join(c.name for c in world.conditions)})")
     names = conditions or [c.name for c in world.conditions] or [_condition(world, None)]
     for cond in names:
         _condition(world, cond)  # an unknown name is a UsageError, before any episode
-    n = episodes or max(len(world.instances), 10)
+    n = _episode_count(episodes) or max(len(world.instances), 10)
     runs: dict[tuple[str, str], list[EpisodeResult]] = {}
 
     def episodes_of(cond: str, profile: str) -> list[EpisodeResult]:

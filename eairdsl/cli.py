@@ -126,18 +126,24 @@ def compile(
     max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Check worlds and write generated/<world>/ (world.json, prompts, topology.dot/svg)."""
-    from eairdsl.compiler import compile_world, stale_files, write_generated
+    from eairdsl.compiler import OutputClaims, compile_world, stale_files, write_generated
 
     if out.exists() and not out.is_dir():
         _err(f"error: --out {out} exists and is not a folder")
         raise typer.Exit(EXIT_USAGE)
     failed = False
+    claims = OutputClaims()
     for path in _world_paths(worlds or []):
         result = compile_world(path)
         _report(result, max_errors)
         if not result.ok or result.world is None:
             failed = True
             _err(f"{path}: {len(result.diagnostics.errors)} error(s); generated/ left unchanged")
+            continue
+        clash = claims.claim(result.world, path, out)
+        if clash is not None:
+            failed = True
+            _err(f"{path}: error: {clash}")
             continue
         if check_only:
             stale = stale_files(result.world, out)
@@ -382,7 +388,8 @@ def run(
     agents: Annotated[str, typer.Option(
         help="sim, sim:compliant, sim:reckless (each also as PROFILE:mechanics, which ignores "
         "the world's declared shifts) or llm.")] = "sim",
-    out: Annotated[Path | None, typer.Option(help="Trace folder (default: runs/<world>).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Trace folder (default: runs/<world>).")] = None,
     model: Annotated[str | None, typer.Option(
         help="litellm model for roles bound under_test (openai/gpt-4o-mini, ollama/llama3.1)."
     )] = None,
@@ -533,7 +540,7 @@ def _validate_conditions(world: Path | None, conditions: str, condition: str | N
     from eairdsl.api import UsageError, resolve_world, validate_conditions
 
     if condition is not None:
-        _err("give either --condition or --conditions, not both")
+        _err("error: give either --condition or --conditions, not both")
         raise typer.Exit(EXIT_USAGE)
     names = None if conditions.strip() == "all" else [
         c.strip() for c in conditions.split(",") if c.strip()]

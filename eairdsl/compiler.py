@@ -24,7 +24,7 @@ from eairdsl.lower import lower
 from eairdsl.source import SourceFile
 
 __all__ = ["CompileResult", "compile_world", "generated_files", "write_generated", "stale_files",
-           "svg_digest"]
+           "svg_digest", "OutputClaims"]
 
 
 @dataclass
@@ -59,9 +59,11 @@ def _frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def compile_world(path: Path) -> CompileResult:
+def compile_world(path: Path | str) -> CompileResult:
+    """Check and lower one .eair file; a path given as a string is taken as a path (a
+    script's `compile_world("worlds/d1.eair")` raised AttributeError)."""
     with _frozen_heap():
-        return _compile_world(path)
+        return _compile_world(Path(path))
 
 
 def _compile_world(path: Path) -> CompileResult:
@@ -98,6 +100,29 @@ def svg_digest(svg: bytes) -> str | None:
         return None
     rest = head[at + len(DIGEST_MARK):].split(maxsplit=1)
     return rest[0].decode("ascii", "replace") if rest else None
+
+
+class OutputClaims:
+    """Which source file each `generated/<world>/` of one compile belongs to.
+
+    The folder is named after the world, not the file, so two files declaring the
+    same world (a copy made to try a repair, `worlds/d1_repaired.eair`) wrote the
+    same folder: the last one silently replaced the first, and `compile --check`
+    then failed for one of them whatever was recompiled. The second claim is refused.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[str, Path] = {}
+
+    def claim(self, world: World, path: Path, out_root: Path) -> str | None:
+        """None when `path` may write its world's folder; else why not, for the user."""
+        name = world.meta.name
+        owner = self._owners.setdefault(name, path)
+        if owner == path or owner.resolve() == path.resolve():
+            return None
+        return (f"world `{name}` is also declared by {owner}, and both would write "
+                f"{out_root / name}; skipped: give one of them another world name, or "
+                f"compile each with its own -o folder")
 
 
 def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:

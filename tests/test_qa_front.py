@@ -1,0 +1,154 @@
+"""The front commands and the library API as a new user drives them (QA pass).
+
+Each test is one defect a user hit: the command or call that showed it, and what it
+must do now. The world is the tutorial's small first_world, copied to a temporary
+folder; the CLI runs in-process through typer's runner (offline, no subprocess).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from eairdsl.api import (
+    UsageError,
+    resolve_world,
+    run_episode,
+    run_episodes,
+    validate_conditions,
+    validate_world,
+)
+from eairdsl.cli import app
+from eairdsl.compiler import compile_world
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "examples"
+
+
+@pytest.fixture()
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch folder holding worlds/first_world.eair and its data, as the cwd."""
+    worlds = tmp_path / "worlds"
+    worlds.mkdir()
+    shutil.copy(EXAMPLE / "first_world.eair", worlds / "first_world.eair")
+    shutil.copytree(EXAMPLE / "first_world", worlds / "first_world")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LITELLM_OFFLINE_MODE", "true")
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return tmp_path
+
+
+def eairc(*args: str) -> tuple[int, str]:
+    """Run `eairc ARGS` in-process; the exit code and everything printed."""
+    result = CliRunner().invoke(app, list(args))
+    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    assert result.exception is None or isinstance(result.exception, SystemExit), output
+    assert "Traceback" not in output, output
+    return result.exit_code, output
+
+
+# ------------------------------------------------ the API takes paths as a script gives them
+
+def test_compile_world_takes_a_string_path(ws: Path) -> None:
+    """compile_world("worlds/x.eair") raised AttributeError ('str' has no 'resolve')."""
+    result = compile_world("worlds/first_world.eair")
+    assert result.ok and result.world is not None
+    assert result.world.meta.name == "first_world"
+    assert result.path == Path("worlds/first_world.eair")
+    missing = compile_world("worlds/missing.eair")  # a located E201, not an exception
+    assert not missing.ok
+    assert [d.code for d in missing.diagnostics.errors] == ["E201"]
+
+
+def test_run_episode_and_validate_take_a_world_path_and_a_string_out(ws: Path) -> None:
+    """run_episode(PATH) / validate_world(PATH) raised AttributeError ('no attribute
+    meta'), and run_episode(world, out="runs") raised TypeError (str / str)."""
+    world = resolve_world("worlds/first_world.eair")
+    by_path = run_episode("worlds/first_world.eair", seed=1, out="runs")
+    by_object = run_episode(world, seed=1)
+    assert by_path.measurements == by_object.measurements
+    assert by_path.trace_path is not None
+    assert (ws / by_path.trace_path).is_file()
+    assert Path(by_path.trace_path).parts[0] == "runs"
+    several = run_episodes(Path("worlds/first_world.eair"), episodes=2, out="more")
+    assert [r.seed for r in several] == [0, 1]
+    assert all(Path(r.trace_path or "").is_file() for r in several)
+    report = validate_world("worlds/first_world.eair", episodes=2)
+    assert report.world == "first_world" and report.episodes == 2
+    [check] = validate_conditions(Path("worlds/first_world.eair"), ["baseline"], episodes=2)
+    assert check.condition == "baseline"
+    with pytest.raises(UsageError, match="expected a World"):
+        run_episode(42)  # type: ignore[arg-type]
+
+
+def test_zero_episodes_and_no_conditions_are_refused(ws: Path) -> None:
+    """validate_world(episodes=0) silently ran the default 10, and validate_conditions([])
+    (`--conditions ""` or `", "` from an empty shell variable) checked every condition."""
+    world = resolve_world("worlds/first_world.eair")
+    with pytest.raises(UsageError, match="at least 1"):
+        validate_world(world, episodes=0)
+    with pytest.raises(UsageError, match="at least 1"):
+        validate_conditions(world, None, episodes=0)
+    with pytest.raises(UsageError, match="at least 1"):
+        run_episodes(world, episodes=0)
+    with pytest.raises(UsageError, match=r"no condition named.*baseline, pressured"):
+        validate_conditions(world, [])
+    code, out = eairc("validate", "worlds/first_world.eair", "--conditions", " , ")
+    assert code == 1
+    assert "no condition named" in out
+    assert "condition(s)" not in out  # nothing was run
+
+
+def test_a_path_that_is_not_a_world_says_what_to_give(ws: Path) -> None:
+    """`eairc run notes.txt` said "notes.txt: world.json is not JSON"; the world's data
+    folder and a folder of worlds said only "expected world.json"."""
+    (ws / "notes.txt").write_text("hello\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"notes.txt is not a world: give a \.eair file"):
+        resolve_world("notes.txt")
+    with pytest.raises(UsageError, match=r"did you mean the world file worlds/first_world\.eair"):
+        resolve_world("worlds/first_world")
+    with pytest.raises(UsageError, match=r"folder of world files \(first_world\.eair\)"):
+        resolve_world("worlds")
+    assert eairc("compile", "worlds/first_world.eair")[0] == 0
+    with pytest.raises(UsageError, match=r"compiled worlds \(first_world\).*generated/first_world"):
+        resolve_world("generated")
+    code, out = eairc("run", "worlds/first_world", "--episodes", "1")
+    assert code == 1 and "did you mean the world file worlds/first_world.eair" in out
+    # an upper-case suffix is still a world file
+    shutil.copy("worlds/first_world.eair", "worlds/SHOUT.EAIR")
+    assert resolve_world("worlds/SHOUT.EAIR").meta.name == "first_world"
+
+
+# ------------------------------------------------ compile: two files, one world name
+
+def test_two_files_declaring_one_world_do_not_overwrite_each_other(ws: Path) -> None:
+    """`eairc compile worlds/*.eair` with a copy made to try a repair (same `world` name)
+    wrote generated/first_world twice, the copy silently replacing the original, and
+    `compile --check` then failed for one of them whatever was recompiled."""
+    original = (ws / "worlds" / "first_world.eair").read_text(encoding="utf-8")
+    (ws / "worlds" / "first_world_try.eair").write_text(
+        original.replace("seeds 2", "seeds 3"), encoding="utf-8")
+    code, out = eairc("compile")
+    assert code == 1
+    assert "worlds/first_world_try.eair: error: world `first_world` is also declared by " \
+        "worlds/first_world.eair" in out
+    assert resolve_world("generated/first_world").meta.seeds == 2  # the original's
+    code, out = eairc("compile", "--check", "worlds/first_world.eair")
+    assert code == 0, out
+    # the same file named twice is one claim, not a clash
+    code, out = eairc("compile", "worlds/first_world.eair", "./worlds/first_world.eair")
+    assert code == 0, out
+
+
+# ------------------------------------------------ run: -o like every other --out
+
+def test_run_takes_dash_o_like_every_other_out_option(ws: Path) -> None:
+    """`eairc run W -o DIR` was "No such option: -o" (compile, study, audit, repair,
+    rescore and report all take -o for --out)."""
+    code, out = eairc("run", "worlds/first_world.eair", "--episodes", "1", "-o", "my runs")
+    assert code == 0, out
+    assert sorted(p.name for p in (ws / "my runs" / "baseline").iterdir()) == [
+        "late-and-broken-s0.jsonl"]
