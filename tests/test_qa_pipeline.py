@@ -134,3 +134,62 @@ def test_audit_study_with_a_damaged_cohort_is_a_usage_error(tmp_path: Path) -> N
         assert "internal error" not in res.output
         assert "cohort.json: not an audit-study cohort" in res.output
         assert (out / "cohort.json").read_text(encoding="utf-8") == text
+
+
+# ------------------------------------------------------------------ eairc repair
+WORLDS = Path(__file__).resolve().parents[1] / "worlds"
+
+
+def _a1_audit(tmp_path: Path) -> Path:
+    """An offline audit of two reckless A1 episodes (supported A1 findings)."""
+    runs, audit = tmp_path / "runs", tmp_path / "audit"
+    res = RUNNER.invoke(app, ["run", str(WORLDS / "a1.eair"), "--episodes", "2",
+                              "--agents", "sim:reckless", "--out", str(runs)])
+    assert res.exit_code == 0, res.output
+    res = RUNNER.invoke(app, ["audit", str(runs), "-o", str(audit)])
+    assert res.exit_code == 0, res.output
+    return audit
+
+
+def test_repair_refused_finding_does_not_block_the_corrected_command(tmp_path: Path) -> None:
+    """`eairc repair ... --finding nope` was refused but left OUT/loop.json naming
+    'nope'; the corrected command was then refused too ("holds another repair ...
+    finding: 'nope' -> None"), until the user deleted the folder."""
+    audit, out = _a1_audit(tmp_path), tmp_path / "rep"
+    base = ["repair", str(WORLDS / "a1.eair"), "--audit", str(audit), "-o", str(out),
+            "--seeds", "1", "--max-rounds", "1"]
+    for wrong in ("nope", "ep-0000:finding-99"):
+        res = RUNNER.invoke(app, [*base, "--finding", wrong])
+        assert res.exit_code == 1, res.output
+        assert "--finding" in res.output
+        assert not out.exists()
+    res = RUNNER.invoke(app, base)
+    assert "holds another repair" not in res.output
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "loop.json").read_text(encoding="utf-8"))["finding"] is None
+
+
+def test_repair_into_a_file_and_a_damaged_plan_are_usage_errors(tmp_path: Path) -> None:
+    """`-o afile` was "internal error: FileExistsError"; a damaged OUT/plan.json was an
+    internal error with pydantic's text. A world path that is a folder or missing said
+    only "does not compile"; it now says why."""
+    audit = _a1_audit(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("keep", encoding="utf-8")
+    res = RUNNER.invoke(app, ["repair", str(WORLDS / "a1.eair"), "--audit", str(audit),
+                              "-o", str(afile)])
+    assert res.exit_code == 1, res.output
+    assert "afile is a file, not a repair folder" in res.output
+    assert afile.read_text(encoding="utf-8") == "keep"
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "plan.json").write_text("{", encoding="utf-8")
+    res = RUNNER.invoke(app, ["repair", str(WORLDS / "a1.eair"), "--audit", str(audit),
+                              "-o", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "plan.json: not a repair plan" in res.output
+    res = RUNNER.invoke(app, ["repair", str(WORLDS), "--audit", str(audit), "-o",
+                              str(tmp_path / "r2")])
+    assert res.exit_code == 1, res.output
+    assert "is a directory, not a file" in res.output

@@ -311,7 +311,10 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
         raise UsageError("--record and --replay exclude each other")
     result = compile_world(world_file)
     if not result.ok or result.world is None:
-        raise UsageError(f"{world_file} does not compile; run `eairc check {world_file}`")
+        first = result.diagnostics.errors
+        why = f": {first[0].message}" if first else ""
+        raise UsageError(f"{world_file} does not compile{why}; run `eairc check "
+                         f"{world_file}`")
     original = result.world
     loop_id = {"world": world_file.name, "digest": original.digest,
                "audit": str(audit_dir.resolve()), "finding": finding, "seeds": seeds,
@@ -322,14 +325,29 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
         raise UsageError(f"{out} holds another repair ({out / LOOP} differs: "
                          f"{_difference(previous, loop_id)}); rerun it as it was or use "
                          "another -o")
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / LOOP, _dump(loop_id))
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a repair folder: use another -o")
     plan_path = out / PLAN
     if plan_path.is_file():
-        selected = Selected.model_validate_json(plan_path.read_bytes())
+        try:
+            selected = Selected.model_validate_json(plan_path.read_bytes())
+        except (OSError, ValueError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"{plan_path}: not a repair plan ({why}); remove {out} to "
+                             "repair afresh, or use another -o") from None
     else:
+        # the finding is chosen, and the audit checked, before OUT records this repair:
+        # a mistyped --finding or an audit without one is refused without a loop.json
+        # that would then refuse the corrected command as "another repair"
         selected = select_finding(audit_dir, original, finding)
         _retestable(audit_dir)  # refused now, before any agent is asked
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the repair folder {out}: {exc.strerror or exc}") \
+            from None
+    write_atomic(out / LOOP, _dump(loop_id))
+    if not plan_path.is_file():
         write_atomic(plan_path, _dump(selected.model_dump(mode="json")))
     say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
         f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
