@@ -138,3 +138,113 @@ def test_report_survives_damaged_traces(study: Path, tmp_path: Path) -> None:
         shown = render(s / "report", decoded[traces[1].name][0])["html"]
         assert "This trace file is damaged" in shown and "not JSON" in shown
         assert "damaged" not in render(s / "report", decoded[traces[3].name][0])["html"]
+
+
+# ------------------------------------------------------------------ rescore -> report
+
+METRIC = "  metric inquiry_used = count(calls(ask_delegating_agent)) > 0\n"
+
+
+@pytest.fixture(scope="module")
+def two_worlds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A sim study of d1 and c1 (one seed, instances drawn per seed) and a d1 variant with
+    one more metric: (study, d1.eair, d1 variant)."""
+    base = tmp_path_factory.mktemp("qa_rescore")
+    worlds = base / "worlds"
+    shutil.copytree(ROOT / "worlds", worlds)
+    d1, c1 = (resolve_world(worlds / f"{w}.eair") for w in ("d1", "c1"))
+    plans = [plan_world(d1, ["canonical", "repaired"], "seed", 2),
+             plan_world(c1, [c.name for c in c1.conditions][:2], "seed", 2)]
+    run_study([d1, c1], plans, parse_models("sim"), base / "study", workers=1)
+    text = (worlds / "d1.eair").read_text(encoding="utf-8")
+    assert METRIC in text
+    variant = worlds / "d1_v2.eair"
+    variant.write_text(text.replace(METRIC, METRIC + "  metric asks = count(calls("
+                                    "ask_delegating_agent))\n"), encoding="utf-8")
+    return base / "study", worlds / "d1.eair", variant
+
+
+def _rescore(study: Path, original: Path, variant: Path, out: Path) -> None:
+    result = CliRunner().invoke(app, ["rescore", str(study), "--world", str(variant),
+                                      "--original", str(original), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_rescored_study_reports_its_traces(two_worlds: tuple[Path, Path, Path],
+                                             tmp_path: Path) -> None:
+    """`eairc rescore S --out R` then `eairc report R` (as rescore's help says) linked no
+    episode to the trace viewer: R's trace paths named the original study, outside R, which
+    the report does not follow; and the other world's rows kept paths relative to S that
+    did not exist under R. Now R holds its own copies of the traces and every row of
+    every world opens in R's viewer, with raw links relative to the report folder."""
+    from tests.report_viewer import decode
+
+    study, original, variant = two_worlds
+    out = tmp_path / "rescored"
+    _rescore(study, original, variant, out)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        rows = store.rows()
+    assert {r["world"] for r in rows} == {"c1", "d1"}
+    for row in rows:
+        path = Path(row["trace_path"])
+        path = path if path.is_absolute() else out / path
+        assert path.is_file(), row
+        assert path.resolve().is_relative_to(out.resolve())
+    result = CliRunner().invoke(app, ["report", str(out), "--resamples", "10"])
+    assert result.exit_code == 0, result.output
+    report = out / "report"
+    episodes = (report / "episodes.html").read_text(encoding="utf-8")
+    import re
+
+    links = set(re.findall(r'href="(trace\.html#c\d+\.\d+)"', episodes))
+    assert len(links) == len(rows)
+    for link in links:
+        raw = decode(report, link)["raw"]
+        assert not raw.startswith("/") and (report / raw).is_file(), raw
+
+
+def test_a_rescored_study_outlives_its_original(two_worlds: tuple[Path, Path, Path],
+                                                tmp_path: Path) -> None:
+    """The rescored folder is a study of its own: removing the original leaves its traces."""
+    study, original, variant = two_worlds
+    copy = _copy(study, tmp_path, "original")
+    out = tmp_path / "rescored"
+    _rescore(copy, original, variant, out)
+    shutil.rmtree(copy)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        rows = store.rows()
+    assert rows and all(Path(r["trace_path"]).is_file() for r in rows)
+    assert CliRunner().invoke(app, ["export-otel", str(out), "-o",
+                                    str(tmp_path / "o.json")]).exit_code == 0
+
+
+def test_an_interrupted_rescore_leaves_no_half_store(two_worlds: tuple[Path, Path, Path],
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during a rescore left OUT/results.sqlite as an unrescored copy of the original
+    (old digest, old metrics) and the rerun refused it as 'exists'. Now nothing is left at
+    OUT/results.sqlite and the same command runs again."""
+    from eairdsl.study import rescore as rescore_module
+    from eairdsl.study.rescore import rescore
+
+    study, original, variant = two_worlds
+    out = tmp_path / "rescored"
+    real = rescore_module.measure_episode
+    calls = []
+
+    def stop_on_the_third(episode: object) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(episode)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rescore_module, "measure_episode", stop_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        rescore(study, resolve_world(original), resolve_world(variant), out)
+    assert not (out / STORE_FILE).exists()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    monkeypatch.setattr(rescore_module, "measure_episode", real)
+    _rescore(study, original, variant, out)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        assert {w["digest"] for w in store.worlds() if w["name"] == "d1"} == {
+            resolve_world(variant).digest}

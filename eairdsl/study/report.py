@@ -531,7 +531,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     root = study_dir.resolve()
     items: list[TraceItem] = []
     header_levers: dict[tuple[str, str], dict[str, Any]] = {}
-    rel_root = Path(os.path.relpath(root, out.resolve()))
+    home = out.resolve()  # the raw trace links are relative to it (a rescored store's
+    # trace paths are absolute), so the report folder can move with its study
     audits = discover_audits(root)
     audit_cells: dict[int, dict[str, AuditCell]] = {}
     for i, row in enumerate(rows):
@@ -546,7 +547,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         if key not in header_levers and key not in stored_conditions:
             header_levers[key] = _header_levers(source)
         doc = stored_conditions.get(key, {}).get("doc")
-        items.append(TraceItem(i, row, source, (rel_root / str(row["trace_path"])).as_posix(),
+        items.append(TraceItem(i, row, source, Path(os.path.relpath(source, home)).as_posix(),
                                doc, episode_audits(cells, source, out)
                                if traces and cells else None))
     _record_audits(study_dir / STORE_FILE, root, rows, audit_cells)

@@ -11,14 +11,17 @@ ran is given as well (`original`) and must have the stored digest.
 
 The result is a new store (`OUT/results.sqlite`): a copy of the original whose
 episode rows carry the new measurements, unassessed reasons and metrics, the
-new world's digest, and trace paths that point at the original study's traces.
-The original file is only read (copied byte for byte), never written.
+new world's digest, and trace paths that point at OUT's own copies of the traces
+(hard links where the file system allows), so OUT is a study folder of its own:
+`eairc report OUT` shows them. The new store is written as a part file and renamed
+into place when complete. The original study is only read, never written.
 `judged(...)` measurements are not rejudged: without a judge they are unassessed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from dataclasses import dataclass, field
@@ -116,6 +119,37 @@ class _Replayed:
         return self.state.scope()
 
 
+def _own_trace(root: Path, home: Path, stored: Path) -> Path:
+    """The rescored study's own copy of a stored trace (and of its `.calls.ndjson` sidecar):
+    a trace inside the original study is hard-linked (copied where the file system cannot
+    link) to the same place under `home`, so the rescored folder is a study of its own —
+    `eairc report OUT` follows only traces inside OUT. A trace that is missing or outside
+    the original study is named as it was (absolute)."""
+    source = (stored if stored.is_absolute() else root / stored).resolve()
+    if not source.is_relative_to(root) or not source.is_file():
+        return source
+    own = home / source.relative_to(root)
+    sidecar = source.with_name(source.name.removesuffix(".jsonl") + ".calls.ndjson")
+    for src in (source, sidecar):
+        if not src.is_file():
+            continue
+        dst = home / src.relative_to(root)
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.exists():
+                if dst.samefile(src):
+                    continue
+                dst.unlink()
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+        except OSError as exc:
+            raise RescoreError(f"cannot copy trace {src} into {home}: "
+                               f"{exc.strerror or exc}") from None
+    return own
+
+
 def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreSummary:
     """Rescore `study_dir`'s episodes of world `new.meta.name` into `out/results.sqlite`."""
     source = study_dir / STORE_FILE
@@ -136,27 +170,42 @@ def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreS
     target = out / STORE_FILE
     if target.exists() or out.resolve() == study_dir.resolve():
         raise RescoreError(f"{target} exists (or is the original); choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
-    wal = source.with_name(source.name + "-wal")
-    if wal.exists() and wal.stat().st_size:  # committed pages not yet in the main file
-        shutil.copyfile(wal, target.with_name(target.name + "-wal"))
+    # Built as a part file renamed into place at the end: an interrupted rescore leaves no
+    # unrescored copy behind that a rerun would refuse as "exists" and a reader take for
+    # the rescored results.
+    part = target.with_name(f".{target.name}.part")
+    sidecars = [part.with_name(part.name + suffix) for suffix in ("-wal", "-shm")]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (part, *sidecars):
+            stale.unlink(missing_ok=True)
+        shutil.copyfile(source, part)
+        wal = source.with_name(source.name + "-wal")
+        if wal.exists() and wal.stat().st_size:  # committed pages not yet in the main file
+            shutil.copyfile(wal, sidecars[0])
+    except OSError as exc:
+        raise RescoreError(f"cannot write {out}: {exc.strerror or exc}") from None
     compiled = CompiledWorld(new)
     summary = RescoreSummary(store=target)
     root = study_dir.resolve()
-    conn = sqlite3.connect(target, isolation_level=None)
+    home = out.resolve()
+    conn = sqlite3.connect(part, isolation_level=None)
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("BEGIN IMMEDIATE")
-        rows = conn.execute("SELECT id, valid, validity_reason, trace_path FROM episodes "
-                            "WHERE world = ? ORDER BY id", (name,)).fetchall()
+        rows = conn.execute("SELECT id, world, valid, validity_reason, trace_path FROM "
+                            "episodes ORDER BY id").fetchall()
         for r in rows:
             ident = f"episode row {r['id']}"
             if not r["trace_path"]:
-                summary.kept.append(f"{ident}: no trace")
+                if r["world"] == name:
+                    summary.kept.append(f"{ident}: no trace")
                 continue
-            path = Path(r["trace_path"])
-            path = path if path.is_absolute() else root / path
+            path = _own_trace(root, home, Path(r["trace_path"]))
+            if r["world"] != name:  # another world's rows: as stored, their traces beside
+                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?",
+                             (str(path), r["id"]))
+                continue
             reason = r["validity_reason"] or ""
             if AGENT_FAILED in reason:
                 summary.kept.append(f"{ident}: never measured ({reason})")
@@ -169,6 +218,8 @@ def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreS
                 result = measure_episode(episode)  # type: ignore[arg-type]
             except (OSError, ValueError) as exc:
                 summary.kept.append(f"{ident}: trace {path} unreadable ({exc})")
+                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?", (str(path),
+                                                                                 r["id"]))
                 continue
             m = result.measurements
             conn.execute(
@@ -183,9 +234,16 @@ def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreS
                      (f"rescored_from:{name}", json.dumps(
                          {"study": str(root), "digest": stored[name], "new_digest": new.digest})))
         conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         conn.close()
+        for stale in (part, *sidecars):
+            stale.unlink(missing_ok=True)
+        raise
+    conn.close()
+    for stale in sidecars:
+        stale.unlink(missing_ok=True)
+    os.replace(part, target)
     return summary
