@@ -98,7 +98,8 @@ LLMSeed = Annotated[int | None, typer.Option(
 def check(
     worlds: Annotated[list[Path] | None, typer.Argument(
         help="World files (default: worlds/*.eair).")] = None,
-    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+    max_errors: Annotated[int, typer.Option(
+        min=0, help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Report diagnostics for worlds without writing anything."""
     from eairdsl.compiler import compile_world
@@ -123,7 +124,8 @@ def compile(
         "--out", "-o", help="Root of generated output.")] = Path("generated"),
     check_only: Annotated[bool, typer.Option(
         "--check", help="Fail if generated/ is stale; write nothing.")] = False,
-    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+    max_errors: Annotated[int, typer.Option(
+        min=0, help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Check worlds and write generated/<world>/ (world.json, prompts, topology.dot/svg)."""
     from eairdsl.compiler import OutputClaims, compile_world, stale_files, write_generated

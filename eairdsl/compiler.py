@@ -165,14 +165,22 @@ def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:
     return target, notes
 
 
+#: `stale_files`' one entry for a world never compiled to that root.
+MISSING_FOLDER = "the whole folder (it does not exist)"
+
+
 def stale_files(world: World, out_root: Path) -> list[str]:
     """Generated files that are missing or differ from a fresh compile.
 
     The SVG's bytes depend on the graphviz version (or on whether graphviz is
     installed at all), the DOT text it was drawn from does not: the SVG is stale
-    when it is missing or carries the digest of other DOT text.
+    when it is missing or carries the digest of other DOT text. A folder that does
+    not exist is one entry saying so, not every file it should hold (a fresh clone's
+    `compile --check` listed all 60 of F1's prompts).
     """
     target = out_root / world.meta.name
+    if not target.is_dir():
+        return [MISSING_FOLDER]
     stale = []
     expected = generated_files(world)
     for rel, data in sorted(expected.items()):

@@ -44,7 +44,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def eairc(*args: str) -> tuple[int, str]:
     """Run `eairc ARGS` in-process; the exit code and everything printed."""
     result = CliRunner().invoke(app, list(args))
-    output = result.output + (result.stderr if result.stderr_bytes is not None else "")
+    output = result.output  # stdout and stderr, interleaved as a terminal shows them
     assert result.exception is None or isinstance(result.exception, SystemExit), output
     assert "Traceback" not in output, output
     return result.exit_code, output
@@ -152,3 +152,30 @@ def test_run_takes_dash_o_like_every_other_out_option(ws: Path) -> None:
     assert code == 0, out
     assert sorted(p.name for p in (ws / "my runs" / "baseline").iterdir()) == [
         "late-and-broken-s0.jsonl"]
+
+
+# ------------------------------------------------ compile --check / --max-errors
+
+def test_compile_check_of_a_folder_never_written_says_so_in_one_line(ws: Path) -> None:
+    """`compile --check` before any compile listed every file the folder should hold
+    (world.json, each prompt, topology.dot, topology.svg: 60 prompts for F1)."""
+    code, out = eairc("compile", "--check", "worlds/first_world.eair", "-o", "nowhere")
+    assert code == 1
+    [line] = [ln for ln in out.splitlines() if "is stale" in ln]
+    assert line == ("worlds/first_world.eair: nowhere/first_world is stale: the whole folder "
+                    "(it does not exist)")
+    assert not (ws / "nowhere").exists()  # --check writes nothing
+    assert eairc("compile", "worlds/first_world.eair", "-o", "nowhere")[0] == 0
+    assert eairc("compile", "--check", "worlds/first_world.eair", "-o", "nowhere")[0] == 0
+
+
+@pytest.mark.parametrize("command", ["check", "compile"])
+def test_a_negative_max_errors_is_a_usage_error(ws: Path, command: str) -> None:
+    """`eairc check BROKEN --max-errors -1` printed no diagnostic and "... and 2 more"
+    for a file with one error (the limit sliced from the end)."""
+    (ws / "broken.eair").write_text("world x {", encoding="utf-8")
+    code, out = eairc(command, "broken.eair", "--max-errors", "-1")
+    assert code == 2
+    assert "--max-errors" in out and "and 2 more" not in out
+    code, out = eairc(command, "broken.eair", "--max-errors", "0")
+    assert code == 1 and "... and 1 more" in out
