@@ -248,3 +248,20 @@ def test_an_interrupted_rescore_leaves_no_half_store(two_worlds: tuple[Path, Pat
     with Store.open(out / STORE_FILE, create=False) as store:
         assert {w["digest"] for w in store.worlds() if w["name"] == "d1"} == {
             resolve_world(variant).digest}
+
+
+# ------------------------------------------------------------------ report -o
+
+def test_report_to_a_file_is_a_usage_error(study: Path, tmp_path: Path) -> None:
+    """`eairc report S -o FILE` (or -o S/results.sqlite) was 'internal error:
+    FileExistsError' (exit 3); a folder under a file likewise."""
+    s = _copy(study, tmp_path)
+    before = _sha(s / STORE_FILE)
+    for target in (s / STORE_FILE, s / STORE_FILE / "report"):
+        result = CliRunner().invoke(app, ["report", str(s), "-o", str(target),
+                                          "--resamples", "0"])
+        assert result.exit_code == 1, result.output
+        assert "not a folder" in result.output or "cannot create the report folder" in \
+            result.output
+        assert "internal error" not in result.output
+    assert _sha(s / STORE_FILE) == before

@@ -62,6 +62,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from eairdsl.api import UsageError
 from eairdsl.study.audits import AuditCell, discover_audits, episode_audits
 from eairdsl.study.charts import svg_bubbles, svg_rates
 from eairdsl.study.cohort import StudyMeasureResult, compute
@@ -527,7 +528,14 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         stored_conditions = store.conditions()
         declared = store.study_measures()
     out = out or study_dir / REPORT_DIR
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a folder; the report is a folder "
+                         "(index.html, episodes.html, trace.html, traces/) — choose another -o")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the report folder {out}: "
+                         f"{exc.strerror or exc}") from None
     root = study_dir.resolve()
     items: list[TraceItem] = []
     header_levers: dict[tuple[str, str], dict[str, Any]] = {}
