@@ -193,3 +193,32 @@ def test_repair_into_a_file_and_a_damaged_plan_are_usage_errors(tmp_path: Path) 
                               str(tmp_path / "r2")])
     assert res.exit_code == 1, res.output
     assert "is a directory, not a file" in res.output
+
+
+# ------------------------------------------------------------------ eairc signals
+def test_signals_report_into_a_folder_is_a_usage_error(tmp_path: Path) -> None:
+    """`eairc signals report -o reports/` (a folder) was "internal error:
+    IsADirectoryError" and left `.reports.tmp-PID` beside it; `-o afile/x.html` (under a
+    file) was "internal error: NotADirectoryError"."""
+    audit, store = _a1_audit(tmp_path), tmp_path / "signals.sqlite"
+    res = RUNNER.invoke(app, ["signals", "update", str(audit), "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    res = RUNNER.invoke(app, ["signals", "report", "-o", str(folder), "--store", str(store)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "reports is a folder; -o names the HTML page" in res.output
+    assert list(folder.iterdir()) == []
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+    afile = tmp_path / "afile"
+    afile.write_text("keep", encoding="utf-8")
+    res = RUNNER.invoke(app, ["signals", "report", "-o", str(afile / "x.html"), "--store",
+                              str(store)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "cannot write" in res.output
+    res = RUNNER.invoke(app, ["signals", "report", "-o", str(folder / "s.html"), "--store",
+                              str(store)])
+    assert res.exit_code == 0, res.output
+    assert (folder / "s.html").read_text(encoding="utf-8").startswith("<!doctype html>")

@@ -19,6 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from eairdsl.api import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
 from eairdsl.signals.remediation import SignalView, signal_view
 from eairdsl.signals.store import SignalsStore
@@ -313,8 +314,18 @@ def write_report(store: SignalsStore, out: Path, everything: bool = False) -> in
                     + "".join(f"<td>{_e(row[c])}</td>" for c in LIST_COLUMNS[2:]) + "</tr>")
     head.append("</table>")
     body = [_signal_section(store, v, links) for v in views]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_dir():
+        # a folder given as the page (`-o reports/`) was an IsADirectoryError, with the
+        # temporary page left beside it
+        raise UsageError(f"{out} is a folder; -o names the HTML page to write (e.g. "
+                         f"{out / 'signals.html'})")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join([*head, *body, "</body></html>\n"]), encoding="utf-8")
-    os.replace(tmp, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text("\n".join([*head, *body, "</body></html>\n"]), encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as exc:
+        if tmp.is_file():
+            tmp.unlink()
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     return len(views)
