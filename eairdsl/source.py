@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Span", "SourceFile", "SourceError", "read_source", "read_bounded", "display_name",
-           "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
+           "real_path", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
 
 #: The largest `.eair` file read (real worlds are tens of kilobytes).
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -61,11 +61,23 @@ class SourceError(Exception):
         self.col = col
 
 
+def real_path(path: Path) -> Path | None:
+    """`path` with its symbolic links resolved, or None when they form a loop.
+
+    `Path.resolve` raises RuntimeError on a loop before Python 3.13 (OSError after),
+    which reached `eairc check LOOP.eair` as an internal error.
+    """
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
 def display_name(path: Path) -> str:
     """Paths relative to the working directory read better in diagnostics."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return str(path)
 
 

@@ -179,3 +179,65 @@ def test_a_negative_max_errors_is_a_usage_error(ws: Path, command: str) -> None:
     assert "--max-errors" in out and "and 2 more" not in out
     code, out = eairc(command, "broken.eair", "--max-errors", "0")
     assert code == 1 and "... and 1 more" in out
+
+
+# ------------------------------------------------ symbolic link loops
+
+def _loop(at: Path) -> None:
+    """Make `at` one end of a two-link loop (at -> at.other -> at)."""
+    other = at.with_name(at.name + ".other")
+    other.symlink_to(at.name)
+    at.symlink_to(other.name)
+
+
+def test_a_world_file_that_is_a_symlink_loop_is_a_located_error(ws: Path) -> None:
+    """`eairc check LOOP.eair` (and run, diff, graph, compile_world) was "internal error:
+    RuntimeError: Symlink loop from '/abs/path'", exit 3."""
+    _loop(ws / "loop.eair")
+    for command in (["check", "loop.eair"], ["compile", "loop.eair"],
+                    ["run", "loop.eair", "--episodes", "1"], ["graph", "loop.eair"],
+                    ["diff", "loop.eair", "worlds/first_world.eair"]):
+        code, out = eairc(*command)
+        assert code == 1, (command, out)
+        assert "error[E202]: cannot read 'loop.eair': its symbolic links form a loop" in out
+        assert "internal error" not in out and str(ws) not in out
+    [error] = compile_world("loop.eair").diagnostics.errors
+    assert error.code == "E202"
+
+
+@pytest.mark.parametrize(("link", "shown"), [
+    ("first_world/orders.json", "first_world/orders.json"),  # a record's data file
+    ("first_world/desk.md.j2", "first_world/desk.md.j2"),  # a card
+])
+def test_a_data_file_or_card_that_loops_is_not_said_to_escape(ws: Path, link: str,
+                                                              shown: str) -> None:
+    """A looping data file or card inside the world's folder was reported as E204
+    "escapes the world's folder", which sent the user looking for a path outside."""
+    (ws / "worlds" / link).unlink()
+    _loop(ws / "worlds" / link)
+    result = compile_world("worlds/first_world.eair")
+    assert {d.code for d in result.diagnostics.errors} == {"E202"}
+    assert all(d.message == f"cannot read {shown!r}: its symbolic links form a loop"
+               for d in result.diagnostics.errors)
+
+
+def test_an_import_or_partial_that_loops(ws: Path) -> None:
+    """An import that loops was E204 "escapes"; a `{% include %}`d partial that loops was
+    E601 "RuntimeError: Symlink loop from '/abs/path/p.md'"."""
+    world = ws / "worlds" / "first_world.eair"
+    text = world.read_text(encoding="utf-8")
+    world.write_text(text.replace("world first_world {", 'import "shared.eair"\n'
+                                  "world first_world {", 1), encoding="utf-8")
+    _loop(ws / "worlds" / "shared.eair")
+    [error] = compile_world(world).diagnostics.errors
+    assert (error.code, error.message) == (
+        "E202", "cannot read 'shared.eair': its symbolic links form a loop")
+    world.write_text(text, encoding="utf-8")
+    card = ws / "worlds" / "first_world" / "desk.md.j2"
+    card.write_text(card.read_text(encoding="utf-8") + '{% include "p.md" %}\n',
+                    encoding="utf-8")
+    _loop(ws / "worlds" / "first_world" / "p.md")
+    errors = compile_world(world).diagnostics.errors
+    assert errors and all(d.code == "E601" for d in errors)
+    assert all("p.md (its symbolic links form a loop)" in d.message for d in errors)
+    assert not any("RuntimeError" in d.message or str(ws) in d.message for d in errors)

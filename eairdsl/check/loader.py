@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.source import SourceError, SourceFile, Span, display_name, read_source
+from eairdsl.source import SourceError, SourceFile, Span, display_name, read_source, real_path
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
@@ -73,11 +73,18 @@ def resolve_data_path(base: Path, written: str, span: Span,
                           "write paths relative to the world's folder")
         return None
     path = base / written
+    if real_path(path) is None:
+        diagnostics.error("E202", _LOOP.format(_shown(written)), span, _LOOP_HINT)
+        return None
     if not _within(path, base):
         diagnostics.error("E204", f"path {_shown(written)!r} escapes the world's folder", span,
                           "keep data, cards and imports inside the folder of the .eair file")
         return None
     return path
+
+
+_LOOP = "cannot read {!r}: its symbolic links form a loop"
+_LOOP_HINT = "point the link at a real file"
 
 
 def _shown(written: str) -> str:
@@ -140,7 +147,11 @@ def load_program(entry: Path, diagnostics: Diagnostics,
 
     def open_module(path: Path, span: Span | None) -> Open | None:
         nonlocal ok, loaded_bytes, seen_files
-        key = path.resolve()
+        key = real_path(path)
+        if key is None:
+            diagnostics.error("E202", _LOOP.format(display_name(path)), span, _LOOP_HINT)
+            ok = False
+            return None
         if key in done:
             return None
         if key in active:
@@ -221,9 +232,12 @@ def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
     if written.startswith("stdlib/"):
         candidates.append((stdlib / written[len("stdlib/"):], stdlib))
     candidates.append((stdlib / written, stdlib))
-    escaped = False
+    escaped = looped = False
     failure: OSError | None = None
     for candidate, root in candidates:
+        if real_path(candidate) is None:
+            looped = True
+            continue
         if not _within(candidate, root):
             escaped = True
             continue
@@ -232,6 +246,9 @@ def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
                 return candidate
         except OSError as exc:  # a name over 255 bytes, a path over PATH_MAX...
             failure = failure or exc
+    if looped:
+        diagnostics.error("E202", _LOOP.format(_shown(written)), decl.span, _LOOP_HINT)
+        return None
     if escaped:
         diagnostics.error("E204", f"import {_shown(written)!r} escapes the world's folder",
                           decl.span, "import modules from this folder or stdlib/")

@@ -46,6 +46,8 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.visitor import NodeTransformer
 
+from eairdsl.source import real_path
+
 __all__ = ["CardEnvironment", "CardLoader", "CardEscape", "CardLimit", "CardUnsafe",
            "MAX_RANGE", "MAX_OUTPUT", "MAX_VALUE", "MAX_STEPS", "MAX_SOURCE", "MAX_SECONDS",
            "UNSAFE_NAMES"]
@@ -179,7 +181,9 @@ class CardLoader(jinja2.BaseLoader):
         path = Path(os.path.normpath(self.folder.joinpath(*written.split("/"))))
         if not path.is_relative_to(self.root):
             raise CardEscape(template, "template path escapes the world's folder")
-        resolved = path.resolve()
+        resolved = real_path(path)
+        if resolved is None:  # RuntimeError with the absolute path before Python 3.13
+            raise jinja2.TemplateNotFound(f"{template} (its symbolic links form a loop)")
         if not resolved.is_relative_to(self.root.resolve()):
             raise CardEscape(template, "template path is a symlink to outside the world's "
                                        "folder")
