@@ -975,7 +975,8 @@ def check_report(
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Name where a rejected quote does occur verbatim (a hint, never a "
         "fix).")] = False,
-    max_errors: Annotated[int, typer.Option(help="Show at most this many diagnostics.")] = 20,
+    max_errors: Annotated[int, typer.Option(
+        min=0, help="Show at most this many diagnostics.")] = 20,
 ) -> None:
     """Validate an audit report against its bundle: schema, steps, edges, verbatim quotes.
 
@@ -1251,7 +1252,8 @@ def audit(
                               api_base, timeout, retries, max_connections, temperature,
                               max_tokens, llm_seed)
         agent, describe = make_auditor(auditor, out, model=model, contract=contract,
-                                       graph=graph, settings=settings, world=world)
+                                       graph=graph, settings=settings, world=world,
+                                       record=record, replay=replay)
         with _AuditBar(f"audit ({arm})") as bar:
             index = audit_episodes(target, out, agent, world=world,
                                    describe={"arm": arm, **describe}, progress=bar)
@@ -1339,7 +1341,8 @@ def audit_study_command(
                               api_base, timeout, retries, max_connections, temperature,
                               max_tokens, llm_seed, arm)
         agent, describe = make_auditor(auditor, arm_dir, model=model, contract=contract,
-                                       graph=graph, settings=settings, world=world)
+                                       graph=graph, settings=settings, world=world,
+                                       record=record, replay=replay)
         with _AuditBar(f"audit study ({arm})") as bar:
             summary = audit_study(study_dir, out, agent, arm, describe=describe,
                                   per_world=per_world, positives=positives, seed=seed,

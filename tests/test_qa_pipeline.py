@@ -222,3 +222,43 @@ def test_signals_report_into_a_folder_is_a_usage_error(tmp_path: Path) -> None:
                               str(store)])
     assert res.exit_code == 0, res.output
     assert (folder / "s.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+
+
+# ------------------------------------------------------------------ eairc audit
+def test_audit_record_or_replay_without_an_llm_auditor_is_refused(tmp_path: Path) -> None:
+    """`eairc audit RUN --replay OLD_AUDIT -o OUT` (forgetting --auditor llm) ran the
+    offline rules, ignored the cassette and exited 0, as did `--record`: the user
+    believed they had replayed (or recorded) an LLM audit. Both are refused now, for
+    `audit` and `audit-study`, and nothing is written."""
+    runs = tmp_path / "runs"
+    res = RUNNER.invoke(app, ["run", str(WORLDS / "a1.eair"), "--episodes", "1",
+                              "--agents", "sim:reckless", "--out", str(runs)])
+    assert res.exit_code == 0, res.output
+    for extra in (["--replay", str(tmp_path / "old")], ["--record"],
+                  ["--record", "--auditor", "oracle"]):
+        out = tmp_path / "audit"
+        res = RUNNER.invoke(app, ["audit", str(runs), "-o", str(out), *extra])
+        assert res.exit_code == 1, (extra, res.output)
+        assert "--record and --replay keep an LLM auditor's calls" in res.output
+        assert not out.exists()
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    res = RUNNER.invoke(app, ["audit-study", str(tmp_path), "-o", str(tmp_path / "as"),
+                              "--replay", str(tmp_path / "old")])
+    assert res.exit_code == 1, res.output
+    assert "--record and --replay keep an LLM auditor's calls" in res.output
+
+
+def test_check_report_max_errors_is_not_negative(tmp_path: Path) -> None:
+    """`eairc check-report R --bundle B --max-errors -1` showed all but one diagnostic
+    and then "... and 7 more" of 6; a negative count is a usage error now."""
+    bundle = sorted((_a1_audit(tmp_path) / "bundles").glob("ep-*"))[0]
+    report = tmp_path / "r.json"
+    report.write_text("{}", encoding="utf-8")
+    res = RUNNER.invoke(app, ["check-report", str(report), "--bundle", str(bundle),
+                              "--max-errors", "-1"])
+    assert res.exit_code == 2, res.output
+    assert "more" not in res.output
+    res = RUNNER.invoke(app, ["check-report", str(report), "--bundle", str(bundle),
+                              "--max-errors", "0"])
+    assert res.exit_code == 1, res.output
+    assert "... and 6 more" in res.output

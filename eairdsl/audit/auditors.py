@@ -45,9 +45,14 @@ def arm_name(kind: str, model: str | None, contract: str, graph: str) -> str:
 
 def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: str = "full",
                  graph: str = "annotated", settings: LLMSettings | None = None,
-                 world: Path | None = None, **llm_options: Any
+                 world: Path | None = None, record: bool = False,
+                 replay: Path | None = None, **llm_options: Any
                  ) -> tuple[AuditorAgent, dict[str, Any]]:
-    """The auditor of `kind` for an audit into `out`, and what the index records of it."""
+    """The auditor of `kind` for an audit into `out`, and what the index records of it.
+
+    `record` and `replay` say whether the user asked to record or replay a cassette: only
+    an LLM auditor has one, so asking it of another is refused rather than ignored (an
+    offline audit given `--replay DIR` used to run the rules and report success)."""
     if kind not in AUDITOR_KINDS:
         raise UsageError(f"unknown auditor '{kind}'; choose {', '.join(AUDITOR_KINDS)}")
     if contract not in get_args(ContractArm):
@@ -57,6 +62,9 @@ def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: st
     if kind != "llm" and (model is not None or contract != "full" or graph != "annotated"):
         raise UsageError("--model, --contract and --graph choose an LLM auditor's arm; add "
                          "--auditor llm")
+    if kind != "llm" and (record or replay is not None):
+        raise UsageError(f"--record and --replay keep an LLM auditor's calls; the {kind} "
+                         "auditor makes none: add --auditor llm --model M, or drop them")
     match kind:
         case "offline":
             from eairdsl.audit.offline import RulesAuditor
@@ -75,13 +83,13 @@ def make_auditor(kind: str, out: Path, *, model: str | None = None, contract: st
 
             # A resumed recording keeps the exchanges of the reports it keeps: opening the
             # cassette empties it (eairdsl.audit.cassettes).
-            record = settings.record if settings is not None else None
-            kept = finished_exchanges(record, out) if record is not None else []
+            recording = settings.record if settings is not None else None
+            kept = finished_exchanges(recording, out) if recording is not None else []
             auditor = LLMAuditor(model, contract=contract,  # type: ignore[arg-type]
                                  graph=graph,  # type: ignore[arg-type]
                                  settings=settings, **llm_options)
-            if kept and record is not None:
-                with record.open("a", encoding="utf-8") as fh:
+            if kept and recording is not None:
+                with recording.open("a", encoding="utf-8") as fh:
                     fh.write("".join(line + "\n" for line in kept))
             return auditor, {"kind": "llm", "model": model, "contract": contract,
                              "graph": graph}
