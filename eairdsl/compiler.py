@@ -7,6 +7,7 @@ edit never destroys an earlier good `generated/<world>/`.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import shutil
@@ -148,20 +149,37 @@ def write_generated(world: World, out_root: Path) -> tuple[Path, list[str]]:
                          "built-in renderer (install the Debian package `graphviz` for "
                          "graphviz's layout)")
     files["topology.svg"] = svg
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        # it was renamed aside, replaced, and then rmtree failed on it: "cannot write
+        # generated: Not a directory" for a compile that had written, and a stray file
+        what = "a symbolic link" if target.is_symlink() else "a file"
+        raise NotADirectoryError(errno.ENOTDIR, f"{target} is {what}, not a folder: move "
+                                 "it away or compile to another -o")
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = out_root / f".{world.meta.name}.tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    for rel, data in files.items():
-        dest = tmp / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
+    try:
+        for rel, data in files.items():
+            dest = tmp / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+    except OSError:  # a full disk: no half-written temporary folder left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     old = out_root / f".{world.meta.name}.old-{os.getpid()}"
-    if target.exists():
+    moved = target.exists()
+    if moved:
         target.rename(old)
-    tmp.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
+    try:
+        tmp.rename(target)
+    except OSError:  # put the earlier output back rather than leave none
+        if moved:
+            old.rename(target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if moved:
+        shutil.rmtree(old, ignore_errors=True)
     return target, notes
 
 

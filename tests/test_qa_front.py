@@ -241,3 +241,48 @@ def test_an_import_or_partial_that_loops(ws: Path) -> None:
     assert errors and all(d.code == "E601" for d in errors)
     assert all("p.md (its symbolic links form a loop)" in d.message for d in errors)
     assert not any("RuntimeError" in d.message or str(ws) in d.message for d in errors)
+
+
+# ------------------------------------------------ compile: what is in the way of the output
+
+def test_compile_refuses_a_file_where_the_world_folder_goes(ws: Path) -> None:
+    """With a file at generated/first_world, `eairc compile` renamed it aside, wrote the
+    folder, then failed removing the renamed file: "cannot write generated: Not a
+    directory", exit 1 for output that had been written, a stray .first_world.old-PID
+    file, and no .last."""
+    (ws / "generated").mkdir()
+    (ws / "generated" / "first_world").write_text("mine\n", encoding="utf-8")
+    code, out = eairc("compile", "worlds/first_world.eair")
+    assert code == 1
+    assert "generated/first_world is a file, not a folder" in out
+    assert sorted(p.name for p in (ws / "generated").iterdir()) == ["first_world"]
+    assert (ws / "generated" / "first_world").read_text(encoding="utf-8") == "mine\n"
+    (ws / "generated" / "first_world").unlink()
+    assert eairc("compile", "worlds/first_world.eair")[0] == 0
+    assert eairc("compile", "worlds/first_world.eair")[0] == 0  # and over its own output
+    assert sorted(p.name for p in (ws / "generated").iterdir()) == [".last", "first_world"]
+
+
+def test_a_failed_swap_puts_the_earlier_output_back(ws: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the new folder could not be moved into place, the earlier output had already
+    been renamed aside and was left there: generated/<world>/ was gone."""
+    from eairdsl import compiler
+
+    world = compile_world("worlds/first_world.eair").world
+    assert world is not None
+    compiler.write_generated(world, ws / "gen")
+    before = (ws / "gen" / "first_world" / "world.json").read_bytes()
+    real_rename = Path.rename
+
+    def failing(self: Path, target: Path) -> Path:
+        if ".tmp-" in self.name:
+            raise OSError(28, "No space left on device")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(OSError, match="No space left"):
+        compiler.write_generated(world, ws / "gen")
+    monkeypatch.undo()
+    assert (ws / "gen" / "first_world" / "world.json").read_bytes() == before
+    assert sorted(p.name for p in (ws / "gen").iterdir()) == ["first_world"]
