@@ -262,3 +262,23 @@ def test_check_report_max_errors_is_not_negative(tmp_path: Path) -> None:
                               "--max-errors", "0"])
     assert res.exit_code == 1, res.output
     assert "... and 6 more" in res.output
+
+
+def test_audit_of_a_trace_cut_short_names_the_line(tmp_path: Path) -> None:
+    """A trace cut short at line 8 (a run killed mid-write) said "not a trace
+    (Unterminated string starting at: line 1 column 149 ...)": the line within the line.
+    Now the file's line and column are named."""
+    runs = tmp_path / "runs"
+    res = RUNNER.invoke(app, ["run", str(WORLDS / "a1.eair"), "--episodes", "1",
+                              "--agents", "sim:reckless", "--out", str(runs)])
+    assert res.exit_code == 0, res.output
+    trace = next(runs.rglob("*.jsonl"))
+    lines = trace.read_text(encoding="utf-8").split("\n")
+    cut = "\n".join(lines[:7]) + "\n" + lines[7][:40]
+    trace.write_text(cut, encoding="utf-8")
+    for cmd in (["audit", str(trace), "-o", str(tmp_path / "a")],
+                ["bundle", str(trace), "-o", str(tmp_path / "b")]):
+        res = RUNNER.invoke(app, cmd)
+        assert res.exit_code == 1, res.output
+        assert f"{trace.name}: line 8, column " in res.output, res.output
+        assert "line 1 column" not in res.output

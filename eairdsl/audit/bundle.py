@@ -527,7 +527,30 @@ def _read(trace_path: Path) -> Trace:
         raise UsageError(f"{trace_path}: cannot be read: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        bad = _bad_line(trace_path)
+        if bad is not None:
+            raise UsageError(f"{trace_path}: {bad[0]}: not a trace ({bad[1]})") from None
         raise UsageError(f"{trace_path}: not a trace ({why[:200]})") from None
+
+
+def _bad_line(trace_path: Path) -> tuple[str, str] | None:
+    """Where (`line N, column C`) the first line that is not JSON is, and why, for a
+    trace cut short or damaged: the reader's own message counts lines and columns within
+    that one line, so a trace cut at line 8 said "line 1 column 149"."""
+    try:
+        text = trace_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as exc:
+            return f"line {n}, column {exc.colno}", exc.msg
+        except (ValueError, RecursionError) as exc:
+            return f"line {n}", (str(exc) or type(exc).__name__)[:200]
+    return None
 
 
 def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
