@@ -282,3 +282,31 @@ def test_audit_of_a_trace_cut_short_names_the_line(tmp_path: Path) -> None:
         assert res.exit_code == 1, res.output
         assert f"{trace.name}: line 8, column " in res.output, res.output
         assert "line 1 column" not in res.output
+
+
+# ------------------------------------------------------------------ eairc import-eval
+def test_import_eval_against_another_folders_audit_is_refused(tmp_path: Path) -> None:
+    """`eairc import-eval IMPORT_A --audit AUDIT_OF_B` printed "agent 0.0%, step exact
+    0.0%" as if every label had been missed, with "audited 0" in the table; an index.json
+    that is not an object was "internal error: AttributeError"."""
+    imp_a, imp_b = tmp_path / "a", tmp_path / "b"
+    for imp, name in ((imp_a, "1"), (imp_b, "2")):
+        src = _who(tmp_path / f"src-{name}" / "Hand-Crafted" / f"{name}.json", "x")
+        res = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(imp)])
+        assert res.exit_code == 0, res.output
+    audit_b = tmp_path / "audit-b"
+    res = RUNNER.invoke(app, ["audit", str(imp_b), "-o", str(audit_b)])
+    assert res.exit_code == 0, res.output
+    res = RUNNER.invoke(app, ["import-eval", str(imp_a), "--audit", str(audit_b)])
+    assert res.exit_code == 1, res.output
+    assert "none of the 1 imported trace(s) is in this audit's index" in res.output
+    assert "0.0%" not in res.output
+    res = RUNNER.invoke(app, ["import-eval", str(imp_b), "--audit", str(audit_b)])
+    assert res.exit_code == 0, res.output
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "index.json").write_text("[1]", encoding="utf-8")
+    res = RUNNER.invoke(app, ["import-eval", str(imp_a), "--audit", str(bad)])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert "index.json: not an audit index" in res.output

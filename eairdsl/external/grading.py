@@ -291,11 +291,19 @@ def _attach_audit(items: list[Imported], audit: Path) -> list[str]:
     if not index_path.is_file():
         raise ValueError(f"{audit}: not an audit folder (no index.json); run `eairc audit "
                          f"OUT -o {audit}` first")
-    index = json.loads(index_path.read_text(encoding="utf-8"))
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{index_path}: not an audit index ({exc})") from None
+    entries = index.get("entries") if isinstance(index, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{index_path}: not an audit index (no `entries` list)")
     by_trace: dict[Path, dict[str, Any]] = {}
-    for e in index.get("entries", []):
-        for t in e.get("traces", []):
-            by_trace[(audit / t).resolve()] = e
+    for e in entries:
+        traces = e.get("traces") if isinstance(e, dict) else None
+        for t in traces if isinstance(traces, list) else []:
+            if isinstance(t, str):
+                by_trace[(audit / t).resolve()] = e
     missing = []
     for it in items:
         entry = by_trace.get(it.path.resolve())
@@ -310,6 +318,12 @@ def _attach_audit(items: list[Imported], audit: Path) -> list[str]:
             except ValueError:
                 data = None
             it.report = data if isinstance(data, dict) else None
+    if items and len(missing) == len(items):
+        # an audit of another folder: grading against it would report every label as
+        # missed (0.0%) rather than say that nothing here was audited
+        raise ValueError(f"{audit}: none of the {len(items)} imported trace(s) is in this "
+                         "audit's index (an audit of another import folder?): give --audit "
+                         "the folder `eairc audit OUT -o AUDIT_DIR` wrote for this OUT")
     return [f"{len(missing)} imported trace(s) are not in the audit index"] if missing else []
 
 
