@@ -310,3 +310,21 @@ def test_import_eval_against_another_folders_audit_is_refused(tmp_path: Path) ->
     assert res.exit_code == 1, res.output
     assert "internal error" not in res.output
     assert "index.json: not an audit index" in res.output
+
+
+def test_import_eval_bad_prediction_names_file_and_instance(tmp_path: Path) -> None:
+    """A predictions file whose entry has the wrong type printed pydantic's several-line
+    dump ("2 validation errors for Prediction ... For further information visit ...")
+    naming neither the file nor the instance."""
+    src = _who(tmp_path / "src" / "Hand-Crafted" / "7.json", "x")
+    imp = tmp_path / "imp"
+    res = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(imp)])
+    assert res.exit_code == 0, res.output
+    preds = tmp_path / "p.json"
+    preds.write_text(json.dumps({"who_and_when_hand_crafted/7": {"agent": 5, "step": "x"}}),
+                     encoding="utf-8")
+    res = RUNNER.invoke(app, ["import-eval", str(imp), "--predictions", str(preds)])
+    assert res.exit_code == 1, res.output
+    assert "p.json: who_and_when_hand_crafted/7: agent: Input should be a valid string" \
+        in res.output
+    assert "errors.pydantic.dev" not in res.output

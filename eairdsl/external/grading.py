@@ -38,9 +38,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from eairdsl.external.core import GRADER_SUFFIX, grader_path
 from eairdsl.runtime.trace import TraceEvent, TraceHeader, read_trace
@@ -377,6 +377,21 @@ def _from_file(predictions: Path) -> dict[str, Any]:
     return data
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _given(predictions: Path | None, where: str, model: type[_M], raw: Any) -> _M:
+    """One entry of a predictions file, or a ValueError naming the file, the instance and
+    the field (it was pydantic's several-line dump, naming neither)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"])
+        raise ValueError(f"{predictions}: {where}: {field + ': ' if field else ''}"
+                         f"{first['msg']}") from None
+
+
 def evaluate(out: Path, audit: Path | None = None, predictions: Path | None = None,
              k: int = 1) -> EvalReport:
     """The summary per framework and the grades (module docstring). Raises ValueError
@@ -414,15 +429,17 @@ def evaluate(out: Path, audit: Path | None = None, predictions: Path | None = No
             pred: Prediction | None
             if given is not None:
                 raw = given.get(instance)
-                pred = Prediction.model_validate(raw) if isinstance(raw, dict) else None
+                pred = _given(predictions, instance, Prediction, raw) \
+                    if isinstance(raw, dict) else None
             else:
                 pred = _who_prediction(it) if audit is not None else None
             who.setdefault(key, []).append((label, pred))
         if isinstance(it.grader.get("errors"), list):
             if given is not None:
                 raw = given.get(instance)
-                preds = [TrailPrediction.model_validate(p) for p in raw
-                         if isinstance(p, dict)] if isinstance(raw, list) else []
+                preds = [_given(predictions, f"{instance}[{n}]", TrailPrediction, p)
+                         for n, p in enumerate(raw) if isinstance(p, dict)] \
+                    if isinstance(raw, list) else []
             else:
                 preds = _trail_predictions(it)
             trail.setdefault(key, []).append((instance, it.grader["errors"], preds))
