@@ -189,7 +189,7 @@ def fmt(
 ) -> None:
     """Rewrite .eair files in the one canonical layout (comments kept)."""
     from eairdsl.diagnostics import render_all
-    from eairdsl.source import SourceError, read_source
+    from eairdsl.source import SourceError, read_source, write_source
     from eairdsl.syntax.fmt import FormatterError, format_text
 
     targets = _eair_files(paths or [p for p in (Path("worlds"), Path("eairdsl/stdlib"))
@@ -217,7 +217,13 @@ def fmt(
             if check_only:
                 _err(f"{path}: not formatted (run `eairc fmt {path}`)")
             else:
-                path.write_text(formatted, encoding="utf-8")
+                try:
+                    write_source(path, formatted)
+                except SourceError as err:
+                    _err(f"{path}: error[{err.code}]: {err.message}\n  hint: {err.hint}")
+                    failed += 1
+                    changed -= 1
+                    continue
                 typer.echo(f"formatted {path}")
     if check_only and changed:
         failed += changed

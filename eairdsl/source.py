@@ -7,6 +7,8 @@ instead of exceptions further down the pipeline.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Span", "SourceFile", "SourceError", "read_source", "read_bounded", "display_name",
-           "real_path", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
+           "real_path", "write_source", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
 
 #: The largest `.eair` file read (real worlds are tens of kilobytes).
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -139,7 +141,6 @@ def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
 
 
 def _os_hint(exc: OSError) -> str:
-    import errno
     if exc.errno == errno.ENAMETOOLONG:
         return "shorten the path: a file name has at most 255 bytes"
     if exc.errno in (errno.EACCES, errno.EPERM):
@@ -147,6 +148,32 @@ def _os_hint(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "the path goes through a symbolic link loop"
     return "check the path"
+
+
+def write_source(path: Path, text: str) -> None:
+    """Replace the file `path` with `text` (UTF-8) all at once, or raise SourceError.
+
+    `eairc fmt` wrote in place: an interrupted or failed write (a full disk) left the
+    user's world truncated, and a file it could not write (read-only, immutable) was
+    an internal error. The text goes to a temporary file beside the real file (a
+    symbolic link is followed, not replaced), keeps the file's permission bits, and
+    is renamed over it.
+    """
+    name = display_name(path)
+    target = real_path(path) or path
+    tmp = target.with_name(f".{target.name}.fmt-{os.getpid()}")
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+        if not os.access(target, os.W_OK):  # a rename would replace a read-only file
+            raise PermissionError(errno.EACCES, "the file is read-only")
+        tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise SourceError("E202", f"cannot write {name}: {exc.strerror or exc}",
+                          _os_hint(exc)) from None
 
 
 def read_source(path: Path) -> SourceFile:

@@ -286,3 +286,58 @@ def test_a_failed_swap_puts_the_earlier_output_back(ws: Path,
     monkeypatch.undo()
     assert (ws / "gen" / "first_world" / "world.json").read_bytes() == before
     assert sorted(p.name for p in (ws / "gen").iterdir()) == ["first_world"]
+
+
+# ------------------------------------------------ fmt writes the whole file or nothing
+
+def _unformatted(ws: Path) -> Path:
+    world = ws / "worlds" / "first_world.eair"
+    world.write_text(world.read_text(encoding="utf-8").replace("  risk A3", "risk    A3"),
+                     encoding="utf-8")
+    return world
+
+
+def test_fmt_that_cannot_write_is_a_located_error_and_keeps_the_file(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eairc fmt` on a file it could not write (immutable, read-only, a full disk) was
+    "internal error: PermissionError ...", exit 3, and wrote in place: a write cut short
+    left the world truncated."""
+    import os
+
+    world = _unformatted(ws)
+    before = world.read_bytes()
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    code, out = eairc("fmt", "worlds/first_world.eair")
+    assert code == 1
+    assert "worlds/first_world.eair: error[E202]: cannot write worlds/first_world.eair: " \
+        "No space left on device" in out
+    assert "0 reformatted" in out
+    assert world.read_bytes() == before
+    assert sorted(p.name for p in world.parent.iterdir()) == ["first_world", "first_world.eair"]
+    monkeypatch.undo()
+    monkeypatch.chdir(ws)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False  # a read-only file
+                        if Path(path).name == world.name and mode == os.W_OK
+                        else real_access(path, mode, **kw))
+    code, out = eairc("fmt", "worlds/first_world.eair")
+    assert code == 1 and "the file is read-only" in out, out
+    assert world.read_bytes() == before
+
+
+def test_fmt_keeps_a_symlink_and_the_file_mode(ws: Path) -> None:
+    """The atomic write goes to the link's target and keeps its permission bits."""
+    world = _unformatted(ws)
+    world.chmod(0o640)
+    link = ws / "link.eair"
+    link.symlink_to(world)
+    code, out = eairc("fmt", "link.eair")
+    assert code == 0 and "formatted link.eair" in out
+    assert link.is_symlink()
+    assert "  risk A3" in world.read_text(encoding="utf-8")
+    assert world.stat().st_mode & 0o777 == 0o640
+    assert eairc("fmt", "--check", "worlds/first_world.eair")[0] == 0
