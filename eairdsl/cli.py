@@ -192,8 +192,11 @@ def fmt(
     from eairdsl.source import SourceError, read_source, write_source
     from eairdsl.syntax.fmt import FormatterError, format_text
 
-    targets = _eair_files(paths or [p for p in (Path("worlds"), Path("eairdsl/stdlib"))
-                                    if p.exists()])
+    defaults = [p for p in (Path("worlds"), Path("eairdsl/stdlib")) if p.exists()]
+    if not paths and not defaults:  # `fmt --check` in the wrong folder passed, vacuously
+        _err("error: no file given and no worlds/ or eairdsl/stdlib/ here")
+        raise typer.Exit(EXIT_USAGE)
+    targets = _eair_files(paths or defaults)
     failed = changed = 0
     for path in targets:
         try:

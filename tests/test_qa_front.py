@@ -341,3 +341,19 @@ def test_fmt_keeps_a_symlink_and_the_file_mode(ws: Path) -> None:
     assert "  risk A3" in world.read_text(encoding="utf-8")
     assert world.stat().st_mode & 0o777 == 0o640
     assert eairc("fmt", "--check", "worlds/first_world.eair")[0] == 0
+
+
+def test_fmt_check_with_nothing_to_check_here_fails(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eairc fmt --check` run from a folder without worlds/ printed "0 file(s) checked"
+    and exited 0, so a CI step in the wrong folder passed; check and compile say "no world
+    given and no worlds/*.eair here" (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    for args in (["fmt", "--check"], ["fmt"]):
+        code, out = eairc(*args)
+        assert code == 2, out
+        assert "error: no file given and no worlds/ or eairdsl/stdlib/ here" in out
+    (tmp_path / "worlds").mkdir()
+    shutil.copy(EXAMPLE / "first_world.eair", tmp_path / "worlds" / "w.eair")
+    code, out = eairc("fmt", "--check")
+    assert code == 0 and "1 file(s) checked, 0 need formatting" in out
