@@ -328,3 +328,37 @@ def test_import_eval_bad_prediction_names_file_and_instance(tmp_path: Path) -> N
     assert "p.json: who_and_when_hand_crafted/7: agent: Input should be a valid string" \
         in res.output
     assert "errors.pydantic.dev" not in res.output
+
+
+def test_import_deeply_nested_json_is_a_located_error(tmp_path: Path) -> None:
+    """JSON nested 100,000 levels deep was "internal error: RecursionError" for every
+    JSON format (untrusted input)."""
+    src = tmp_path / "deep.json"
+    src.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    for fmt in ("who-and-when", "trail", "tau-bench", "mad", "otel-genai", "openinference"):
+        res = RUNNER.invoke(app, ["import", fmt, str(src), "-o", str(tmp_path / "o")])
+        assert res.exit_code == 1, (fmt, res.output)
+        assert "internal error" not in res.output
+        assert "deep.json: nested too deeply to read" in res.output
+
+
+def test_import_otel_array_values_of_the_wrong_type(tmp_path: Path) -> None:
+    """An OTLP attribute `{"arrayValue": {"values": 5}}` was "internal error: TypeError:
+    'int' object is not iterable"; a kvlistValue of non-objects likewise."""
+    def doc(value: dict[str, object]) -> dict[str, object]:
+        span = {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": "s",
+                "kind": 1, "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+                "attributes": [{"key": "input.value", "value": value}]}
+        return {"resourceSpans": [{"resource": {"attributes": []},
+                                   "scopeSpans": [{"scope": {"name": "x"}, "spans": [span]}]}]}
+    for n, (value, why) in enumerate((
+            ({"arrayValue": {"values": 5}}, "arrayValue.values is a list, not int"),
+            ({"kvlistValue": {"values": [5]}}, "a kvlistValue's values are {key, value}"),
+            ({"kvlistValue": {"values": "ab"}}, "kvlistValue.values is a list, not str"))):
+        src = tmp_path / f"o{n}.json"
+        src.write_text(json.dumps(doc(value)), encoding="utf-8")
+        res = RUNNER.invoke(app, ["import", "otel-genai", str(src), "-o", str(tmp_path / "o")])
+        assert res.exit_code == 1, res.output
+        assert "internal error" not in res.output
+        assert f"o{n}.json: resourceSpans[0].scopeSpans[0].spans[0].attributes[0] " \
+               f"(input.value): {why}" in res.output, res.output

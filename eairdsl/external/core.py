@@ -438,7 +438,13 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
     made: dict[Path, Path] = {}
     builds: list[ImportedTrace] = []
     for f in files:
-        for built in importer.read(f):
+        try:
+            read = importer.read(f)
+        except RecursionError:
+            # JSON nested deeper than the parser's recursion limit (untrusted input)
+            raise SourceError(f, "", "nested too deeply to read (arrays or objects more "
+                              "than about 900 levels deep)") from None
+        for built in read:
             target = built.target(out)
             if target in made:
                 raise SourceError(f, "", f"trace {built.world}/{built.instance} was already "
@@ -450,6 +456,9 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
     for built in builds:
         try:
             written.extend(built.write(out))
+        except RecursionError:
+            raise SourceError(built.source.file, "", "nested too deeply to write as a trace "
+                              "(arrays or objects more than about 900 levels deep)") from None
         except OSError as exc:
             raise SourceError(exc.filename or out, "", f"cannot be written: "
                               f"{exc.strerror or exc}") from None

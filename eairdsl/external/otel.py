@@ -142,16 +142,31 @@ def _plain(value: Any, where: str, file: str) -> Any:
         case "doubleValue" if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
         case "arrayValue" if isinstance(v, dict):
-            return [_plain(x, f"{where}[{i}]", file) for i, x in enumerate(v.get("values", []))]
+            return [_plain(x, f"{where}[{i}]", file)
+                    for i, x in enumerate(_values(v, kind, where, file))]
         case "kvlistValue" if isinstance(v, dict):
+            pairs = _values(v, kind, where, file)
+            if not all(isinstance(kv, dict) for kv in pairs):
+                raise SourceError(file, where, "a kvlistValue's values are {key, value} "
+                                  "objects")
             return {str(kv.get("key")): _plain(kv.get("value", {}), f"{where}.{kv.get('key')}",
-                                               file) for kv in v.get("values", [])}
+                                               file) for kv in pairs}
         case "bytesValue" if isinstance(v, str):
             try:
                 return base64.b64decode(v, validate=True).decode("utf-8", "replace")
             except ValueError:
                 raise SourceError(file, where, "bytesValue is not base64") from None
     raise SourceError(file, where, f"{kind} has a value of the wrong type ({type(v).__name__})")
+
+
+def _values(v: dict[str, Any], kind: str, where: str, file: str) -> list[Any]:
+    """An arrayValue's or kvlistValue's `values` list (absent: empty); anything else
+    is refused (it was a TypeError)."""
+    values = v.get("values", [])
+    if not isinstance(values, list):
+        raise SourceError(file, where, f"{kind}.values is a list, not "
+                          f"{type(values).__name__}")
+    return values
 
 
 def _attr_map(items: Any, where: str, file: str) -> dict[str, Any]:
