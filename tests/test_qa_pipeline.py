@@ -362,3 +362,18 @@ def test_import_otel_array_values_of_the_wrong_type(tmp_path: Path) -> None:
         assert "internal error" not in res.output
         assert f"o{n}.json: resourceSpans[0].scopeSpans[0].spans[0].attributes[0] " \
                f"(input.value): {why}" in res.output, res.output
+
+
+def test_resumed_audit_reaudits_a_damaged_report(tmp_path: Path) -> None:
+    """A report that no longer read as JSON (edited by hand, damaged on disk) was kept on
+    resume from its stale validation: "4 valid report(s)" but "verdicts: findings 3", the
+    damaged file left in place. It is audited again now."""
+    audit = _a1_audit(tmp_path)
+    report = sorted(p for p in (audit / "reports").glob("ep-*.json")
+                    if not p.name.endswith(".validation.json"))[0]
+    good = report.read_bytes()
+    report.write_text("{", encoding="utf-8")
+    res = RUNNER.invoke(app, ["audit", str(tmp_path / "runs"), "-o", str(audit)])
+    assert res.exit_code == 0, res.output
+    assert report.read_bytes() == good
+    assert "verdicts: findings 2" in res.output, res.output

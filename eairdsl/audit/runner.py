@@ -245,7 +245,11 @@ def _done(out: Path, episode: str) -> AuditEntry | None:
         return None
     try:
         result = ValidationResult.model_validate_json(validation.read_bytes())
-    except ValueError:
+        # the runner writes every report as a JSON object: one that no longer reads as
+        # one was damaged after the fact, and its validation (and verdict) would be stale
+        if not isinstance(json.loads(report.read_text(encoding="utf-8")), dict):
+            return None
+    except (OSError, ValueError, RecursionError):
         return None
     return _entry(episode, [], report, result, None)
 
