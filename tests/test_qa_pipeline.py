@@ -377,3 +377,15 @@ def test_resumed_audit_reaudits_a_damaged_report(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert report.read_bytes() == good
     assert "verdicts: findings 2" in res.output, res.output
+
+
+def test_import_of_no_records_is_an_error(tmp_path: Path) -> None:
+    """`eairc import tau-bench empty-list.json -o OUT` said "imported 0 trace(s) ... into
+    OUT/" and exited 0, naming a folder it never made (`eairc audit OUT` then said "no
+    such trace file or run folder")."""
+    src = tmp_path / "none.json"
+    src.write_text("[]", encoding="utf-8")
+    for fmt in ("tau-bench", "mad"):
+        res = RUNNER.invoke(app, ["import", fmt, str(src), "-o", str(tmp_path / "o")])
+        assert res.exit_code == 1, res.output
+        assert "none.json: no traces" in res.output

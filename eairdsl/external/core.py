@@ -452,6 +452,11 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
                                   "one id")
             made[target] = f
             builds.append(built)
+    if not builds:
+        # an empty record list (`[]`, an empty JSON-lines file): "imported 0 trace(s)
+        # into OUT/" with exit 0 named a folder that was never made
+        raise SourceError(src, "", f"no traces: the {format} source file(s) here hold no "
+                          "records")
     written: list[Path] = []
     for built in builds:
         try:
