@@ -389,3 +389,15 @@ def test_import_of_no_records_is_an_error(tmp_path: Path) -> None:
         res = RUNNER.invoke(app, ["import", fmt, str(src), "-o", str(tmp_path / "o")])
         assert res.exit_code == 1, res.output
         assert "none.json: no traces" in res.output
+
+
+def test_repair_replay_of_a_missing_folder_is_refused(tmp_path: Path) -> None:
+    """`eairc repair ... --replay typo/` with offline roles never opened the folder and
+    reported the repair accepted, as if it had replayed an earlier one."""
+    audit, out = _a1_audit(tmp_path), tmp_path / "rep"
+    res = RUNNER.invoke(app, ["repair", str(WORLDS / "a1.eair"), "--audit", str(audit),
+                              "-o", str(out), "--seeds", "1", "--replay",
+                              str(tmp_path / "typo")])
+    assert res.exit_code == 1, res.output
+    assert "--replay" in res.output and "typo: no such folder" in res.output
+    assert not out.exists()

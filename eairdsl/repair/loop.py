@@ -309,6 +309,11 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
         raise UsageError("--max-rounds, --seeds and the compile tries must be at least 1")
     if llm is not None and llm.record is not None and llm.replay is not None:
         raise UsageError("--record and --replay exclude each other")
+    if llm is not None and llm.replay is not None and not Path(llm.replay).is_dir():
+        # a mistyped --replay was never opened by an offline repair, which then reported
+        # success as if it had replayed; an LLM role met it only as a cassette miss
+        raise UsageError(f"--replay {llm.replay}: no such folder (give an earlier repair "
+                         "folder recorded with --record, or its cassettes/ folder)")
     result = compile_world(world_file)
     if not result.ok or result.world is None:
         first = result.diagnostics.errors
