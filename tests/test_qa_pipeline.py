@@ -96,6 +96,13 @@ def test_audit_study_of_a_non_study_folder_leaves_nothing_behind(tmp_path: Path)
     assert res.exit_code == 1, res.output
     assert "is not a study folder" in res.output
     assert list(tmp_path.iterdir()) == []
+    # nor does a cohort refused for its sizes
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    res = RUNNER.invoke(app, ["audit-study", str(tmp_path), "--per-world", "2",
+                              "--positives", "3"])
+    assert res.exit_code == 1, res.output
+    assert "--positives between 0 and it" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
 def test_audit_study_of_the_store_file_is_a_usage_error(tmp_path: Path) -> None:

@@ -259,11 +259,6 @@ def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,
     _study_store(Path(study_dir))
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file, not an audit-study folder: use another -o")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot make the audit-study folder {out}: "
-                         f"{exc.strerror or exc}") from None
     cohort_path = out / COHORT
     if cohort_path.is_file():
         cohort = _read_cohort(cohort_path)
@@ -273,7 +268,14 @@ def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,
                              f"--positives {cohort.positives} --seed {cohort.seed}; use those, "
                              "or another -o")
     else:
+        # drawn before OUT is made: a cohort refused (a --world that does not compile,
+        # sizes out of range) leaves no empty folder either
         cohort = draw_cohort(study_dir, per_world, positives, seed, world=world)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot make the audit-study folder {out}: "
+                             f"{exc.strerror or exc}") from None
         _write(cohort_path, cohort.model_dump(mode="json"))
     if drawn is not None:
         drawn(cohort)
