@@ -90,6 +90,7 @@ def _canary_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
         return 0
     meta = _field_meta(s, fields.record)
     plain = _text(text)
+    s.budget.charge(len(fields.names) * (1 + (len(plain) >> 8)))
     folded = s.authorizer.casefold(plain)
     hits = 0
     for name in fields.names:
@@ -107,6 +108,7 @@ def _canary_exact(s: Scope, row: Any, fields: Any, text: Any) -> int:
         return 0
     meta = _field_meta(s, fields.record)
     plain = _text(text)
+    s.budget.charge(len(fields.names) * (1 + (len(plain) >> 8)))
     return sum(1 for name in fields.names
                if (f := meta.get(name)) is not None and f.canary
                and row.get(name) not in (None, "") and _text(row.get(name)) in plain)
@@ -117,6 +119,8 @@ def _pattern_hits(s: Scope, row: Any, fields: Any, text: Any) -> int:
         return 0
     patterns = s.authorizer.folded_patterns(fields.record)
     folded = s.authorizer.casefold(_text(text))
+    s.budget.charge(sum(len(patterns.get(name) or ()) for name in fields.names)
+                    * (1 + (len(folded) >> 8)))
     return sum(1 for name in fields.names
                if (phrases := patterns.get(name)) is not None
                and any(p in folded for p in phrases))
@@ -128,6 +132,9 @@ def _search(s: Scope, document: Any, query: Any, limit: Any = 5) -> list[str]:
         return []
     q = _text(query).casefold()
     lines, folded = _document_lines(text)
+    # a scan of every line at every call: charged by the document's size, so a search
+    # inside a comprehension cannot scan a long document per item uncounted
+    s.budget.charge(1 + (len(lines) >> 4) + (len(text) >> 8))
     return [ln for ln, low in zip(lines, folded, strict=True) if q in low][: int(limit or 5)]
 
 
@@ -152,7 +159,19 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
 def _sentences(s: Scope, text: Any) -> list[str] | None:
     if text is None:
         return None
-    return [part.strip() for part in _SENTENCE_BREAK.split(_text(text)) if part.strip()]
+    plain = _text(text)
+    s.budget.charge(len(plain) >> 4)  # a regular-expression split: dearer than a scan
+    parts = [part.strip() for part in _SENTENCE_BREAK.split(plain) if part.strip()]
+    s.budget.sized(parts)
+    return parts
+
+
+def _lower(s: Scope, text: Any) -> str | None:
+    if text is None:
+        return None
+    s.budget.charge(len(text) >> 8)
+    lowered: str = text.lower()
+    return lowered
 
 
 def _trace(s: Scope) -> TraceView:
@@ -196,7 +215,7 @@ _DEFS = [
     BuiltinDef("text", (_P("value", "any"),), "text",
                "The canonical text of a value ($40, 6 min, 18%).", None, pure=True),
     BuiltinDef("lower", (_P("value", "text"),), "text", "Lower-cased text.",
-               lambda s, x: None if x is None else x.lower(), pure=True),
+               _lower, pure=True),
     BuiltinDef("abs", (_P("value", "any"),), "same", "Absolute value of a quantity.",
                lambda s, x: None if x is None else abs(x), pure=True),
     BuiltinDef("round", (_P("value", "any"),), "same", "A quantity rounded to a whole number.",

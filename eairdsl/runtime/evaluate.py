@@ -470,6 +470,27 @@ def _text(v: Any, unit: str | None = None) -> str:
     return render_value(v, unit)
 
 
+def _rendered(budget: Budget, value: Any, unit: str | None) -> str:
+    """`text(value)`: a list or row is charged per character rendered (about one step
+    per 8: rendering costs per item, far more than the per-64 of a text merely built)."""
+    out = _text(value, unit)
+    if type(value) is not str:
+        budget.charge(len(out) >> 3)
+    budget.sized(out)
+    return out
+
+
+def _joined(budget: Budget, xs: list[Any], between: str, unit: str | None) -> str:
+    """`join(xs, between)`: refused before it is built if too long; charged per item."""
+    if len(xs) > 1 and _render_size(xs, MAX_TEXT) + len(between) * (len(xs) - 1) > MAX_TEXT:
+        raise budget.fail(
+            f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
+    budget.charge(len(xs))
+    out = between.join(_text(x, unit) for x in xs)
+    budget.sized(out)
+    return out
+
+
 def _render_size(value: Any, cap: int) -> int:
     """About how long `render_value(value)` is; stops counting once past `cap`."""
     total = 0
@@ -528,12 +549,18 @@ def _arith(op: str, a: Any, b: Any) -> Any:
     return a / b
 
 
-def _contains(a: Any, b: Any) -> Any:
+def _contains(a: Any, b: Any, budget: Budget) -> Any:
+    """`a contains b`: list membership, or case-insensitive substring. Charged by what
+    it scans, so a test inside a comprehension cannot scan a long text or list per item
+    uncounted (65,536 scans of a 500,000-character text took minutes)."""
     if a is None or b is None:
         return None
     if isinstance(a, list):
+        budget.charge(len(a) >> 2)
         return b in a
-    return _text(b).casefold() in _text(a).casefold()
+    text, part = _text(a), _text(b)
+    budget.charge((len(text) + len(part)) >> 8)
+    return part.casefold() in text.casefold()
 
 
 def _contains_any(s: Scope, a: Any, b: Any) -> Any:
@@ -716,11 +743,11 @@ def _compile_binary(e: Binary, lets: LetTable | None) -> Fn:
                 return _cmp(op, a, b)  # raises, worded as _cmp words it
         return compare
     if op == "contains":
-        return lambda s: _contains(left(s), right(s))
+        return lambda s: _contains(left(s), right(s), s.budget)
     if op == "contains_any":
         return lambda s: _contains_any(s, left(s), right(s))
     if op == "in":
-        return lambda s: _contains(right(s), left(s))
+        return lambda s: _contains(right(s), left(s), s.budget)
     if op == "*":
         def times(s: Scope) -> Any:
             a, b = left(s), right(s)
@@ -952,8 +979,7 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
         return lambda s: then(s) if cond(s) is True else other(s)
     if name == "text":
         value, unit = args[0], e.unit
-        return lambda s: None if (v := value(s)) is None else s.budget.sized(
-            _text(v, unit))
+        return lambda s: None if (v := value(s)) is None else _rendered(s.budget, v, unit)
     if name == "join":
         items, unit = args[0], e.unit
         sep = args[1] if len(args) > 1 else (lambda s: ", ")
@@ -962,12 +988,7 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
             xs = items(s)
             if xs is None:
                 return None
-            between = _text(sep(s))
-            if len(xs) > 1 and _render_size(xs, MAX_TEXT) + len(between) * (len(xs) - 1) \
-                    > MAX_TEXT:
-                raise s.budget.fail(
-                    f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
-            return s.budget.sized(between.join(_text(x, unit) for x in xs))
+            return _joined(s.budget, xs, _text(sep(s)), unit)
         return join
     from eairdsl.runtime.builtins import IMPLEMENTATIONS  # it imports this module
     impl = IMPLEMENTATIONS.get(name)

@@ -36,7 +36,6 @@ from eairdsl.ir import (
 )
 from eairdsl.runtime.evaluate import (
     MAX_DEPTH,
-    MAX_TEXT,
     Budget,
     EvalError,
     LetTable,
@@ -47,9 +46,11 @@ from eairdsl.runtime.evaluate import (
     _check_product,
     _cmp,
     _compile_ref,
+    _contains,
     _contains_any,
+    _joined,
     _memo_key,
-    _render_size,
+    _rendered,
     _text,
     compile_expr,
 )
@@ -297,9 +298,9 @@ def _compile_binary(e: Binary, lets: _Lets) -> WFn:
             return False, _flat(wa, wb)
         return or_
     if op == "contains":
-        return lambda s: _contains_w(*left(s), *right(s))
+        return lambda s: _contains_w(s.base.budget, *left(s), *right(s))
     if op == "in":
-        return lambda s: _contains_w(*right(s), *left(s))
+        return lambda s: _contains_w(s.base.budget, *right(s), *left(s))
     if op == "contains_any":
         def contains_any(s: WScope) -> tuple[Any, Why]:
             (a, wa), (b, wb) = left(s), right(s)
@@ -363,16 +364,18 @@ _ORDER: dict[str, Callable[[Any, Any], Any]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-def _contains_w(a: Any, wa: Why, b: Any, wb: Why) -> tuple[Any, Why]:
-    """`a contains b` (and `b in a`), as `evaluate._contains`, with its witness."""
+def _contains_w(budget: Budget, a: Any, wa: Why, b: Any, wb: Why) -> tuple[Any, Why]:
+    """`a contains b` (and `b in a`), as `evaluate._contains` (and charged as it is),
+    with its witness."""
     if a is None or b is None:
         return None, _flat(wa, wb)
     if isinstance(a, list):
+        budget.charge(len(a) >> 2)
         for i, x in enumerate(a):
             if x is b or x == b:
                 return True, _flat(wa.item(i), wb)
         return False, _flat(wa, wb)
-    return _text(b).casefold() in _text(a).casefold(), _flat(wa, wb)
+    return _contains(a, b, budget), _flat(wa, wb)
 
 
 def _agg_why(func: str, values: list[Any], whys: list[Why], outer: frozenset[int]) -> Why:
@@ -759,7 +762,7 @@ def _compile_call(e: Call, lets: _Lets) -> WFn:
 
         def text(s: WScope) -> tuple[Any, Why]:
             v, w = args[0](s)
-            return (None if v is None else s.base.budget.sized(_text(v, unit))), _flat(w)
+            return (None if v is None else _rendered(s.base.budget, v, unit)), _flat(w)
         return text
     if name == "join":
         unit = e.unit
@@ -769,12 +772,7 @@ def _compile_call(e: Call, lets: _Lets) -> WFn:
             if xs is None:
                 return None, _flat(wx)
             sep, ws = args[1](s) if len(args) > 1 else (", ", EMPTY)
-            between = _text(sep)
-            if len(xs) > 1 and _render_size(xs, MAX_TEXT) + len(between) * (len(xs) - 1) \
-                    > MAX_TEXT:
-                raise s.base.budget.fail(
-                    f"evaluation budget exhausted: a text of more than {MAX_TEXT:,} characters")
-            return s.base.budget.sized(between.join(_text(x, unit) for x in xs)), _flat(wx, ws)
+            return _joined(s.base.budget, xs, _text(sep), unit), _flat(wx, ws)
         return join
     from eairdsl.runtime.builtins import BUILTINS, IMPLEMENTATIONS  # it imports evaluate
 

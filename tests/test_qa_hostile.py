@@ -1,0 +1,98 @@
+"""Hostile worlds at run time: work an expression does per item is charged by its size.
+
+The evaluation budget (`eairdsl.runtime.evaluate.Budget`) counted a comprehension's
+items but not what a text test, a builtin or a rendering did for each of them, so
+65,536 items each scanning a 500,000-character text (`t contains "zz"`, `lower(t)`,
+`x in big()`, `search(doc, q)` over a million-line document, `join(big())`) ran for
+minutes instead of ending the episode execution-invalid within a second. Each case
+below is a metric over such a loop; each must end the episode invalid, with the
+budget's reason, well inside the time a user waits.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from world_patch import mini_world
+
+from eairdsl.api import run_episode
+from eairdsl.runtime.evaluate import Budget, _contains
+
+#: a 65,536-item list, by doubling through lets (each calls the one below once)
+LISTS = ("\nlet l0(x: list[int]) = x\n"
+         + "".join(f"let l{i}(x: list[int]) = l{i - 1}(x + x)\n" for i in range(1, 17))
+         + "let big() = l16([0])\n")
+#: d19("a") is a 524,288-character text
+TEXTS = ("\nlet d0(x: text) = x\n"
+         + "".join(f"let d{i}(x: text) = d{i - 1}(x + x)\n" for i in range(1, 20)))
+METRIC = "  metric total = sum(r.amount for r in refunds)"
+DOCUMENT = '\ndocument handbook from "mini/handbook.md"\n'
+#: seconds one such episode may take (the budget ends each in about one)
+LIMIT = 15
+
+
+@contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang the suite, when the budget does not stop the episode."""
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"the episode ran longer than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+LOOPS = {
+    "text-contains": 'd19("a") contains "zz"',
+    "text-in": '"zz" in d19("a")',
+    "lower": 'lower(d19("A")) == ""',
+    "list-contains": "big() contains 1",
+    "list-in": "1 in big()",
+    "search": 'len(search(handbook, "zz")) > 0',
+    "join": "len(join(big())) > 0",
+    "text-of-a-list": "len(text(big())) > 0",
+    "sentences": 'len(sentences(d15("One. Two! "))) > 0',
+}
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
+@pytest.mark.parametrize("test", LOOPS.values(), ids=LOOPS.keys())
+def test_per_item_work_exhausts_the_budget_quickly(tmp_path: Path, test: str) -> None:
+    metric = f"  metric hostile = count(x for x in big() where {test})"
+    files = {"handbook.md": "a line of the handbook\n" * 1_000_000} if "handbook" in test \
+        else {}
+    world = mini_world(tmp_path, LISTS + TEXTS + (DOCUMENT if files else ""),
+                       [(METRIC, METRIC + "\n" + metric)], files=files)
+    started = time.perf_counter()
+    with _deadline(LIMIT + 30):
+        result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")
+    assert time.perf_counter() - started < LIMIT
+    assert not result.valid
+    assert "evaluation budget exhausted" in (result.validity_reason or "")
+
+
+def test_a_text_test_is_charged_by_the_length_it_scans() -> None:
+    """One `contains` over a 1,000,000-character text costs thousands of steps, not one."""
+    budget = Budget()
+    assert _contains("a" * 1_000_000, "zz", budget) is False
+    assert budget.steps >= 1_000_000 >> 8
+    listed = Budget()
+    assert _contains(list(range(100_000)), -1, listed) is False
+    assert listed.steps >= 100_000 >> 2
+
+
+def test_shipped_sized_work_stays_cheap() -> None:
+    """Short texts and lists, as the shipped worlds test them, cost (almost) nothing."""
+    budget = Budget()
+    for _ in range(1000):
+        _contains("Please refund my double charge of $50.", "refund", budget)
+        _contains(["desk_a", "desk_b"], "desk_b", budget)
+    assert budget.steps == 0
