@@ -20,10 +20,10 @@ gets at most `max_tool_calls` tool calls per task; after that it is asked to
 answer with tools disabled.
 
 Transport faults (rate limits, timeouts, 5xx, dropped connections) are retried
-with exponential backoff and seeded jitter within a total budget; a per-request
-timeout bounds every attempt. When the budget is spent, `decide` raises
-`LLMUnavailable`, which the runtime records as execution-invalid with the
-reason; the other participants of that episode then fail fast, and the rest
+with exponential backoff and seeded jitter (at least the provider's Retry-After)
+within a total budget; a per-request timeout bounds every attempt. When the
+budget is spent, `decide` raises `LLMUnavailable`, which the runtime records
+as execution-invalid with the reason; the other participants of that episode then fail fast, and the rest
 of the run carries on.
 
 Requests to one provider and endpoint share an asyncio semaphore
@@ -52,10 +52,12 @@ import hashlib
 import json
 import os
 import random
+import re
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,8 +284,70 @@ def _describe(exc: BaseException) -> str:
     described = getattr(exc, "description", None)  # a TransportError: described in the child
     if isinstance(described, str):
         return described
-    text = " ".join(str(exc).split())
+    text = " ".join(str(_clean_text(str(exc))).split())
     return f"{type(exc).__name__}: {text[:200]}"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The seconds a provider asked us to wait before retrying (`Retry-After`, in
+    seconds or as an HTTP date, or `retry-after-ms`), or None when it said nothing.
+
+    A 429 from OpenAI, Anthropic, Azure or a gateway usually says how long the rate
+    window lasts; retrying sooner only burns an attempt on another 429.
+    """
+    value = getattr(exc, "retry_after", None)  # a TransportError: read in the child
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return max(0.0, float(value))
+    response = getattr(exc, "response", None)
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(response, "headers", None), getattr(exc, "headers", None)):
+        found = _retry_after_header(headers)
+        if found is not None:
+            return found
+    return None
+
+
+def _retry_after_header(headers: Any) -> float | None:
+    if headers is None or not hasattr(headers, "get"):
+        return None
+    lowered: Any = headers
+    if isinstance(headers, dict):  # httpx.Headers is case-insensitive, a dict is not
+        lowered = {str(k).lower(): v for k, v in headers.items()}
+    try:
+        ms, seconds = lowered.get("retry-after-ms"), lowered.get("retry-after")
+    except Exception:  # an exotic headers object: no advice
+        return None
+    for raw, scale in ((ms, 0.001), (seconds, 1.0)):
+        if raw is None:
+            continue
+        try:
+            return max(0.0, float(str(raw).strip()) * scale)
+        except ValueError:
+            pass
+        try:  # an HTTP date: the wait is until then (wall clock; only a delay)
+            return max(0.0, parsedate_to_datetime(str(raw)).timestamp() - time.time())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            continue
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean_text(value: Any) -> Any:
+    """`value` with every lone UTF-16 surrogate replaced by U+FFFD.
+
+    A model (or a proxy) may send `"\\ud800"` in its JSON: Python decodes it to a
+    str that cannot be encoded as UTF-8, so the trace, the cassette and the
+    transport pipe could not be written. Model output is untrusted input.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean_text(k): _clean_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_text(v) for v in value]
+    return value
 
 
 #: Per event loop, the semaphore of each provider@endpoint (see `LLMClient.semaphore`).
@@ -371,7 +435,7 @@ class LLMClient:
             meta["attempts"] = int(entry.get("attempts", 1))
             if "error" in entry:
                 raise LLMUnavailable(str(entry["error"]))
-            return dict(entry["response"])
+            return dict(_clean_text(entry["response"]))
         try:
             response = await self._live(request, rng, meta)
         except LLMUnavailable as exc:
@@ -409,9 +473,15 @@ class LLMClient:
                     # each attempt picks its carrier: a transport that died since leaves
                     # the retry to this process
                     carrier = transports.active() if usable else None
+                    # litellm's import (here, or in a transport child still starting) is
+                    # no part of the attempt: a first request must not time out, or
+                    # spend its retry budget, waiting for it
                     if carrier is not None:  # litellm's CPU in the transport's process
+                        await carrier.wait_ready()
+                        started = time.monotonic()
                         return await asyncio.wait_for(carrier.call(kwargs), s.timeout)
                     litellm = await _litellm()
+                    started = time.monotonic()
                     raw = await asyncio.wait_for(litellm.acompletion(**kwargs), s.timeout)
                     return _normalise(raw, model, litellm)
                 except Exception as exc:  # classified below
@@ -423,10 +493,15 @@ class LLMClient:
                 raise LLMUnavailable(f"{model}: {_describe(error)}") from None
             delay = min(s.backoff_max, s.backoff_base * 2 ** (attempts - 1))
             delay *= 0.5 + 0.5 * rng.random()  # "equal jitter", seeded per participant
+            asked = _retry_after(error)
+            if asked is not None and asked > delay:  # the provider knows its rate window
+                delay = asked
             if attempts > s.retries or spent + delay > s.retry_budget:
+                wait = "" if asked is None or attempts > s.retries else \
+                    f"; the provider asked to wait {asked:g}s, beyond the retry budget"
                 raise LLMUnavailable(
                     f"{model}: no answer after {attempts} attempt(s) in {spent:.1f}s "
-                    f"(last: {_describe(error)})") from None
+                    f"(last: {_describe(error)}{wait})") from None
             self.retries += 1
             await asyncio.sleep(delay)
             spent += delay
@@ -464,8 +539,9 @@ def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
             cost = float(p) + float(c)
         except Exception:  # a model missing from the cost map costs 0
             cost = 0.0
-    out: dict[str, Any] = {"content": content if isinstance(content, str) else None,
-                           "tool_calls": calls,
+    out: dict[str, Any] = {"content": _clean_text(content) if isinstance(content, str)
+                           else None,
+                           "tool_calls": _clean_text(calls),
                            "usage": {"tokens_in": tokens_in, "tokens_out": tokens_out},
                            "cost": round(float(cost or 0.0), 10)}
     if isinstance(finish, str) and finish:
@@ -768,11 +844,11 @@ def _parse_call(raw: dict[str, Any]) -> tuple[ToolCall, str | None, str]:
     name = str(raw.get("name") or "")
     text = raw.get("arguments")
     if isinstance(text, dict):
-        return ToolCall(tool=name, args=text), None, _json(text)
+        return ToolCall(tool=name, args=_clean_text(text)), None, _json(_clean_text(text))
     if text is None or not str(text).strip():
         return ToolCall(tool=name, args={}), None, "{}"
     try:
-        args = json.loads(text)
+        args = _clean_text(json.loads(text))  # "\\ud800" in the JSON decodes to a surrogate
     except (json.JSONDecodeError, TypeError):
         return (ToolCall(tool=name, args={INVALID_JSON_ARG: str(text)}),
                 "the arguments were not valid JSON", "{}")

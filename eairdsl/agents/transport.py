@@ -54,10 +54,13 @@ __all__ = ["TRANSPORTS_ENV", "Transport", "TransportError", "active", "json_only
 class TransportError(Exception):
     """An attempt that failed in the transport (or the transport itself failed)."""
 
-    def __init__(self, description: str, retryable: bool) -> None:
+    def __init__(self, description: str, retryable: bool,
+                 retry_after: float | None = None) -> None:
         super().__init__(description)
         self.description = description
         self.retryable = retryable
+        #: the seconds the provider asked to wait (its Retry-After), read in the child
+        self.retry_after = retry_after
 
 
 class Transport:
@@ -102,7 +105,9 @@ class Transport:
         if kind == "response":
             response: dict[str, Any] = value
             return response
-        raise TransportError(str(value["error"]), bool(value["retryable"]))
+        after = value.get("retry_after")
+        raise TransportError(str(value["error"]), bool(value["retryable"]),
+                             float(after) if isinstance(after, (int, float)) else None)
 
     def _send(self, message: dict[str, Any]) -> None:
         stdin = self.proc.stdin
@@ -150,6 +155,14 @@ class Transport:
                                "exited", "retryable": True})
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, future, value)
+
+    async def wait_ready(self, limit: float = 120.0) -> None:
+        """Until the child has imported litellm (or died, or `limit` seconds passed): a
+        call's timeout starts when the child can answer, not while it imports."""
+        waited = 0.0
+        while not self.ready and self.alive and waited < limit:
+            await asyncio.sleep(0.02)
+            waited += 0.02
 
     @property
     def load(self) -> int:
@@ -276,7 +289,7 @@ def _child(parent: int) -> None:
 
 
 async def _serve(litellm: Any, out: Any) -> None:
-    from eairdsl.agents.llm import _describe, _normalise, _retryable
+    from eairdsl.agents.llm import _describe, _normalise, _retry_after, _retryable
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 30)
@@ -294,7 +307,8 @@ async def _serve(litellm: Any, out: Any) -> None:
         except asyncio.CancelledError:
             return
         except Exception as exc:
-            answer({"id": ident, "error": _describe(exc), "retryable": _retryable(exc)})
+            answer({"id": ident, "error": _describe(exc), "retryable": _retryable(exc),
+                    "retry_after": _retry_after(exc)})
         finally:
             tasks.pop(ident, None)
 

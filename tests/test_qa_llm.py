@@ -1,0 +1,244 @@
+"""What real providers do to a user of the LLM paths, offline.
+
+Each test drives the real code path — litellm's custom-provider hook
+(tests/scripted_llm.py) or litellm's OpenAI client against a fault-injecting
+OpenAI-compatible server on 127.0.0.1 that the test starts itself — and
+asserts what a user sees: the episode is recorded (valid, or execution-invalid
+with the reason), retries follow the provider's advice, and a replay is byte
+for byte the recording. Never a network model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx
+import litellm
+from scripted_llm import Scripted, respond, scripted_provider, tool_names
+
+from eairdsl.agents import transport
+from eairdsl.agents.llm import LLMClient, LLMSettings, _retry_after
+from eairdsl.api import resolve_world, run_episode
+from eairdsl.ir import World
+from eairdsl.runtime.trace import read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "qallm/agent"
+
+pytestmark = [pytest.mark.filterwarnings("ignore:Item.*ReadOnly:UserWarning"),
+              pytest.mark.filterwarnings("ignore:coroutine .* was never awaited"),
+              pytest.mark.filterwarnings(
+                  "ignore:Exception ignored in.*LoggingWorker"
+                  ":pytest.PytestUnraisableExceptionWarning")]
+
+provider = scripted_provider("qallm")
+
+
+@pytest.fixture(scope="module")
+def d1() -> World:
+    return resolve_world(ROOT / "worlds" / "d1.eair")
+
+
+def settings(**kw: Any) -> LLMSettings:
+    base: dict[str, Any] = {"model": MODEL, "timeout": 5.0, "retries": 2, "backoff_base": 0.001,
+                            "backoff_max": 0.01}
+    base.update(kw)
+    return LLMSettings(**base)
+
+
+def _rate_limited(after: str, header: str = "retry-after") -> litellm.RateLimitError:
+    return litellm.RateLimitError(
+        message="slow down", llm_provider="qallm", model=MODEL,
+        response=httpx.Response(429, headers={header: after},
+                                request=httpx.Request("POST", "http://127.0.0.1/")))
+
+
+# ---------------------------------------------------------------- lone surrogates
+def test_a_lone_surrogate_in_model_output_is_recorded_and_replays(
+        d1: World, provider: Scripted, tmp_path: Path) -> None:
+    """A model (or proxy) that sends `\\ud800` in its JSON — in a tool call's arguments or
+    in its answer — used to end `eairc run` with 'internal error: UnicodeEncodeError' and a
+    0-byte trace (arguments), or an execution-invalid episode 'agent failed: utf-8 codec
+    can't encode' and an empty cassette (answer, while recording). Now the character is
+    U+FFFD, the episode is valid and recorded, and the replay is the same bytes."""
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        tools = tool_names(params)
+        if "delegate" in tools and not any(m["role"] == "tool" for m in messages):
+            return respond(calls=[("directory_lookup", '{"query": "Jordan\\ud800 Lee"}')])
+        return respond("Jordan Lee \ud800works on the platform team.")
+
+    provider.script = script
+    cassette = tmp_path / "c.jsonl"
+    r = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "rec",
+                    llm=settings(record=cassette))
+    assert r.valid, r.validity_reason
+    trace = Path(r.trace_path or "")
+    text = trace.read_text(encoding="utf-8")
+    assert "Jordan\ufffd Lee" in text and "\ufffdworks on" in text
+    calls = [e for e in read_trace(trace).events if e.kind == "tool_call"]
+    assert calls and calls[0].args == {"query": "Jordan\ufffd Lee"}
+    assert len(cassette.read_text(encoding="utf-8").splitlines()) == 2
+    provider.refuse = True
+    again = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "rep",
+                        llm=settings(replay=cassette))
+    assert Path(again.trace_path or "").read_bytes() == trace.read_bytes()
+
+
+# ---------------------------------------------------------------- Retry-After
+def test_retry_after_forms() -> None:
+    assert _retry_after(_rate_limited("2")) == 2.0
+    assert _retry_after(_rate_limited("1500", "retry-after-ms")) == 1.5
+    dated = _retry_after(_rate_limited(formatdate(time.time() + 30, usegmt=True)))
+    assert dated is not None and 25 < dated <= 30
+    assert _retry_after(_rate_limited("soon")) is None
+    assert _retry_after(litellm.RateLimitError(message="x", llm_provider="q", model="m")) \
+        is None
+    assert _retry_after(transport.TransportError("RateLimitError: x", True, 3.0)) == 3.0
+    assert _retry_after(TimeoutError()) is None
+
+
+def test_a_429_waits_as_long_as_the_provider_asks(d1: World, provider: Scripted) -> None:
+    """The backoff (here 1-2 ms) used to ignore Retry-After, so a provider's 'wait 30 s'
+    was answered by retries a second apart, each another 429, until the episode failed."""
+    asked: list[float] = []
+
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        asked.append(time.monotonic())
+        if len(asked) == 1:
+            raise _rate_limited("0.6")
+        return respond("Jordan Lee works on the platform team.")
+
+    provider.script = script
+    llm = settings()
+    r = run_episode(d1, "canonical", "hr-1", 0, llm=llm)
+    assert r.valid, r.validity_reason
+    assert len(asked) == 2 and asked[1] - asked[0] >= 0.6
+    assert llm.client().retries == 1
+
+
+def test_a_wait_beyond_the_retry_budget_fails_at_once_and_says_why(
+        d1: World, provider: Scripted) -> None:
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        raise _rate_limited("3600")
+
+    provider.script = script
+    began = time.monotonic()
+    r = run_episode(d1, "canonical", "hr-1", 0, llm=settings(retry_budget=5.0))
+    assert time.monotonic() - began < 5.0
+    assert not r.valid
+    assert "the provider asked to wait 3600s, beyond the retry budget" in (
+        r.validity_reason or "")
+    assert len(provider.requests) == 1
+
+
+# ---------------------------------------------------------------- a loopback server
+class _Faulty(http.server.ThreadingHTTPServer):
+    """Answers `POST /v1/chat/completions` from a queue of (status, headers, body) faults,
+    then with a plain answer."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _FaultyHandler)
+        self.faults: list[tuple[int, dict[str, str], bytes]] = []
+        self.arrivals: list[float] = []
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _FaultyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Faulty
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        self.server.arrivals.append(time.monotonic())
+        if self.server.faults:
+            status, headers, data = self.server.faults.pop(0)
+        else:
+            status, headers = 200, {}
+            data = json.dumps({
+                "id": "chatcmpl-qa", "object": "chat.completion", "created": 0,
+                "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "Fine."}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1,
+                          "total_tokens": 4}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Faulty]:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-test-key")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.delenv(transport.TRANSPORTS_ENV, raising=False)
+    srv = _Faulty()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    transport.stop()
+    srv.shutdown()
+    srv.server_close()
+
+
+def _complete(llm: LLMSettings) -> dict[str, Any]:
+    client = LLMClient(llm)
+    request = client.request("openai/qa", [{"role": "user", "content": "hi"}])
+    return asyncio.run(client.complete(request, "qa/s0/agent", {}, random.Random(0)))
+
+
+_SLOW_DOWN = (429, {"Retry-After": "1"}, b'{"error": {"message": "slow down"}}')
+
+
+def test_retry_after_over_http_in_process(faulty: _Faulty) -> None:
+    """Through litellm's OpenAI client, the header of a real 429 response."""
+    faulty.faults = [_SLOW_DOWN]
+    answer = _complete(LLMSettings(api_base=f"http://127.0.0.1:{faulty.port}/v1",
+                                   timeout=10, retries=1, backoff_base=0.001,
+                                   backoff_max=0.01, transport=False))
+    assert answer["content"] == "Fine."
+    assert len(faulty.arrivals) == 2 and faulty.arrivals[1] - faulty.arrivals[0] >= 1.0
+
+
+def test_the_transport_child_honours_retry_after_and_its_startup_is_no_timeout(
+        faulty: _Faulty) -> None:
+    """Through the transport process: a request sent while the child still imported
+    litellm (seconds) used to run into a short --timeout and be retried, or fail with
+    --retries 0; and the child's errors did not carry Retry-After."""
+    transport.start(1)
+    faulty.faults = [_SLOW_DOWN]
+    answer = _complete(LLMSettings(api_base=f"http://127.0.0.1:{faulty.port}/v1",
+                                   timeout=0.8, retries=1, backoff_base=0.001,
+                                   backoff_max=0.01, transport=True))
+    assert answer["content"] == "Fine."
+    assert len(faulty.arrivals) == 2 and faulty.arrivals[1] - faulty.arrivals[0] >= 1.0
