@@ -23,8 +23,8 @@ Transport faults (rate limits, timeouts, 5xx, dropped connections) are retried
 with exponential backoff and seeded jitter (at least the provider's Retry-After)
 within a total budget; a per-request timeout bounds every attempt. When the
 budget is spent, `decide` raises `LLMUnavailable`, which the runtime records
-as execution-invalid with the reason; the other participants of that episode then fail fast, and the rest
-of the run carries on.
+as execution-invalid with the reason; the other participants of that episode
+then fail fast, and the rest of the run carries on.
 
 Requests to one provider and endpoint share an asyncio semaphore
 (`max_connections`, one per event loop for every model on that provider), so
