@@ -1473,6 +1473,10 @@ def repair(
     except UsageError as exc:
         _err(_usage_message(exc))
         raise typer.Exit(EXIT_INPUT) from None
+    except KeyboardInterrupt:
+        _err(f"interrupted: finished rounds and retest parts are kept in {out}; rerun the "
+             "same command to resume")
+        raise typer.Exit(130) from None
     t = acc.target
     typer.echo(f"{'accepted' if acc.accepted else 'not accepted'}: ScopeOK {acc.scope_ok}, "
                f"ReviewOK {acc.review_ok}, AuditPass {acc.audit_pass}, Retain {acc.retain}, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from eairdsl.cli import app
@@ -408,3 +409,22 @@ def test_repair_replay_of_a_missing_folder_is_refused(tmp_path: Path) -> None:
     assert res.exit_code == 1, res.output
     assert "--replay" in res.output and "typo: no such folder" in res.output
     assert not out.exists()
+
+
+def test_interrupted_repair_says_how_to_resume(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during `eairc repair` exited 130 with no word (audit and audit-study say
+    what is kept and to rerun); it says so now."""
+    from eairdsl.repair import loop
+
+    def interrupted(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "repair", interrupted)
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    (audit / "index.json").write_text("{}", encoding="utf-8")
+    res = RUNNER.invoke(app, ["repair", str(WORLDS / "a1.eair"), "--audit", str(audit),
+                              "-o", str(tmp_path / "rep")])
+    assert res.exit_code == 130, res.output
+    assert "interrupted:" in res.output and "rerun the same command to resume" in res.output
