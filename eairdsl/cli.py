@@ -749,6 +749,10 @@ def _study_llm(out: Path, counterpart_model: str | None, judge_model: str | None
         return None
     replay_dir = None
     if replay is not None:
+        if replay.is_file():
+            raise UsageError(f"--replay {replay}: a file; a study replays from a study folder or "
+                             "its cassettes/ folder (one <model>.jsonl per model), not one "
+                             "cassette file (`eairc run --replay` takes one)")
         replay_dir = replay / CASSETTES_DIR if (replay / CASSETTES_DIR).is_dir() else replay
     return LLMSettings(counterpart_model=counterpart_model, judge_model=judge_model,
                        role_models=roles, record=out / CASSETTES_DIR if record else None,
@@ -837,8 +841,10 @@ def _study_summary(out: Path, summary: object) -> None:
     typer.echo(f"{s.attempts} episode(s) run in {s.seconds:.1f}s ({s.executor}, {s.workers} "
                f"worker(s)); {s.skipped} of {s.cells} cells were already complete; "
                f"{s.invalid_attempts} execution-invalid attempt(s)")
-    typer.echo(f"results: {out / STORE_FILE}; next: `eairc report {out}` or "
-               f"`eairc export {out} --format csv`")
+    import shlex
+
+    typer.echo(f"results: {out / STORE_FILE}; next: `eairc report {shlex.quote(str(out))}` or "
+               f"`eairc export {shlex.quote(str(out))} --format csv`")
 
 
 @app.command()

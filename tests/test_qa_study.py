@@ -265,3 +265,34 @@ def test_report_to_a_file_is_a_usage_error(study: Path, tmp_path: Path) -> None:
             result.output
         assert "internal error" not in result.output
     assert _sha(s / STORE_FILE) == before
+
+
+# ------------------------------------------------------------------ study: hints and --replay
+
+def test_the_next_step_hint_can_be_pasted_for_a_folder_with_spaces(tmp_path: Path) -> None:
+    """`eairc study … --out "my runs/d1"` ended with "next: `eairc report my runs/d1`",
+    which run as printed names two folders; the hint now quotes the folder."""
+    import shlex
+
+    out = tmp_path / "my runs" / "d1 ü"
+    result = CliRunner().invoke(app, ["study", str(ROOT / "worlds" / "d1.eair"), "--seeds", "1",
+                                      "--conditions", "canonical", "--instances", "hr-1",
+                                      "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    hint = result.output.split("next: `", 1)[1].split("`", 1)[0]
+    assert shlex.split(hint) == ["eairc", "report", str(out)]
+
+
+def test_study_replay_of_a_cassette_file_says_what_it_takes(tmp_path: Path) -> None:
+    """`eairc study … --replay S/cassettes/m.jsonl` said 'cassette S/cassettes/m.jsonl/m.jsonl
+    does not exist'; a file is now refused saying the study takes a folder."""
+    cassette = tmp_path / "cassettes" / "m.jsonl"
+    cassette.parent.mkdir()
+    cassette.write_text("", encoding="utf-8")
+    result = CliRunner().invoke(app, ["study", str(ROOT / "worlds" / "d1.eair"), "--models",
+                                      "m=openai/x-steady", "--seeds", "1", "--replay",
+                                      str(cassette), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "a study replays from a study folder or its cassettes/ folder" in result.output
+    assert "m.jsonl/m.jsonl" not in result.output
+    assert not (tmp_path / "out").exists()
