@@ -428,3 +428,22 @@ def test_interrupted_repair_says_how_to_resume(tmp_path: Path,
                               "-o", str(tmp_path / "rep")])
     assert res.exit_code == 130, res.output
     assert "interrupted:" in res.output and "rerun the same command to resume" in res.output
+
+
+def test_check_report_against_another_world_is_refused(tmp_path: Path) -> None:
+    """`eairc check-report R --bundle B --world worlds/d1.eair` for an A1 report printed
+    12 V815 errors ("repair surface 'policy compensation_cap' names no declaration of
+    the world") as if the report were wrong; the bundle is blind, so the wrong world
+    is now refused as such. The right world still validates."""
+    audit = _a1_audit(tmp_path)
+    report = sorted(p for p in (audit / "reports").glob("ep-*.json")
+                    if not p.name.endswith(".validation.json"))[0]
+    bundle = audit / "bundles" / report.stem
+    res = RUNNER.invoke(app, ["check-report", str(report), "--bundle", str(bundle),
+                              "--world", str(WORLDS / "d1.eair")])
+    assert res.exit_code == 1, res.output
+    assert "V815" not in res.output
+    assert "--world d1 declares none of this bundle's participants and tools" in res.output
+    res = RUNNER.invoke(app, ["check-report", str(report), "--bundle", str(bundle),
+                              "--world", str(WORLDS / "a1.eair")])
+    assert res.exit_code == 0, res.output

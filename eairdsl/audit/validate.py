@@ -727,6 +727,20 @@ def _index(loc: JsonPath) -> int | None:
     return loc[1] if len(loc) > 1 and _section(loc) and isinstance(loc[1], int) else None
 
 
+def _same_world(world: World, decls: Declarations, bundle: Bundle) -> None:
+    """Refuse a `--world` that declares none of the bundle's participants and tools: the
+    bundle names no world (it is blind), and another world's declarations made every
+    repair surface of a sound report a V815 error, as if the report were wrong."""
+    shown = Declarations.from_bundle(bundle)
+    names = {n for n, kinds in shown.kinds.items() if kinds & {"participant", "tool"}}
+    if names and not names & decls.kinds.keys():
+        from eairdsl.api import UsageError
+
+        listed = ", ".join(sorted(names)[:4]) + (", …" if len(names) > 4 else "")
+        raise UsageError(f"--world {world.meta.name} declares none of this bundle's participants "
+                         f"and tools ({listed}): give the world the audited episode ran on")
+
+
 def validate_report(report: str | Path | dict[str, Any], bundle: Bundle | Path,
                     world: World | Declarations | None = None,
                     suggest: bool = False) -> ValidationResult:
@@ -759,6 +773,7 @@ def validate_report(report: str | Path | dict[str, Any], bundle: Bundle | Path,
     match world:
         case World():
             decls = Declarations.from_world(world)
+            _same_world(world, decls, bundle)
         case Declarations():
             decls = world
         case None:
