@@ -242,3 +242,20 @@ def test_the_transport_child_honours_retry_after_and_its_startup_is_no_timeout(
                                    backoff_max=0.01, transport=True))
     assert answer["content"] == "Fine."
     assert len(faulty.arrivals) == 2 and faulty.arrivals[1] - faulty.arrivals[0] >= 1.0
+
+
+# ---------------------------------------------------------------- bindings
+def test_a_counterpart_model_alone_plays_the_counterpart(provider: Scripted,
+                                                         tmp_path: Path) -> None:
+    """`eairc run worlds/a1.eair --counterpart-model M` (no --model) ran every participant
+    as sim — the customer too — and printed a sim table, ignoring M without a word. The
+    docs promise mixed runs: the customer is now played by M, the roles under test by sim."""
+    a1 = resolve_world(ROOT / "worlds" / "a1.eair")
+    provider.script = lambda messages, params: respond("I would like a refund, please.")
+    r = run_episode(a1, None, None, 0, out=tmp_path,
+                    llm=LLMSettings(counterpart_model=MODEL, timeout=5.0))
+    agents = read_trace(Path(r.trace_path or "")).header.agents
+    assert agents["customer"] == f"llm:{MODEL}" and agents["support"] == "sim"
+    assert provider.requests, "the counterpart model was never asked"
+    assert r.usage["agents"]["customer"]["calls"] >= 1
+    assert set(r.usage["agents"]) == {"customer"}

@@ -150,7 +150,9 @@ class LLMSettings(BaseModel):
 
     @property
     def active(self) -> bool:
-        return bool(self.model or self.role_models)
+        """Whether some participant gets a model: a counterpart model alone is a mixed run
+        (the roles under test stay sim), not a sim run that ignores it."""
+        return bool(self.model or self.counterpart_model or self.role_models)
 
     def model_for(self, party: PartyIR) -> str | None:
         """The model that plays `party`, or None to leave it to the sim backend."""
