@@ -471,10 +471,17 @@ def _llm_settings(agents: str, model: str | None, counterpart_model: str | None,
                   temperature: float | None = None,
                   llm_seed: int | None = None) -> LLMSettings | None:
     """LLMSettings when any LLM option is given (importing it does not import litellm)."""
-    if agents != "llm" and not (model or role_model or record or replay or judge_model):
+    from eairdsl.api import UsageError
+
+    for flag, value in (("--model", model), ("--counterpart-model", counterpart_model),
+                        ("--judge-model", judge_model)):
+        if value is not None and not value.strip():  # "" used to mean a silent sim run
+            raise UsageError(f"{flag} is empty: give a litellm model string, e.g. "
+                             "openai/gpt-4o-mini or ollama/llama3.1")
+    if agents != "llm" and not (model or counterpart_model or role_model or record or replay
+                                or judge_model):
         return None
     from eairdsl.agents.llm import LLMSettings
-    from eairdsl.api import UsageError
 
     roles: dict[str, str] = {}
     for item in role_model:

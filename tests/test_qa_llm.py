@@ -259,3 +259,19 @@ def test_a_counterpart_model_alone_plays_the_counterpart(provider: Scripted,
     assert provider.requests, "the counterpart model was never asked"
     assert r.usage["agents"]["customer"]["calls"] >= 1
     assert set(r.usage["agents"]) == {"customer"}
+
+
+@pytest.mark.parametrize("flag", ["--model", "--counterpart-model", "--judge-model"])
+def test_an_empty_model_is_a_usage_error_not_a_sim_run(flag: str, tmp_path: Path) -> None:
+    """`eairc run worlds/d1.eair --model ""` ran the sim agents and exited 0: a script whose
+    $MODEL was unset got sim results labelled as its run."""
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    out = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["run", str(ROOT / "worlds" / "d1.eair"), flag, " ",
+                                      "--episodes", "1", "-o", str(out)])
+    assert result.exit_code == 1
+    assert f"{flag} is empty" in result.output
+    assert not out.exists()
