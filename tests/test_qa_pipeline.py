@@ -447,3 +447,19 @@ def test_check_report_against_another_world_is_refused(tmp_path: Path) -> None:
     res = RUNNER.invoke(app, ["check-report", str(report), "--bundle", str(bundle),
                               "--world", str(WORLDS / "a1.eair")])
     assert res.exit_code == 0, res.output
+
+
+def test_reimport_into_a_folder_inside_the_source(tmp_path: Path) -> None:
+    """`eairc import who-and-when data -o data/imported`, run a second time, read its own
+    grader side files (`*.grader.json`) as sources and failed ("1.grader.json: not a
+    Who&When trace"). Its output is never a source now, and the rerun is identical."""
+    src = tmp_path / "data"
+    _who(src / "Hand-Crafted" / "1.json", "a")
+    out = src / "imported"
+    first = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    again = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(out)])
+    assert again.exit_code == 0, again.output
+    assert again.output == first.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files

@@ -410,12 +410,22 @@ def importers() -> dict[str, Importer]:
     return IMPORTERS
 
 
-def source_files(importer: Importer, src: Path) -> list[Path]:
+def source_files(importer: Importer, src: Path, out: Path | None = None) -> list[Path]:
+    """The files of a source folder the importer reads: never this project's own output
+    (grader side files, anything under `out` when OUT is inside SRC), which a rerun of
+    `eairc import data -o data/imported` otherwise read as sources and refused."""
     if src.is_file():
         return [src]
     if not src.is_dir():
         raise SourceError(src, "", "no such file or folder")
-    return sorted(p for p in src.rglob("*") if p.is_file() and importer.accepts(p))
+    skip = out.resolve() if out is not None else None
+
+    def ours(p: Path) -> bool:
+        return p.name.endswith(GRADER_SUFFIX) or (
+            skip is not None and p.resolve().is_relative_to(skip))
+
+    return sorted(p for p in src.rglob("*")
+                  if p.is_file() and importer.accepts(p) and not ours(p))
 
 
 def import_path(format: str, src: Path, out: Path) -> list[Path]:
@@ -426,7 +436,7 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
         raise SourceError(src, "", f"unknown format {format!r} (known: "
                            f"{', '.join(sorted(table))})")
     importer = table[format]
-    files = source_files(importer, src)
+    files = source_files(importer, src, out)
     if not files:
         raise SourceError(src, "", f"no {format} source files here")
     if out.exists() and not out.is_dir():
