@@ -22,6 +22,7 @@ from world_patch import mini_world
 
 from eairdsl.api import run_episode
 from eairdsl.runtime.evaluate import Budget, _contains
+from eairdsl.runtime.trace import MAX_TRACE_CHARS, Trace, TraceHeader, read_trace
 
 #: a 65,536-item list, by doubling through lets (each calls the one below once)
 LISTS = ("\nlet l0(x: list[int]) = x\n"
@@ -96,3 +97,35 @@ def test_shipped_sized_work_stays_cheap() -> None:
         _contains("Please refund my double charge of $50.", "refund", budget)
         _contains(["desk_a", "desk_b"], "desk_b", budget)
     assert budget.steps == 0
+
+
+# ---------------------------------------------------------------- the trace's size
+
+SAY = '  at 0 min say "I was double charged, please refund me." to desk_a\n'
+
+
+def test_thousands_of_long_messages_stop_at_the_trace_budget(tmp_path: Path) -> None:
+    """120 scripted 524,288-character messages (each within the text limit) would record
+    63 MB; the episode stops, invalid, once 50,000,000 characters are recorded. (1,000 of
+    them wrote a 500 MB trace from a 1 GB process; 3,000 fit the event budget.)"""
+    says = "".join(f'  at {i} min say d19("x") to desk_a\n' for i in range(120))
+    world = mini_world(tmp_path, TEXTS, [(SAY, says)])
+    result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")
+    assert not result.valid
+    assert result.validity_reason is not None
+    assert result.validity_reason.startswith(
+        f"trace budget exhausted: more than {MAX_TRACE_CHARS:,} characters")
+    written = Path(str(result.trace_path))
+    assert MAX_TRACE_CHARS < written.stat().st_size < MAX_TRACE_CHARS + 2_000_000
+    trace = read_trace(written)
+    assert trace.result is not None and not trace.result.valid
+
+
+def test_the_trace_counts_results_and_state_changes_too() -> None:
+    """A tool result or a ledger row counts as it will be written, not only messages."""
+    trace = Trace(TraceHeader(world="w", digest="0" * 64, condition="c", levers={},
+                              instance="i", seed=0, agents={}, eairdsl_version="0"))
+    trace.add("message", t=0.0, actor="a", recipient="b", content="x" * 1000)
+    trace.add("tool_result", t=0.0, actor="a", tool="t", result=["y" * 2000, {"k": "z" * 3000}])
+    trace.add("state_update", t=0.0, actor="a", diff={"refunds": {"note": "w" * 4000}})
+    assert trace.chars >= 10_000

@@ -55,7 +55,7 @@ from eairdsl.runtime.inducers import InducerPlan, Inducers
 from eairdsl.runtime.messages import Topology
 from eairdsl.runtime.state import EpisodeState
 from eairdsl.runtime.tools import Proc, Task, ToolRunner
-from eairdsl.runtime.trace import Trace, to_json
+from eairdsl.runtime.trace import MAX_TRACE_CHARS, Trace, to_json
 from eairdsl.runtime.values import Row, StaticRows
 
 __all__ = ["CompiledWorld", "Episode", "EpisodeError", "MAX_STEPS_PER_TASK", "MAX_EVENTS",
@@ -392,6 +392,7 @@ class Episode:
         env = self.env
         peek, step, never = env.peek, env.step, float("inf")
         budget = self.compiled.event_budget
+        trace = self.trace
         while True:
             if self.pending:
                 batch, self.pending = self.pending, []
@@ -411,6 +412,10 @@ class Episode:
                 self.invalid.append(f"event budget of {budget} exhausted")
                 break
             step()
+            if trace.chars > MAX_TRACE_CHARS:
+                self.invalid.append(f"trace budget exhausted: more than {MAX_TRACE_CHARS:,} "
+                                    "characters of messages and results recorded")
+                break
 
     def _scheduled(self, party: PartyIR, event: EventIR) -> Proc:
         self.scheduled += 1

@@ -14,10 +14,11 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from eairdsl.runtime.evaluate import _render_size
 from eairdsl.runtime.values import FieldSet
 
-__all__ = ["TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult", "Trace", "Event",
-           "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
+__all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
+           "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
 
 TRACE_SCHEMA_VERSION = 1
 #: what a trace event records (docs/trace.md)
@@ -194,6 +195,24 @@ class Event:
         return {n: v for n in _EVENT_FIELDS if (v := getattr(self, n)) is not None}
 
 
+#: characters of text (messages, tool results, state changes) one episode may record:
+#: each piece is bounded (a text of at most 1,000,000 characters), but a world may
+#: script thousands of them, and 1,000 scripted 500,000-character messages made a
+#: 500 MB trace and a 1 GB process; a real episode records a few hundred kilobytes
+MAX_TRACE_CHARS = 50_000_000
+
+
+def _recorded_size(value: Any) -> int:
+    """About how many characters `value` adds to the trace file."""
+    if value is None:
+        return 0
+    if type(value) is str:
+        return len(value)
+    if isinstance(value, (list, dict)):
+        return _render_size(value, MAX_TRACE_CHARS)
+    return 8
+
+
 class Trace:
     """Events of one episode in memory, with the queries measurements use."""
 
@@ -210,9 +229,13 @@ class Trace:
         self._replies: dict[str, list[str]] = {}
         self._finals: dict[str, str] = {}
         self._delegations: set[str | None] = set()
+        #: characters of text recorded so far (the engine stops at MAX_TRACE_CHARS)
+        self.chars = 0
 
     def add(self, kind: EventKind, **fields: Any) -> Event:
         event = Event(step=f"s{len(self.events) + 1:04d}", kind=kind, **fields)
+        self.chars += (_recorded_size(event.content) + _recorded_size(event.result)
+                       + _recorded_size(event.diff) + _recorded_size(event.args))
         self._index(event)
         return event
 
