@@ -463,3 +463,34 @@ def test_reimport_into_a_folder_inside_the_source(tmp_path: Path) -> None:
     assert again.exit_code == 0, again.output
     assert again.output == first.output
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+
+
+def test_signals_update_of_a_study_skips_its_oracle_audit(tmp_path: Path) -> None:
+    """`eairc signals update STUDY` read every STUDY/audit/*/, the oracle's too: its
+    grader-side witness reports (the answer key) were added as occurrences beside the
+    real audit's, 385 for 265 findings in a 120-episode A1 study, with Signals of their
+    own. A study's grader-side audits are skipped with a note; named alone, one is read."""
+    runs = tmp_path / "runs"
+    res = RUNNER.invoke(app, ["run", str(WORLDS / "a1.eair"), "--episodes", "2",
+                              "--agents", "sim:reckless", "--out", str(runs)])
+    assert res.exit_code == 0, res.output
+    study = tmp_path / "study"
+    for auditor in ("offline", "oracle"):
+        res = RUNNER.invoke(app, ["audit", str(runs), "--auditor", auditor, "-o",
+                                  str(study / "audit" / auditor)])
+        assert res.exit_code == 0, res.output
+    alone = RUNNER.invoke(app, ["signals", "update", str(study / "audit" / "offline"),
+                                "--store", str(tmp_path / "alone.sqlite")])
+    assert alone.exit_code == 0, alone.output
+    both = RUNNER.invoke(app, ["signals", "update", str(study), "--store",
+                               str(tmp_path / "study.sqlite")])
+    assert both.exit_code == 0, both.output
+    assert "audit/oracle: a grader-side audit (the oracle), not read with the study" \
+        in both.output
+    counts = alone.output.splitlines()[0].split("update 1: 1 audit(s)")[1]
+    assert counts.startswith(", 2 new session(s), ")
+    assert f"update 1: 1 audit(s){counts}" in both.output, (alone.output, both.output)
+    oracle = RUNNER.invoke(app, ["signals", "update", str(study / "audit" / "oracle"),
+                                 "--store", str(tmp_path / "oracle.sqlite")])
+    assert oracle.exit_code == 0, oracle.output
+    assert "new occurrence(s)" in oracle.output

@@ -90,6 +90,17 @@ _KIND = FileKind(app_id=APP_ID, sqlite_id=SQLITE_APPLICATION_ID, schema_version=
                  error=SignalsStoreError, also="")
 
 
+def _grader_side(audit: Path) -> bool:
+    """Whether an audit folder's index says its auditor read grader-side data."""
+    try:
+        index = json.loads((audit / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    auditor = index.get("auditor") if isinstance(index, dict) else None
+    return isinstance(auditor, dict) and (auditor.get("grader_side") is True
+                                          or auditor.get("kind") == "oracle")
+
+
 @dataclass
 class UpdateSummary:
     """What one `update` added (all zero for an update that found nothing new)."""
@@ -166,11 +177,17 @@ class SignalsStore:
                                     "(acceptance.json)")
         if (target / "acceptance.json").is_file():
             return []
-        dirs = audit_dirs(target)
+        found = audit_dirs(target)
+        # a study's grader-side audits (the oracle reads the witness steps) are the answer
+        # key, not findings: gathered with the study they doubled its occurrences and
+        # added Signals of their own. Named on their own they are still read.
+        dirs = found if found == [target] else [d for d in found if not _grader_side(d)]
         if not dirs:
-            raise SignalsStoreError(f"{target} holds no audit: no index.json with reports/, "
-                                    "no STUDY_DIR/audit/*/ and no acceptance.json; run `eairc "
-                                    f"audit {target}` first")
+            why = (f"its only audits are grader-side ({', '.join(d.name for d in found)}: "
+                   "the oracle); name one on its own to add it anyway" if found else
+                   "no index.json with reports/, no STUDY_DIR/audit/*/ and no "
+                   f"acceptance.json; run `eairc audit {target}` first")
+            raise SignalsStoreError(f"{target} holds no audit: {why}")
         return dirs
 
     def update(self, target: Path) -> UpdateSummary:
@@ -183,6 +200,10 @@ class SignalsStore:
         kind = "audit" if dirs == [target] else "study"
         summary = UpdateSummary(source=target.resolve().as_posix(), kind=kind,
                                 audits=len(reads))
+        if kind == "study":
+            summary.problems += [f"{d.relative_to(target).as_posix()}: a grader-side audit "
+                                 "(the oracle), not read with the study"
+                                 for d in audit_dirs(target) if d not in dirs]
         with _transaction(self.conn):
             seq = self._next_seq()
             for read in reads:
