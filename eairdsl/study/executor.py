@@ -187,12 +187,25 @@ def _ping() -> int:
     return os.getpid()
 
 
+#: a worker's answer for an episode that must stop the study instead of being recorded
+_STOP = "stop"
+
+
 def _run_chunk(task: TaskFn, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Several episodes in one round trip (amortises inter-process overhead for short ones)."""
-    out = []
+    """Several episodes in one round trip (amortises inter-process overhead for short ones).
+
+    A UsageError is the study's surroundings failing, not the episode (the trace cannot
+    be written: a file where the traces folder goes, a full disk, no permission): recorded
+    as execution-invalid attempts it used up every cell's attempts, so fixing the folder
+    and resuming ran nothing. It answers `_STOP` for that episode and the rest of the
+    chunk (not run); the parent stops the study without recording them."""
+    out: list[dict[str, Any]] = []
     for payload in payloads:
         try:
             out.append(task(payload))
+        except UsageError as exc:
+            out += [{_STOP: str(exc)}] * (len(payloads) - len(out))
+            break
         except Exception as exc:
             out.append(_error_result(exc))
     return out
@@ -908,6 +921,10 @@ def _drive(backend: _Serial | _Pool | _Dask | _Async, todo: deque[Attempt], stor
             except Exception as exc:
                 results = [_error_result(exc)] * len(batch)
             for att, result in zip(batch, results, strict=True):
+                if _STOP in result:
+                    raise StudyError(f"{result[_STOP]}; the study stopped (nothing was "
+                                     "recorded for that episode): fix it and rerun the same "
+                                     "command to resume")
                 trace = _place_trace(root, att.cell, result)
                 store.record(att, worlds[att.cell.world].digest, result, trace)
                 if budget is not None:
@@ -930,8 +947,13 @@ def _place_trace(root: Path, cell: Cell, result: dict[str, Any]) -> str | None:
     rel = result.pop("trace_rel", None)
     if text is not None and rel:
         path = _trace_dir(root, cell) / str(rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(text), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(str(text), encoding="utf-8")
+        except OSError as exc:
+            raise StudyError(f"cannot write the trace {path}: {exc.strerror or exc}; the study "
+                             "stopped (nothing was recorded for that episode): fix it and "
+                             "rerun the same command to resume") from None
         return path.relative_to(root).as_posix()
     raw = str(result.get("trace_path") or "")
     if not raw:
