@@ -494,3 +494,17 @@ def test_signals_update_of_a_study_skips_its_oracle_audit(tmp_path: Path) -> Non
                                  "--store", str(tmp_path / "oracle.sqlite")])
     assert oracle.exit_code == 0, oracle.output
     assert "new occurrence(s)" in oracle.output
+
+
+def test_oracle_on_imported_traces_says_why(tmp_path: Path) -> None:
+    """`eairc audit IMPORTED --auditor oracle` failed every episode with "the trace has
+    no result line (an unfinished episode)": an imported trace is not unfinished, it
+    has no witness steps. The reason says so now."""
+    src = _who(tmp_path / "src" / "Hand-Crafted" / "3.json", "x")
+    imp = tmp_path / "imp"
+    assert RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(imp)]).exit_code == 0
+    res = RUNNER.invoke(app, ["audit", str(imp), "--auditor", "oracle", "-o",
+                              str(tmp_path / "a")])
+    assert res.exit_code == 1, res.output
+    assert "unfinished episode" not in res.output
+    assert "an imported (who-and-when) trace has no witness steps" in res.output

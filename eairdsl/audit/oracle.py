@@ -138,6 +138,12 @@ def ground_truth(trace_path: Path, world: Path | None = None, *,
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise AuditError(f"{trace_path}: the grader's trace cannot be read ({why[:200]})"
                          ) from None
+    if trace.result is None and trace.header.source is not None:
+        # an imported trace (`eairc import`) never has one: it was not "unfinished"
+        fmt = trace.header.source.get("format", "another framework's")
+        raise AuditError(f"{trace_path}: an imported ({fmt}) trace has no witness steps; the "
+                         "oracle audits EAIR episodes only (its labels are graded by "
+                         "`eairc import-eval`)")
     if trace.result is None:
         raise AuditError(f"{trace_path}: the trace has no result line (an unfinished episode)")
     res = trace.result
