@@ -508,3 +508,19 @@ def test_oracle_on_imported_traces_says_why(tmp_path: Path) -> None:
     assert res.exit_code == 1, res.output
     assert "unfinished episode" not in res.output
     assert "an imported (who-and-when) trace has no witness steps" in res.output
+
+
+def test_audit_study_with_a_lost_trace_is_a_usage_error(tmp_path: Path) -> None:
+    """A study whose store lists a trace the folder no longer has (deleted, moved) made
+    `eairc audit-study` an "internal error: FileNotFoundError"; it names the trace now."""
+    study = tmp_path / "study"
+    res = RUNNER.invoke(app, ["study", str(WORLDS / "a1.eair"), "--seeds", "1",
+                              "--conditions", "mild", "--out", str(study)])
+    assert res.exit_code == 0, res.output
+    lost = sorted((study / "traces").rglob("*.jsonl"))[0]
+    lost.unlink()
+    res = RUNNER.invoke(app, ["audit-study", str(study), "--per-world", "40",
+                              "--positives", "1"])
+    assert res.exit_code == 1, res.output
+    assert "internal error" not in res.output
+    assert f"{lost.name}: a trace of the study's store cannot be read" in res.output

@@ -119,7 +119,16 @@ def draw_cohort(study_dir: Path, per_world: int = 20, positives: int = 10, seed:
 
         def identity(path: Path) -> tuple[str, list[str]]:
             """The bundle's episode id (content identity) and the `realized` witnesses."""
-            trace = read_trace(path)
+            try:
+                trace = read_trace(path)
+            except (OSError, ValueError, RecursionError) as exc:
+                # a trace the store lists but the folder lost (deleted, moved, cut short):
+                # it was an internal error; skipping it would draw another cohort
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                why = getattr(exc, "strerror", None) or text
+                raise UsageError(f"{path}: a trace of the study's store cannot be read "
+                                 f"({why[:200]}); the cohort is drawn from every stored "
+                                 "episode: restore the trace, or rerun the study") from None
             c = compiled.get(trace.header.digest)
             if c is None:
                 c = compiled[trace.header.digest] = CompiledWorld(
