@@ -119,15 +119,31 @@ def judge_messages(artifact: str, rubric: Rubric, context: str = "") -> list[dic
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
+#: how many `{`/`[` positions `_parse` tries a JSON value at, after the whole answer
+_MAX_STARTS = 64
+
+
 def _parse(text: str) -> Any:
+    """The judge's JSON: the whole answer (code fence removed), else the first JSON value in
+    it that has the scores' shape — an answer with prose around its JSON, braces in that
+    prose included ("… (see {note})"), was unparseable and its measurement unassessed.
+    Nesting too deep to read is unparseable too (RecursionError escaped to the episode)."""
     body = _FENCE.sub("", text.strip())
     try:
         return json.loads(body)
-    except json.JSONDecodeError:
-        start, end = body.find("{"), body.rfind("}")
-        if start < 0 or end <= start:
-            raise
-        return json.loads(body[start:end + 1])
+    except (ValueError, RecursionError):
+        pass
+    decoder = json.JSONDecoder()
+    for n, start in enumerate(re.finditer(r"[{\[]", body)):
+        if n >= _MAX_STARTS:
+            break
+        try:
+            value, _ = decoder.raw_decode(body, start.start())
+        except (ValueError, RecursionError):
+            continue
+        if _entries(value) is not None:
+            return value
+    raise ValueError("no JSON value of the required shape")
 
 
 def _entries(data: Any) -> list[dict[str, Any]] | None:
