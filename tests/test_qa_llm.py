@@ -275,3 +275,38 @@ def test_an_empty_model_is_a_usage_error_not_a_sim_run(flag: str, tmp_path: Path
     assert result.exit_code == 1
     assert f"{flag} is empty" in result.output
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- nesting
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_deeply_nested_arguments_are_a_rejected_call(d1: World, provider: Scripted,
+                                                     tmp_path: Path, depth: int) -> None:
+    """Arguments nested 100,000 deep made json.loads raise RecursionError, which ended the
+    decision: the episode was execution-invalid 'agent failed: maximum recursion depth
+    exceeded' instead of the model seeing a rejected call. Now any nesting past
+    MAX_ARGUMENT_DEPTH is malformed output like invalid JSON."""
+    from eairdsl.agents.llm import MAX_ARGUMENT_DEPTH
+
+    deep = '{"query": "x", "extra": ' + "[" * depth + "]" * depth + "}"
+
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        if "delegate" in tool_names(params) and not any(m["role"] == "tool" for m in messages):
+            return respond(calls=[("directory_lookup", deep)])
+        return respond("Jordan Lee works on the platform team.")
+
+    provider.script = script
+    cassette = tmp_path / "c.jsonl"
+    r = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "rec",
+                    llm=settings(record=cassette))
+    assert r.valid, r.validity_reason
+    assert r.usage["total"]["malformed"] == 1
+    results = [e for e in read_trace(Path(r.trace_path or "")).events
+               if e.kind == "tool_result"]
+    assert results and results[0].rejected
+    sent = json.dumps(provider.requests[-1]["messages"])
+    assert f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in sent or \
+        "not valid JSON" in sent
+    provider.refuse = True
+    again = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "rep",
+                        llm=settings(replay=cassette))
+    assert Path(again.trace_path or "").read_bytes() == Path(r.trace_path or "").read_bytes()

@@ -98,6 +98,9 @@ class Cassette:
                 entry = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise CassetteError(f"{self.path}:{number}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise CassetteError(f"{self.path}:{number}: not a cassette entry (nested too "
+                                    "deep to read)") from None
             if not isinstance(entry, dict) or "key" not in entry or (
                     "response" not in entry and "error" not in entry):
                 raise CassetteError(f"{self.path}:{number}: not a cassette entry (needs key "

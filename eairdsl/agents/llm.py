@@ -336,7 +336,7 @@ def _retry_after_header(headers: Any) -> float | None:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _clean_text(value: Any) -> Any:
+def _clean_text(value: Any, depth: int = 0) -> Any:
     """`value` with every lone UTF-16 surrogate replaced by U+FFFD.
 
     A model (or a proxy) may send `"\\ud800"` in its JSON: Python decodes it to a
@@ -345,10 +345,12 @@ def _clean_text(value: Any) -> Any:
     """
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
+    if depth > 100:  # a hostile cassette's nesting: left as it is, not a RecursionError
+        return value
     if isinstance(value, dict):
-        return {_clean_text(k): _clean_text(v) for k, v in value.items()}
+        return {_clean_text(k): _clean_text(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean_text(v) for v in value]
+        return [_clean_text(v, depth + 1) for v in value]
     return value
 
 
@@ -526,9 +528,11 @@ def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
     calls = []
     for tc in (getattr(message, "tool_calls", None) or []) if message is not None else []:
         fn = getattr(tc, "function", None)
-        calls.append({"id": getattr(tc, "id", None) or "",
-                      "name": getattr(fn, "name", None) or "",
-                      "arguments": getattr(fn, "arguments", None)})
+        arguments = getattr(fn, "arguments", None)
+        calls.append({"id": _clean_text(str(getattr(tc, "id", None) or "")),
+                      "name": _clean_text(str(getattr(fn, "name", None) or "")),
+                      "arguments": None if arguments is None else _clean_text(
+                          arguments if isinstance(arguments, str) else _as_text(arguments))})
     usage = getattr(raw, "usage", None)
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -543,7 +547,7 @@ def _normalise(raw: Any, model: str, litellm: Any) -> dict[str, Any]:
             cost = 0.0
     out: dict[str, Any] = {"content": _clean_text(content) if isinstance(content, str)
                            else None,
-                           "tool_calls": _clean_text(calls),
+                           "tool_calls": calls,
                            "usage": {"tokens_in": tokens_in, "tokens_out": tokens_out},
                            "cost": round(float(cost or 0.0), 10)}
     if isinstance(finish, str) and finish:
@@ -841,23 +845,57 @@ def _render_result(item: MemoryItem | None, call: _Call) -> str:
     return item.result if isinstance(item.result, str) else _json(item.result)
 
 
+#: How deep a model's tool-call arguments may nest. No tool signature needs more; a
+#: deeper value would exhaust Python's recursion limit in whatever walks it next.
+MAX_ARGUMENT_DEPTH = 32
+
+
 def _parse_call(raw: dict[str, Any]) -> tuple[ToolCall, str | None, str]:
     """The runtime call for one model tool call, what went wrong, and the history arguments."""
     name = str(raw.get("name") or "")
     text = raw.get("arguments")
-    if isinstance(text, dict):
-        return ToolCall(tool=name, args=_clean_text(text)), None, _json(_clean_text(text))
+    if isinstance(text, dict):  # a cassette from before arguments were always text
+        text = _as_text(text)
     if text is None or not str(text).strip():
         return ToolCall(tool=name, args={}), None, "{}"
+    text = str(text)
     try:
-        args = _clean_text(json.loads(text))  # "\\ud800" in the JSON decodes to a surrogate
-    except (json.JSONDecodeError, TypeError):
-        return (ToolCall(tool=name, args={INVALID_JSON_ARG: str(text)}),
+        args = json.loads(text)
+    except (json.JSONDecodeError, TypeError, RecursionError):  # nested past C's limit
+        return (ToolCall(tool=name, args={INVALID_JSON_ARG: text}),
                 "the arguments were not valid JSON", "{}")
     if not isinstance(args, dict):
-        return (ToolCall(tool=name, args={INVALID_JSON_ARG: str(text)}),
+        return (ToolCall(tool=name, args={INVALID_JSON_ARG: text}),
                 "the arguments were not a JSON object", "{}")
-    return ToolCall(tool=name, args=args), None, str(text)
+    if _deeper_than(args, MAX_ARGUMENT_DEPTH):
+        return (ToolCall(tool=name, args={INVALID_JSON_ARG: text}),
+                f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels", "{}")
+    # "\\ud800" in the JSON decodes to a lone surrogate, which no file can hold
+    return ToolCall(tool=name, args=_clean_text(args)), None, text
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects in `value` nest more than `limit` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _as_text(value: Any) -> str:
+    """Tool-call arguments a provider gave as data, as the JSON text others give."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return str(value)[:10_000]
+        except RecursionError:
+            return "<arguments nested too deep to show>"
 
 
 # ---------------------------------------------------------------- wiring
