@@ -524,3 +524,26 @@ def test_audit_study_with_a_lost_trace_is_a_usage_error(tmp_path: Path) -> None:
     assert res.exit_code == 1, res.output
     assert "internal error" not in res.output
     assert f"{lost.name}: a trace of the study's store cannot be read" in res.output
+
+
+def test_import_accepts_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    """A source saved with a UTF-8 byte-order mark (PowerShell's Out-File, Notepad) was
+    refused: JSON formats with "Unexpected UTF-8 BOM", a ChatDev log with "line 1: text
+    before the first log entry" (the mark is invisible). The mark is dropped; the trace
+    is the one the same file without it gives, but for the source's own sha256."""
+    plain = _who(tmp_path / "a" / "Hand-Crafted" / "5.json", "hello")
+    marked = tmp_path / "b" / "Hand-Crafted" / "5.json"
+    marked.parent.mkdir(parents=True)
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    outs = []
+    for src, out in ((plain, tmp_path / "o1"), (marked, tmp_path / "o2")):
+        res = RUNNER.invoke(app, ["import", "who-and-when", str(src), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        trace = next(out.rglob("*.jsonl")).read_text(encoding="utf-8").splitlines()
+        outs.append(trace[1:])  # the events; the header names the file's own sha256
+    assert outs[0] == outs[1] and outs[0]
+    log = tmp_path / "chat.log"
+    log.write_bytes(b"\xef\xbb\xbf[2023-18-09 11:05:21 INFO] **[Preprocessing]**\n\n"
+                    b"**ChatDev Starts** (20230918110521)\n")
+    res = RUNNER.invoke(app, ["import", "chatdev", str(log), "-o", str(tmp_path / "o3")])
+    assert "text before the first log entry" not in res.output, res.output

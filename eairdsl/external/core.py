@@ -89,9 +89,12 @@ def json_where(exc: ValueError) -> str:
 
 def read_text(path: Path) -> str:
     """A source file's text, or a SourceError saying why not (an unreadable file, bytes
-    that are not UTF-8): the importers that read text, not JSON, use this one opener."""
+    that are not UTF-8): the importers that read text, not JSON, use this one opener.
+    A leading UTF-8 byte-order mark (Windows tools write one) is not text: it is dropped,
+    as RFC 8259 allows for JSON, so it is neither "text before the first log entry" nor
+    "not JSON". The source's sha256 is still of its bytes."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -102,7 +105,7 @@ def read_json(path: Path) -> Any:
     """A source file's JSON, or a SourceError saying why not and where (an unreadable
     file, bytes that are not UTF-8, malformed JSON at line and column)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:  # UnicodeDecodeError included

@@ -655,7 +655,7 @@ def _documents(path: Path) -> list[Any]:
     """The OTLP JSON objects of a file: one document, or one per line (a collector's file
     exporter writes JSON Lines)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not JSON
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(path, "", f"cannot read: {exc}") from None
     try:
