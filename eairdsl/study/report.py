@@ -573,6 +573,10 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     bubbles = svg_bubbles(analysis.models, [w.name for w in analysis.worlds], analysis.bubbles,
                           "Realized risk by model and world (bubble area = rate)")
     links: dict[int, str] = {}
+    # An earlier report's episode list links chunk numbers that the chunks written next
+    # reuse for other traces: it goes first, and is written again last, so a report that
+    # is interrupted in between has no list rather than one opening the wrong traces.
+    (out / "episodes.html").unlink(missing_ok=True)
     if traces:
         links = {i: f"{VIEWER_PAGE}#{target}"
                  for i, target in write_chunks(items, out / TRACES_DIR).items()}
