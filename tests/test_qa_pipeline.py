@@ -547,3 +547,11 @@ def test_import_accepts_a_utf8_byte_order_mark(tmp_path: Path) -> None:
                     b"**ChatDev Starts** (20230918110521)\n")
     res = RUNNER.invoke(app, ["import", "chatdev", str(log), "-o", str(tmp_path / "o3")])
     assert "text before the first log entry" not in res.output, res.output
+    # and a predictions file for import-eval
+    preds = tmp_path / "p.json"
+    preds.write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"who_and_when_hand_crafted/5": {"agent": "WebSurfer", "step": 1}}).encode())
+    res = RUNNER.invoke(app, ["import-eval", str(tmp_path / "o1"), "--predictions",
+                              str(preds)])
+    assert res.exit_code == 0, res.output
+    assert "agent 100.0%" in res.output, res.output

@@ -369,7 +369,7 @@ def _trail_predictions(it: Imported) -> list[TrailPrediction]:
 
 def _from_file(predictions: Path) -> dict[str, Any]:
     try:
-        data = json.loads(predictions.read_text(encoding="utf-8"))
+        data = json.loads(predictions.read_text(encoding="utf-8-sig"))  # a BOM is not JSON
     except (OSError, ValueError) as exc:
         raise ValueError(f"{predictions}: not a predictions file ({exc})") from None
     if not isinstance(data, dict):
