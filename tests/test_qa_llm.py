@@ -310,3 +310,21 @@ def test_deeply_nested_arguments_are_a_rejected_call(d1: World, provider: Script
     again = run_episode(d1, "canonical", "hr-1", 0, out=tmp_path / "rep",
                         llm=settings(replay=cassette))
     assert Path(again.trace_path or "").read_bytes() == Path(r.trace_path or "").read_bytes()
+
+
+def test_a_provider_traceback_stays_out_of_the_reason(d1: World, provider: Scripted) -> None:
+    """A malformed response made litellm raise with its own traceback in the message, and
+    the episode's reason (printed in the run's table) read '... Invalid response object
+    Traceback (most recent call last): File "/…/site-packages/litellm/…'."""
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        raise litellm.InternalServerError(
+            message='Invalid response object Traceback (most recent call last):\n  File '
+                    '"/venv/lib/python3.11/site-packages/litellm/x.py", line 9, in f\n'
+                    'RecursionError: maximum recursion depth exceeded',
+            llm_provider="qallm", model=MODEL)
+
+    provider.script = script
+    r = run_episode(d1, "canonical", "hr-1", 0, llm=settings(retries=0))
+    reason = r.validity_reason or ""
+    assert not r.valid and "Invalid response object (litellm's traceback omitted)" in reason
+    assert "Traceback" not in reason and "site-packages" not in reason

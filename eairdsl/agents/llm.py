@@ -287,6 +287,11 @@ def _describe(exc: BaseException) -> str:
     if isinstance(described, str):
         return described
     text = " ".join(str(_clean_text(str(exc))).split())
+    # litellm puts its own traceback in some messages ("Invalid response object
+    # Traceback (most recent call last): File \"/…/site-packages/…"): a user reading the
+    # episode's reason needs the first words, not our dependencies' file paths
+    text, cut, _ = text.partition("Traceback (most recent call last)")
+    text = text.rstrip(" :-") + (" (litellm's traceback omitted)" if cut else "")
     return f"{type(exc).__name__}: {text[:200]}"
 
 
