@@ -555,3 +555,20 @@ def test_import_accepts_a_utf8_byte_order_mark(tmp_path: Path) -> None:
                               str(preds)])
     assert res.exit_code == 0, res.output
     assert "agent 100.0%" in res.output, res.output
+
+
+def test_audit_and_bundle_into_a_file_say_so(tmp_path: Path) -> None:
+    """`eairc audit RUN -o afile` said "cannot write the bundle afile/bundles/ep-…: Not a
+    directory" and `eairc bundle RUN -o afile` "cannot write the bundle afile/ep-…: File
+    exists"; both now say -o names a file, and the file is kept."""
+    runs = tmp_path / "runs"
+    res = RUNNER.invoke(app, ["run", str(WORLDS / "a1.eair"), "--episodes", "1",
+                              "--agents", "sim:reckless", "--out", str(runs)])
+    assert res.exit_code == 0, res.output
+    afile = tmp_path / "afile"
+    afile.write_text("keep", encoding="utf-8")
+    for cmd, what in (("audit", "an audit folder"), ("bundle", "a bundle folder")):
+        res = RUNNER.invoke(app, [cmd, str(runs), "-o", str(afile)])
+        assert res.exit_code == 1, res.output
+        assert f"afile is a file, not {what}" in res.output, res.output
+        assert afile.read_text(encoding="utf-8") == "keep"

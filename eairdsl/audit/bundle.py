@@ -756,6 +756,9 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     `out_dir/grader-index.json` maps every episode id to its trace(s).
     """
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        # it was "cannot write the bundle OUT/ep-…: File exists"
+        raise UsageError(f"{out_dir} is a file, not a bundle folder: use another -o")
     if isinstance(path, (str, Path)):
         traces = trace_files(Path(path), out_dir)
     else:

@@ -297,6 +297,9 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     `describe` is what the index records about the auditor (kind, model, arms).
     """
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        # it was "cannot write the bundle OUT/bundles/ep-…: Not a directory"
+        raise UsageError(f"{out} is a file, not an audit folder: use another -o")
     earlier = read_index(out)
     settings = auditor.request_settings if isinstance(auditor, SampledAuditor) else None
     known = identity_of(auditor)
