@@ -328,3 +328,30 @@ def test_a_provider_traceback_stays_out_of_the_reason(d1: World, provider: Scrip
     reason = r.validity_reason or ""
     assert not r.valid and "Invalid response object (litellm's traceback omitted)" in reason
     assert "Traceback" not in reason and "site-packages" not in reason
+
+
+# ---------------------------------------------------------------- damaged cassettes
+@pytest.mark.parametrize(("damage", "says"), [
+    (lambda r: {k: v for k, v in r.items() if k != "usage"}, "response.usage: Field required"),
+    (lambda r: 5, "response: Input should be a valid dictionary"),
+    (lambda r: {**r, "tool_calls": "x"}, "response.tool_calls: Input should be a valid list"),
+    (lambda r: {**r, "usage": {"tokens_in": "many", "tokens_out": 1}},
+     "response.usage.tokens_in: Input should be a valid integer"),
+])
+def test_a_damaged_cassette_is_refused_where_it_is_damaged(
+        d1: World, provider: Scripted, tmp_path: Path, damage: Any, says: str) -> None:
+    """A hand-edited or damaged cassette replayed 'successfully' (exit 0, '1 exchanges
+    replayed') into execution-invalid episodes reading "agent failed: 'usage'" or "'int'
+    object is not iterable". It is now refused before any episode, at its line."""
+    from eairdsl.agents.cassette import CassetteError
+
+    provider.script = lambda messages, params: respond("Jordan Lee is on the platform team.")
+    cassette = tmp_path / "c.jsonl"
+    run_episode(d1, "canonical", "hr-1", 0, llm=settings(record=cassette))
+    entry = json.loads(cassette.read_text(encoding="utf-8").splitlines()[0])
+    entry["response"] = damage(entry["response"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+    with pytest.raises(CassetteError) as info:
+        settings(replay=bad).client()
+    assert str(info.value) == f"{bad}:1: not a cassette entry ({says})"

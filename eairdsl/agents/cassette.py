@@ -32,10 +32,56 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 __all__ = ["CASSETTE_VERSION", "Cassette", "CassetteError", "CassetteMiss", "canonical_json",
            "request_key"]
 
 CASSETTE_VERSION = 1
+
+
+class _Strict(BaseModel):
+    # strict: a replayed answer is used as it is, so "5" is not a token count; extra keys
+    # are allowed, so a newer eairdsl's cassette still reads
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _CallShape(_Strict):
+    id: str = ""
+    name: str = ""
+    arguments: str | dict[str, Any] | None = None
+
+
+class _UsageShape(_Strict):
+    tokens_in: int = Field(ge=0)
+    tokens_out: int = Field(ge=0)
+
+
+class _ResponseShape(_Strict):
+    content: str | None = None
+    tool_calls: list[_CallShape] = []
+    usage: _UsageShape
+    cost: float | int
+    finish_reason: str | None = None
+
+
+class _EntryShape(_Strict):
+    """One cassette line as `store` writes it: what a replay relies on, checked on load
+    (a cassette is a file a user may have edited, cut or been sent)."""
+
+    key: str
+    scope: str = ""
+    occurrence: int = Field(default=0, ge=0)
+    attempts: int = Field(default=1, ge=1)
+    response: _ResponseShape | None = None
+    error: str | None = None
+
+
+def _shape_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the entry"
+    message = str(first.get("msg", "invalid")).split(" or instance of ")[0]
+    return f"{where}: {message}"
 
 
 class CassetteError(ValueError):
@@ -108,6 +154,11 @@ class Cassette:
             if entry.get("v", CASSETTE_VERSION) != CASSETTE_VERSION:
                 raise CassetteError(f"{self.path}:{number}: cassette version {entry.get('v')}, "
                                     f"this eairdsl reads version {CASSETTE_VERSION}")
+            try:
+                _EntryShape.model_validate(entry)
+            except ValidationError as exc:
+                raise CassetteError(f"{self.path}:{number}: not a cassette entry "
+                                    f"({_shape_problem(exc)})") from None
             self.entries.setdefault(entry["key"], []).append((number, entry))
             self.by_scope.setdefault(str(entry.get("scope", "")), []).append((number, entry))
         for items in self.entries.values():
