@@ -355,3 +355,23 @@ def test_a_damaged_cassette_is_refused_where_it_is_damaged(
     with pytest.raises(CassetteError) as info:
         settings(replay=bad).client()
     assert str(info.value) == f"{bad}:1: not a cassette entry ({says})"
+
+
+def test_a_replay_reports_the_recorded_retries(d1: World, provider: Scripted,
+                                               tmp_path: Path) -> None:
+    """`eairc run --replay` printed '0 retries' for a recording that took 2, while the
+    replayed traces (byte-identical) said retries 2: the summary now agrees with them."""
+    def script(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        if len(provider.requests) <= 2:
+            raise _rate_limited("0")
+        return respond("Jordan Lee works on the platform team.")
+
+    provider.script = script
+    cassette = tmp_path / "c.jsonl"
+    live = settings(record=cassette)
+    run_episode(d1, "canonical", "hr-1", 0, llm=live)
+    assert live.client().retries == 2
+    provider.refuse = True
+    replayed = settings(replay=cassette)
+    run_episode(d1, "canonical", "hr-1", 0, llm=replayed)
+    assert replayed.client().retries == 2

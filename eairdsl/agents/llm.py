@@ -442,6 +442,7 @@ class LLMClient:
                 self.misses.append(str(miss))
                 raise
             meta["attempts"] = int(entry.get("attempts", 1))
+            self.retries += meta["attempts"] - 1  # as recorded: the run's summary agrees
             if "error" in entry:
                 raise LLMUnavailable(str(entry["error"]))
             return dict(_clean_text(entry["response"]))
