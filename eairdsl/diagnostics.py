@@ -106,18 +106,40 @@ def render(diagnostic: Diagnostic, source_lines: dict[str, list[str]] | None = N
             if d.span.end_line == d.span.line:
                 width = max(1, d.span.end_col - d.span.col)
             width = min(width, max(1, len(text) - d.span.col + 1))
+            text, col, width = _window(text, d.span.col, width)
             gutter = f"{d.span.line:>4} | "
             out.append(gutter + text)
-            out.append(" " * (len(gutter) + d.span.col - 1) + "^" * width)
+            out.append(" " * (len(gutter) + col - 1) + "^" * width)
     if d.hint:
         out.append(f"  hint: {d.hint}")
     return "\n".join(out)
 
 
+#: the most characters of a source line a diagnostic shows; a longer line (a compact
+#: JSON report, a long `let`) is shown as a window around the column, cut with "…"
+MAX_SHOWN = 240
+#: characters shown before the column in such a window
+_BEFORE = 80
+
+
+def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
+    """`text` cut to at most MAX_SHOWN characters around 1-based column `col`, and the
+    column and caret width within what is shown."""
+    if len(text) <= MAX_SHOWN:
+        return text, col, width
+    start = max(0, min(col - 1 - _BEFORE, len(text) - MAX_SHOWN))
+    end = min(len(text), start + MAX_SHOWN)
+    head = "…" if start > 0 else ""
+    tail = "…" if end < len(text) else ""
+    shown_col = col - start + len(head)
+    return head + text[start:end] + tail, shown_col, max(1, min(width, end - (col - 1)))
+
+
 def render_all(diagnostics: Iterable[Diagnostic], source_lines: dict[str, list[str]],
                limit: int = 20) -> str:
-    """Render up to `limit` diagnostics and say how many more there were."""
+    """Render up to `limit` diagnostics (none below 0) and say how many more there were."""
     items = list(diagnostics)
+    limit = max(0, limit)
     shown = [render(d, source_lines) for d in items[:limit]]
     if len(items) > limit:
         shown.append(f"... and {len(items) - limit} more")
