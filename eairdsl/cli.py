@@ -931,7 +931,7 @@ def rescore(
     (no --judge-model yet): they come out unassessed.
     """
     from eairdsl.api import UsageError, resolve_world
-    from eairdsl.study.rescore import RescoreError
+    from eairdsl.study.rescore import RescoreError, default_out
     from eairdsl.study.rescore import rescore as run_rescore
 
     try:
@@ -942,7 +942,7 @@ def rescore(
                 "so the study's world cannot be recompiled from it; pass the world the study "
                 "ran with --original (its digest is checked)")
         old = resolve_world(original)
-        target = out or study_dir.with_name(f"{study_dir.name}-rescored-{new.digest[:8]}")
+        target = out or default_out(study_dir, new)
         summary = run_rescore(study_dir, old, new, target)
     except RescoreError as exc:
         _err(_usage_message(exc))

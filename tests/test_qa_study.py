@@ -296,3 +296,60 @@ def test_study_replay_of_a_cassette_file_says_what_it_takes(tmp_path: Path) -> N
     assert "a study replays from a study folder or its cassettes/ folder" in result.output
     assert "m.jsonl/m.jsonl" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_rescore_of_the_current_folder_finds_its_default_out(
+        two_worlds: tuple[Path, Path, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cd runs/d1 && eairc rescore . --world … --original …` was 'internal error:
+    ValueError: PosixPath('.') has an empty name' (exit 3); the default --out is now
+    named after the resolved folder, beside it."""
+    study, original, variant = two_worlds
+    s = _copy(study, tmp_path, "d1 study")
+    monkeypatch.chdir(s)
+    result = CliRunner().invoke(app, ["rescore", ".", "--world", str(variant),
+                                      "--original", str(original)])
+    assert result.exit_code == 0, result.output
+    made = [p.name for p in tmp_path.iterdir() if p.name.startswith("d1 study-rescored-")]
+    assert made == [f"d1 study-rescored-{resolve_world(variant).digest[:8]}"]
+    assert (tmp_path / made[0] / STORE_FILE).is_file()
+
+
+# ------------------------------------------------------------------ study: trace cannot be written
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_trace_that_cannot_be_written_stops_the_study_unrecorded(tmp_path: Path,
+                                                                   workers: int) -> None:
+    """With OUT/traces a file (or a full disk, no permission), every episode was recorded as
+    execution-invalid ('worker error: UsageError: cannot write the trace …'), three attempts
+    per cell, exit 0; the cells counted as done, so after fixing the folder a resume ran
+    nothing and the study was lost. Now the study stops with the message (exit 1), nothing
+    is recorded, and the same command afterwards runs every cell."""
+    from eairdsl.study.executor import StudyError
+
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "traces").write_text("not a folder", encoding="utf-8")
+    d1 = resolve_world(ROOT / "worlds" / "d1.eair")
+    plan = plan_world(d1, ["canonical"], ["hr-1", "hr-2"], 1)
+    with pytest.raises(StudyError, match="cannot write the trace"):
+        run_study([d1], [plan], parse_models("sim"), out, workers=workers)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        assert store.count() == 0
+    (out / "traces").unlink()
+    run_study([d1], [plan], parse_models("sim"), out, workers=workers)
+    with Store.open(out / STORE_FILE, create=False) as store:
+        rows = store.rows()
+    assert len(rows) == 2 and all(r["valid"] for r in rows)
+
+
+def test_the_cli_says_why_the_study_stopped(tmp_path: Path) -> None:
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "traces").write_text("not a folder", encoding="utf-8")
+    result = CliRunner().invoke(app, ["study", str(ROOT / "worlds" / "d1.eair"), "--seeds", "1",
+                                      "--conditions", "canonical", "--instances", "hr-1",
+                                      "--workers", "1", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "cannot write the trace" in result.output and "rerun the same command" in \
+        result.output

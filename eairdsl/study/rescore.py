@@ -44,7 +44,7 @@ from eairdsl.vocabulary import MEASUREMENTS
 if TYPE_CHECKING:
     from eairdsl.diff import Change
 
-__all__ = ["RescoreError", "RescoreSummary", "rescore", "rescore_changes"]
+__all__ = ["RescoreError", "RescoreSummary", "default_out", "rescore", "rescore_changes"]
 
 #: declaration kinds a rescore may see changed
 ALLOWED = frozenset({"measure", "let"})
@@ -117,6 +117,13 @@ class _Replayed:
 
     def scope(self) -> Scope:
         return self.state.scope()
+
+
+def default_out(study_dir: Path, new: World) -> Path:
+    """`STUDY-rescored-<digest>` beside the study: the folder a rescore writes without
+    --out. The study is named by its resolved path, so `.` or `runs/d1/` work too."""
+    folder = Path(study_dir).resolve()
+    return folder.with_name(f"{folder.name}-rescored-{new.digest[:8]}")
 
 
 def _own_trace(root: Path, home: Path, stored: Path) -> Path:
