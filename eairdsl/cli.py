@@ -431,6 +431,7 @@ def run(
     from eairdsl.names import safe_filename
     from eairdsl.vocabulary import MEASUREMENTS
 
+    folder: Path | None = out
     try:
         w = resolve_world(world)
         folder = out or Path("runs") / safe_filename(w.meta.name)
@@ -446,6 +447,11 @@ def run(
     except CassetteError as exc:
         _err(f"error: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
+    except KeyboardInterrupt:  # typer would exit 130 without a word
+        kept = f"; the cassette {record} keeps every exchange answered" if record else ""
+        _err(f"interrupted: the traces of the episodes that finished are in "
+             f"{folder or 'runs/<world>'}{kept}")
+        raise typer.Exit(130) from None
     table = Table(title=f"{w.meta.name} · {results[0].condition} · {results[0].agents}")
     for col in ("seed", "instance", "opport.", "anomaly", "realized", "harm", "intercept.",
                 "utility", "valid"):
