@@ -591,7 +591,12 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     root = out.resolve()
     settings = _llm_settings(models, llm)
     live = bool(settings) and (llm is None or llm.replay is None)
-    store = Store.open(out / STORE_FILE)
+    lock = _lock_study(out)
+    try:
+        store = Store.open(out / STORE_FILE)
+    except BaseException:
+        lock.release(remove=True)
+        raise
     summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
     parts: dict[str, Path] = {}
     try:
@@ -676,8 +681,53 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                 _merge_cassettes(Path(llm.record), store)
         finally:
             store.close()
+            lock.release()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+#: held (flock) by the one `eairc study` writing a study folder; empty, left in place
+LOCK_FILE = ".study.lock"
+
+
+class _StudyLock:
+    """An exclusive advisory lock on OUT/.study.lock for the length of a run."""
+
+    def __init__(self, path: Path, handle: Any, made: bool) -> None:
+        self.path, self.handle, self.made = path, handle, made
+
+    def release(self, remove: bool = False) -> None:
+        if self.handle is not None:
+            self.handle.close()  # closing the file drops the lock
+            self.handle = None
+        if remove and self.made:  # this run made the file and wrote nothing else
+            self.path.unlink(missing_ok=True)
+
+
+def _lock_study(out: Path) -> _StudyLock:
+    """Two `eairc study` runs into one folder (a second terminal, a script started twice)
+    both created the schema or recorded the same cells: the second stopped with 'internal
+    error: IntegrityError' (exit 3) while writing the same trace files as the first. The
+    second is now refused before it opens the store. Where the platform has no flock
+    (Windows), nothing is locked, as before."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        return _StudyLock(out / LOCK_FILE, None, False)
+    path = out / LOCK_FILE
+    made = not path.exists()
+    try:
+        handle = path.open("a")
+    except OSError as exc:
+        raise StudyError(f"cannot write in the study folder {out}: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StudyError(f"another eairc study is running into {out}; wait for it to finish "
+                         "(then rerun to resume) or choose another --out") from None
+    return _StudyLock(path, handle, made)
 
 
 def begin_llm(llm: LLMSettings | None = None) -> bool:
