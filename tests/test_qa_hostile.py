@@ -11,7 +11,10 @@ budget's reason, well inside the time a user waits.
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,3 +160,37 @@ def test_the_cards_of_one_world_share_one_render_budget(tmp_path: Path) -> None:
     seconds = time.perf_counter() - started
     codes = {d.code for d in result.diagnostics.sorted()}
     assert seconds < 10 or "E606" in codes, f"{seconds:.1f} s and no E606"
+
+
+def _dense_roles(n: int, fan: int) -> str:
+    roles = "".join(f'\nrole r{i} {{\n  model under_test\n  card "mini/card.md.j2"\n'
+                    f"  tools history\n}}\n" for i in range(n))
+    return roles + "".join(f"channel r{i} -> r{(i * 7 + j) % n}\n"
+                           for i in range(n) for j in range(1, fan + 1))
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="needs process groups")
+@pytest.mark.xfail(strict=True, reason="eairdsl/graph.py draw(): graphviz's `dot` lays out the "
+                   "topology with no time bound, so `eairc compile` of a world with 100 roles and "
+                   "5 channels each runs for minutes (50 roles: 11 s; 200: killed at 120 s), and "
+                   "an interrupted compile leaves `dot` running; a bound with the built-in "
+                   "drawing as fallback would keep compile quick")
+def test_a_dense_topology_compiles_quickly(tmp_path: Path) -> None:
+    from eairdsl.graph import dot_available
+    if not dot_available():
+        pytest.skip("graphviz's dot is not installed: the built-in drawing is used")
+    mini_world(tmp_path, _dense_roles(100, 5))  # writes tmp_path/mini.eair, and compiles it
+    # `eairc compile` in its own process group, so that `dot` goes with it when it is cut off
+    command = [sys.executable, "-m", "eairdsl.cli", "compile", str(tmp_path / "mini.eair"),
+               "-o", str(tmp_path / "generated")]
+    child = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        code = child.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if child.poll() is None or code is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert code == 0, "eairc compile did not finish within 20 s"
