@@ -426,7 +426,7 @@ def run(
     from rich.console import Console
     from rich.table import Table
 
-    from eairdsl.agents.cassette import CassetteError
+    from eairdsl.agents.cassette import CassetteError, check_recordable
     from eairdsl.api import UsageError, resolve_world, run_episodes
     from eairdsl.names import safe_filename
     from eairdsl.vocabulary import MEASUREMENTS
@@ -438,7 +438,11 @@ def run(
         llm = _llm_settings(agents, model, counterpart_model, judge_model, role_model or [],
                             record, replay, max_connections, timeout, retries, api_base,
                             max_tokens, temperature, llm_seed)
-        if llm is not None:
+        if llm is not None and llm.record is not None and llm.replay is None:
+            # refused now if it cannot be written; emptied only when the first episode
+            # starts, so a run refused before (a mistyped --condition) keeps it as it was
+            check_recordable(llm.record)
+        elif llm is not None:
             llm.client()  # opens the cassette now: a bad one is refused before any episode
         results = run_episodes(w, condition, instance, seed, episodes, agents, folder, llm=llm)
     except UsageError as exc:

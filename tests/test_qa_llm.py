@@ -375,3 +375,29 @@ def test_a_replay_reports_the_recorded_retries(d1: World, provider: Scripted,
     replayed = settings(replay=cassette)
     run_episode(d1, "canonical", "hr-1", 0, llm=replayed)
     assert replayed.client().retries == 2
+
+
+def test_a_refused_run_leaves_an_earlier_recording_alone(d1: World, provider: Scripted,
+                                                          tmp_path: Path) -> None:
+    """`eairc run ... --record good.jsonl --condition typo` said "unknown condition" and
+    exited 1 — after truncating good.jsonl, 12 recorded exchanges to 0 bytes. `run` now
+    only checks the cassette can be written (`check_recordable`) and opens it, emptying
+    it, when the first episode starts."""
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    provider.script = lambda messages, params: respond("Jordan Lee is on the platform team.")
+    cassette = tmp_path / "good.jsonl"
+    run_episode(d1, "canonical", "hr-1", 0, llm=settings(record=cassette))
+    before = cassette.read_bytes()
+    assert before
+    result = CliRunner().invoke(app, ["run", str(ROOT / "worlds" / "d1.eair"), "--model", MODEL,
+                                      "--record", str(cassette), "--condition", "typo",
+                                      "-o", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "unknown condition 'typo'" in result.output
+    assert cassette.read_bytes() == before
+    # a run that records does start the cassette afresh
+    run_episode(d1, "canonical", "hr-2", 1, llm=settings(record=cassette))
+    lines = cassette.read_text(encoding="utf-8").splitlines()
+    assert lines and all("/hr-2/s1/" in json.loads(line)["scope"] for line in lines)

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["CASSETTE_VERSION", "Cassette", "CassetteError", "CassetteMiss", "canonical_json",
-           "request_key"]
+           "check_recordable", "request_key"]
 
 CASSETTE_VERSION = 1
 
@@ -114,11 +114,8 @@ class Cassette:
         self.served = 0
         self.recorded = 0
         if mode == "record":
-            if self.path.exists() and not self.path.is_file():
-                raise CassetteError(f"cassette {self.path} exists and is not a regular file; "
-                                    "record to a .jsonl file")
+            check_recordable(self.path)
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.path.write_text("", encoding="utf-8")
             except OSError as exc:
                 raise CassetteError(f"cassette {self.path} cannot be written: "
@@ -211,6 +208,26 @@ class Cassette:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(canonical_json(entry) + "\n")
         self.recorded += 1
+
+
+def check_recordable(path: Path) -> None:
+    """Refuse a cassette path that cannot be recorded to, without touching what it holds.
+
+    Opening a cassette to record empties it; a command checks with this first, so that
+    a run refused before any model call (a mistyped --condition) leaves an earlier
+    recording as it was. Creates the parent folder, as recording would.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise CassetteError(f"cassette {path} exists and is not a regular file; "
+                            "record to a .jsonl file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise CassetteError(f"cassette {path} cannot be written: "
+                            f"{exc.strerror or exc}") from None
 
 
 def _first_difference(recorded: Any, asked: Any, path: str = "") -> tuple[str, int]:
