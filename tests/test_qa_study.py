@@ -361,18 +361,25 @@ def test_a_second_study_into_a_running_folder_is_refused(tmp_path: Path) -> None
     """Two `eairc study` runs into one --out at once: the second stopped with 'internal
     error: IntegrityError: UNIQUE constraint failed' (exit 3) after writing the same trace
     files as the first. It is now refused up front (exit 1), and runs once the first ends."""
-    import fcntl
+    import subprocess
+    import sys
 
     out = tmp_path / "study"
     out.mkdir()
     args = ["study", str(ROOT / "worlds" / "d1.eair"), "--seeds", "1", "--conditions",
             "canonical", "--instances", "hr-1", "--workers", "1", "--out", str(out)]
-    with (out / ".study.lock").open("a") as held:  # what a running study holds
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    holder = subprocess.Popen(  # another process holding the lock a running study holds
+        [sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1], 'a'); "
+         "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+         str(out / ".study.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 1, result.output
         assert "another eairc study is running into" in result.output
         assert not (out / STORE_FILE).exists() and not (out / "traces").exists()
+    finally:
+        holder.communicate("", timeout=60)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     with Store.open(out / STORE_FILE, create=False) as store:

@@ -686,7 +686,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     return summary
 
 
-#: held (flock) by the one `eairc study` writing a study folder; empty, left in place
+#: locked (lockf) by the one `eairc study` writing a study folder; empty, left in place
 LOCK_FILE = ".study.lock"
 
 
@@ -708,7 +708,8 @@ def _lock_study(out: Path) -> _StudyLock:
     """Two `eairc study` runs into one folder (a second terminal, a script started twice)
     both created the schema or recorded the same cells: the second stopped with 'internal
     error: IntegrityError' (exit 3) while writing the same trace files as the first. The
-    second is now refused before it opens the store. Where the platform has no flock
+    second is now refused before it opens the store. The lock is per process (another
+    run_study in the same process is not excluded). Where the platform has no fcntl
     (Windows), nothing is locked, as before."""
     try:
         import fcntl
@@ -722,7 +723,9 @@ def _lock_study(out: Path) -> _StudyLock:
         raise StudyError(f"cannot write in the study folder {out}: "
                          f"{exc.strerror or exc}") from None
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # A POSIX record lock, not flock: the pool's forked workers do not inherit it, so
+        # it goes with this process (a flock stayed held by workers still shutting down).
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
         raise StudyError(f"another eairc study is running into {out}; wait for it to finish "
