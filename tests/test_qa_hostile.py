@@ -3,7 +3,8 @@
 The evaluation budget (`eairdsl.runtime.evaluate.Budget`) counted a comprehension's
 items but not what a text test, a builtin or a rendering did for each of them, so
 65,536 items each scanning a 500,000-character text (`t contains "zz"`, `lower(t)`,
-`x in big()`, `search(doc, q)` over a million-line document, `join(big())`) ran for
+`x in big()`, `search(doc, q)` over a million-line document, `join(big())`, a
+`lookup` that scans a 100,000-row table) ran for
 minutes instead of ending the episode execution-invalid within a second. Each case
 below is a metric over such a loop; each must end the episode invalid, with the
 budget's reason, well inside the time a user waits.
@@ -11,6 +12,7 @@ budget's reason, well inside the time a user waits.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -36,6 +38,7 @@ TEXTS = ("\nlet d0(x: text) = x\n"
          + "".join(f"let d{i}(x: text) = d{i - 1}(x + x)\n" for i in range(1, 20)))
 METRIC = "  metric total = sum(r.amount for r in refunds)"
 DOCUMENT = '\ndocument handbook from "mini/handbook.md"\n'
+TABLE = '\nrecord tab from "mini/tab.json" key id {\n  id: text\n  name: text\n}\n'
 #: seconds one such episode may take (the budget ends each in about one)
 LIMIT = 15
 
@@ -64,6 +67,7 @@ LOOPS = {
     "join": "len(join(big())) > 0",
     "text-of-a-list": "len(text(big())) > 0",
     "sentences": 'len(sentences(d15("One. Two! "))) > 0',
+    "lookup-scan": "lookup(tab, [x]) != none",  # an unhashable key: no index, a scan
 }
 
 
@@ -71,10 +75,13 @@ LOOPS = {
 @pytest.mark.parametrize("test", LOOPS.values(), ids=LOOPS.keys())
 def test_per_item_work_exhausts_the_budget_quickly(tmp_path: Path, test: str) -> None:
     metric = f"  metric hostile = count(x for x in big() where {test})"
-    files = {"handbook.md": "a line of the handbook\n" * 1_000_000} if "handbook" in test \
-        else {}
-    world = mini_world(tmp_path, LISTS + TEXTS + (DOCUMENT if files else ""),
-                       [(METRIC, METRIC + "\n" + metric)], files=files)
+    extra, files = LISTS + TEXTS, {}
+    if "handbook" in test:
+        extra, files = extra + DOCUMENT, {"handbook.md": "a line of the handbook\n" * 1_000_000}
+    if "tab" in test:
+        extra, files = extra + TABLE, {"tab.json": json.dumps(
+            [{"id": f"k{i}", "name": f"n{i}"} for i in range(100_000)])}
+    world = mini_world(tmp_path, extra, [(METRIC, METRIC + "\n" + metric)], files=files)
     started = time.perf_counter()
     with _deadline(LIMIT + 30):
         result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")

@@ -71,6 +71,9 @@ def _lookup(s: Scope, rows: Any, key: Any) -> Any:
                 pass
             else:  # the group holds every row whose key equals `key`, in table order
                 return group[0] if group else None
+    # a scan (a ledger, an unhashable key): charged by the rows it may read, so a lookup
+    # inside a comprehension cannot scan a 100,000-row table per item uncounted
+    s.budget.charge(len(rows) >> 2)
     return next((r for r in rows if r.get(key_field) == key), None)
 
 
