@@ -201,3 +201,43 @@ def test_a_dense_topology_compiles_quickly(tmp_path: Path) -> None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
     assert code == 0, "eairc compile did not finish within 20 s"
+
+
+# ---------------------------------------------------------------- durations that are no durations
+
+#: inf() is 10.5 ** 1024 in floating point: infinity, built by lets (literals are short)
+INFINITY = ("\nlet sq(x: number) = x * x\n"
+            "let inf() = sq(sq(sq(sq(sq(sq(sq(sq(sq(sq(10.5))))))))))\n")
+
+
+@pytest.mark.parametrize(("every", "shown"), [("0 min - 1 min", "-1.0"),
+                                              ("1 min * (inf() - inf())", "nan"),
+                                              ("1 min * inf()", "inf")])
+def test_a_warning_period_that_is_no_duration_is_a_clear_reason(tmp_path: Path, every: str,
+                                                                 shown: str) -> None:
+    """`every -1 min` was 'runtime error: ValueError: Negative delay -1.0' (simpy's words)
+    and a NaN period ran on a clock gone wrong; both now name the inducer."""
+    nag = f'\ninducer nag : warning {{\n  roles desk_a\n  at 0 min\n  every {every}\n' \
+          f'  text "Hurry up."\n}}\n'
+    world = mini_world(tmp_path, INFINITY + nag)
+    result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")
+    assert not result.valid
+    assert result.validity_reason == (f"inducer 'nag': its `every` is {shown} min, not a finite "
+                                      "duration of at least 0 min")
+
+
+@pytest.mark.parametrize("cost", ["1 min * inf()", "1 min * (inf() - inf())"])
+def test_a_tool_cost_that_is_no_duration_rejects_the_call(tmp_path: Path, cost: str) -> None:
+    """An infinite cost left the call waiting for ever: the episode ended 'valid' with a
+    call that has no result. Now the call is rejected with the reason, like a cost that
+    fails to evaluate."""
+    world = mini_world(tmp_path, INFINITY, [("  cost 6 min\n", f"  cost {cost}\n")])
+    result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")
+    trace = read_trace(Path(str(result.trace_path)))
+    calls = [e for e in trace.events if e.kind == "tool_call" and e.tool == "history"]
+    answered = {e.call: e for e in trace.events if e.kind == "tool_result"}
+    assert calls, "the desk looks the history up"
+    for call in calls:
+        assert call.step in answered, "every call is answered"
+        assert answered[call.step].rejected
+        assert (answered[call.step].reason or "").startswith("tool failed: its cost is ")

@@ -14,6 +14,7 @@ episode's other attributes.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
@@ -145,6 +146,11 @@ class Inducers:
         scope = self.state.scope()
         at = float(c.eval(inducer.at, scope, 0) or 0)
         every = c.eval(inducer.every, scope)
+        if every is not None and not (math.isfinite(float(every)) and float(every) >= 0):
+            # a negative period was simpy's "ValueError: Negative delay", NaN a clock gone wrong
+            ep.fail(f"inducer '{inducer.name}': its `every` is {float(every)} min, not a "
+                    "finite duration of at least 0 min")
+            return
         yield ep.env.timeout(max(0.0, at))
         while True:
             if inducer.when is None or truthy(c.eval(inducer.when, self.state.scope())):

@@ -20,6 +20,7 @@ to`); everything else it reads from the compiled world and the live state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
@@ -198,6 +199,9 @@ class ToolRunner:
                 spent, self.state.scope(context, args), 0)) or 0)
         except EvalError as exc:
             return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        if not math.isfinite(cost):  # `inf` left the call waiting for ever, unanswered
+            return self._reject(task, event.step, tool.name,
+                                f"tool failed: its cost is {cost} min, not a finite duration")
         if cost > 0:
             yield self.env.timeout(cost)
         # The commit: nothing below yields to simpy before the effects are applied,
