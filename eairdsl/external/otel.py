@@ -48,6 +48,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -621,17 +622,42 @@ def export_otel(paths: Path | Sequence[Path], out: Path, audits: Path | None = N
     """Write the OTLP JSON of every episode under `paths` (traces, run or study folders)
     to `out`: sorted keys, one line, byte-identical for the same traces."""
     many = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    doc, summary = otlp_document(many, audits, include_grader=include_grader)
     out = Path(out)
+    _refuse_target(out)
+    doc, summary = otlp_document(many, audits, include_grader=include_grader)
+    # through a part file renamed over `out` when whole: an export that fails or is
+    # interrupted leaves an earlier file as it was, never half a document
+    part = out.with_name(f".{out.name}.part")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False,
-                                  separators=(",", ":")) + "\n", encoding="utf-8")
+        part.write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False,
+                                   separators=(",", ":")) + "\n", encoding="utf-8")
+        os.replace(part, out)
     except OSError as exc:
         raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        if not part.is_dir():
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
     return ExportSummary(out=out, traces=summary.traces, spans=summary.spans,
                          events=summary.events, findings=summary.findings,
                          duplicates=summary.duplicates)
+
+
+def _refuse_target(out: Path) -> None:
+    """`-o` is the user's: a folder, or a SQLite database (a study's `results.sqlite`,
+    which a plain overwrite replaced with JSON), is refused before anything is read."""
+    if out.is_dir():
+        raise OtelError(f"{out} is a folder; -o takes the OTLP JSON file to write")
+    if out.is_file():
+        try:
+            with out.open("rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
+        if head == b"SQLite format 3\x00":
+            raise OtelError(f"{out} is a SQLite database (a study's results store?); the "
+                            "export would overwrite it — choose another -o")
 
 
 # ------------------------------------------------------------------ import
