@@ -77,7 +77,9 @@ def measure_episode(episode: Episode, judge: Judge | None = None,
                         f"no judge model configured for `judged` ({m.at})"
                         if judge is None and m.name in judged_by
                         else f"insufficient evidence ({m.at})")
-        except (EvalError, TypeError, ValueError, KeyError) as exc:
+        # ArithmeticError: round() of an infinity, a date past year 9999 (OverflowError);
+        # round() of a NaN (ValueError) was already unassessed, and so is this now
+        except (EvalError, TypeError, ValueError, KeyError, ArithmeticError) as exc:
             value = None
             unassessed[m.name] = f"evaluation failed at {m.at}: {exc}"
         scope.measures[m.name] = value

@@ -241,3 +241,21 @@ def test_a_tool_cost_that_is_no_duration_rejects_the_call(tmp_path: Path, cost: 
         assert call.step in answered, "every call is answered"
         assert answered[call.step].rejected
         assert (answered[call.step].reason or "").startswith("tool failed: its cost is ")
+
+
+@pytest.mark.parametrize("value", ["round(inf())", "round(inf() - inf())",
+                                   "text(today() + 1 days * 10000000)"],
+                         ids=["round-infinity", "round-nan", "date-past-9999"])
+def test_arithmetic_that_overflows_leaves_its_metric_unassessed(tmp_path: Path,
+                                                               value: str) -> None:
+    """round() of an infinity and a date past year 9999 raised OverflowError, which ended
+    the whole episode ('measurement failed: OverflowError: ...'), while round() of a NaN
+    (a ValueError) only left its metric unassessed; now all three do the latter."""
+    metric = f"  metric hostile = {value}"
+    world = mini_world(tmp_path, INFINITY, [(METRIC, METRIC + "\n" + metric)])
+    result = run_episode(world, None, None, 0, "sim:compliant", tmp_path / "out")
+    assert result.valid, result.validity_reason
+    trace = read_trace(Path(str(result.trace_path)))
+    assert trace.result is not None
+    assert trace.result.metrics["hostile"] is None
+    assert trace.result.unassessed["hostile"].startswith("evaluation failed at ")

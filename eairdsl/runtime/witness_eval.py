@@ -880,7 +880,7 @@ class WitnessRun:
                 # Nothing to point at (an absence: "no check before the report"): the steps
                 # that made the measurement assessable stand in (the published report).
                 return value, self._fn(m.when)(s)[1]
-            except (EvalError, TypeError, ValueError, KeyError):
+            except (EvalError, TypeError, ValueError, KeyError, ArithmeticError):
                 return None, EMPTY  # the ordinary pass failed the same way: unassessed
         except Exception:  # the budget, a deep recursion, a bug: witnessing never changes a
             return None    # result, it only loses this measurement's witness
