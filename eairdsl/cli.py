@@ -693,8 +693,9 @@ def study(
         if replay is None:  # litellm's import starts now, beside the worlds' compilation
             warm_llm(chosen, workers or os.cpu_count() or 1, executor)
         loaded = [resolve_world(p) for p in _world_paths(worlds or [])]
-        wanted = parse_names(conditions)
-        picks = "seed" if instances.strip() == "seed" else parse_names(instances)
+        wanted = parse_names(conditions, "--conditions")
+        picks = "seed" if instances.strip() == "seed" else parse_names(instances,
+                                                                        "--instances")
         plans = [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]
         llm = _study_llm(out, counterpart_model, judge_model, role_model or [], record,
                          replay, max_connections, timeout, retries, api_base, temperature,

@@ -165,16 +165,22 @@ class WorldPlan:
         return [self.all_instances[seed % len(self.all_instances)]]
 
 
-def parse_names(text: str | None) -> list[str] | None:
-    """`all` (or nothing) → None; `a,b` → ['a', 'b'] (order kept, duplicates dropped)."""
-    if text is None or text.strip() in ("", "all"):
+def parse_names(text: str | None, what: str = "the list") -> list[str] | None:
+    """`all` (or no option) → None; `a,b` → ['a', 'b'] (order kept, duplicates dropped).
+
+    A list given but empty (`--conditions ""`, `" , "`: an unset shell variable) is a
+    GridError naming `what`, not "all": a study of everything is never run by accident.
+    """
+    if text is None or text.strip() == "all":
         return None
     out: list[str] = []
     for raw in text.split(","):
         item = raw.strip()
         if item and item not in out:
             out.append(item)
-    return out or None
+    if not out:
+        raise GridError(f"{what} is empty: name one or more, comma-separated, or 'all'")
+    return out
 
 
 def parse_models(text: str | None, default_agents: str = "sim",
@@ -184,7 +190,7 @@ def parse_models(text: str | None, default_agents: str = "sim",
 
     `shifts` is `--shifts` (`with_shifts`): `on` keeps the models, `off` runs each
     model's mechanics twin instead, `both` adds the twin after each model."""
-    items = parse_names(text) or [default_agents]
+    items = parse_names(text, "--models") or [default_agents]
     models: list[Model] = []
     for item in items:
         name, sep, agents = item.partition("=")
