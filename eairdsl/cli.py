@@ -471,6 +471,12 @@ def run(
     typer.echo(f"realized {hits}/{len(realized)} assessed episodes; traces in {where}/")
     if llm is not None:
         _llm_summary(llm, results)
+    if not any(r.valid for r in results):
+        # nothing was measured (a missing key, an unknown provider, a world's budget): a
+        # script or CI job must be able to tell, not read a table of failures as success
+        _err(f"error: no valid episode: all {len(results)} are execution-invalid (the first: "
+             f"{results[0].validity_reason})")
+        raise typer.Exit(EXIT_INPUT)
     raise typer.Exit(EXIT_OK)
 
 

@@ -130,3 +130,29 @@ def test_resolve_world_takes_a_path_given_as_text(tmp_path: Path) -> None:
                                              'actor customer scripted {\n  at 0 min say '
                                              '"Hello." to a\n}\n']))
     assert resolve_world(str(path)).meta.name == "budget"
+
+
+def test_eairc_run_fails_when_no_episode_is_valid(tmp_path: Path) -> None:
+    """A run in which every episode is execution-invalid measured nothing: `eairc run`
+    says so and exits 1 (it printed a table of failures and exited 0, which a CI job read
+    as success); a run with a valid episode still exits 0."""
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    body = "\n".join([_role("a"), _role("b"), _role("c"),
+                      'actor customer scripted {\n  principal instance.customer\n'
+                      '  at 0 min say "Please check item X-1." to a\n}\n',
+                      "channel customer -> a", "channel a -> b", "channel b -> c",
+                      "channel c -> a"])
+    looping = _world(tmp_path / "loop", body)
+    result = CliRunner().invoke(app, ["run", str(looping), "--episodes", "2",
+                                      "-o", str(tmp_path / "runs")])
+    said = result.output + (result.stderr if result.stderr_bytes else "")
+    assert result.exit_code == 1, said
+    assert "no valid episode: all 2 are execution-invalid (the first: event budget" in said
+    assert len(list((tmp_path / "runs").rglob("*.jsonl"))) == 2  # the traces are kept
+    fine = _world(tmp_path / "fine", "\n".join([
+        _role("a"), 'actor customer scripted {\n  principal instance.customer\n'
+        '  at 0 min say "Please check item X-1." to a\n}\n', "channel customer -> a"]))
+    assert CliRunner().invoke(app, ["run", str(fine), "-o", str(tmp_path / "ok")]).exit_code == 0
