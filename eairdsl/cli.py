@@ -744,6 +744,16 @@ def study(
         _err(f"{summary.lost} episode(s) were lost with their workers; rerun the same command "
              "to run them")
         raise typer.Exit(EXIT_INPUT)
+    ran = summary.cells - summary.skipped
+    if ran and summary.exhausted == ran:
+        # nothing was measured (a missing API key, an unknown provider, a world whose every
+        # episode exhausts a budget): a script or CI job must be able to tell
+        import shlex
+
+        _err(f"error: no valid episode: every one of the {ran} cell(s) run used its attempts "
+             f"execution-invalid; the reasons are in the traces (`eairc report "
+             f"{shlex.quote(str(out))}`)")
+        raise typer.Exit(EXIT_INPUT)
     raise typer.Exit(EXIT_OK)
 
 

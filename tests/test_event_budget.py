@@ -156,3 +156,27 @@ def test_eairc_run_fails_when_no_episode_is_valid(tmp_path: Path) -> None:
         _role("a"), 'actor customer scripted {\n  principal instance.customer\n'
         '  at 0 min say "Please check item X-1." to a\n}\n', "channel customer -> a"]))
     assert CliRunner().invoke(app, ["run", str(fine), "-o", str(tmp_path / "ok")]).exit_code == 0
+
+
+def test_eairc_study_fails_when_no_cell_got_a_valid_episode(tmp_path: Path) -> None:
+    """The same for a study: every cell run used its attempts execution-invalid, so the
+    study measured nothing and exits 1 (the store and traces are kept); resuming the
+    finished study runs nothing and exits 0."""
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    body = "\n".join([_role("a"), _role("b"), _role("c"),
+                      'actor customer scripted {\n  principal instance.customer\n'
+                      '  at 0 min say "Please check item X-1." to a\n}\n',
+                      "channel customer -> a", "channel a -> b", "channel b -> c",
+                      "channel c -> a"])
+    looping = _world(tmp_path / "loop", body)
+    args = ["study", str(looping), "--seeds", "2", "--max-attempts", "1", "--workers", "1",
+            "--out", str(tmp_path / "study")]
+    result = CliRunner().invoke(app, args)
+    said = result.output + (result.stderr if result.stderr_bytes else "")
+    assert result.exit_code == 1, said
+    assert "no valid episode: every one of the 2 cell(s) run" in said
+    assert (tmp_path / "study" / "results.sqlite").is_file()
+    assert CliRunner().invoke(app, args).exit_code == 0  # nothing left to run
