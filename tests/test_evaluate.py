@@ -377,3 +377,28 @@ def test_compiled_world_fn_is_not_fooled_by_a_reused_id(world: World) -> None:
         expr = Binary(operator="+", left=Lit(type="int", value=i), right=Lit(type="int", value=0))
         assert compiled.eval(expr, scope) == i
         del expr  # before the fix, the next expression often took this one's address
+
+
+def test_the_trace_budgets_size_is_render_size() -> None:
+    """What every trace event's result and arguments are counted as (the trace budget,
+    `MAX_TRACE_CHARS`) is `_render_size`'s count, read faster: on nested lists, rows,
+    dicts with text and other keys, texts, numbers, none, truth values."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from eairdsl.runtime.evaluate import _render_size
+    from eairdsl.runtime.trace import _container_size
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+    values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
+        st.text(max_size=4) | st.integers(), inner, max_size=5) | st.builds(
+        lambda d: Row("t", d), st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+        max_leaves=30)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(values, max_size=6) | st.dictionaries(st.text(max_size=4), values,
+                                                          max_size=6))
+    def same(value: Any) -> None:
+        assert _container_size(value, 10**9) == _render_size(value, 10**9)
+
+    same()

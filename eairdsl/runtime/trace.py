@@ -9,12 +9,12 @@ agent profile give a byte-identical file. docs/trace.md describes every field.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from eairdsl.runtime.evaluate import _render_size
 from eairdsl.runtime.values import FieldSet
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
@@ -209,8 +209,45 @@ def _recorded_size(value: Any) -> int:
     if type(value) is str:
         return len(value)
     if isinstance(value, (list, dict)):
-        return _render_size(value, MAX_TRACE_CHARS)
+        return _container_size(value, MAX_TRACE_CHARS)
     return 8
+
+
+def _container_size(value: list[Any] | dict[str, Any], cap: int) -> int:
+    """`_render_size` of a list or dict (a text its length, a list 2 per item, a dict 4
+    per entry and its keys' lengths, anything else 8), counted with the leaves read in
+    place rather than stacked one by one: every event's result and arguments pass here,
+    and A1's results are whole tables. Stops counting once past `cap`."""
+    total = 0
+    stack: list[Any] = [value]
+    items: Iterable[Any]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            total += 4 * len(v)
+            items = v.values()
+            for k in v:
+                total += len(k) if type(k) is str else len(str(k))
+        elif isinstance(v, list):
+            total += 2 * len(v)
+            items = v
+        elif isinstance(v, str):
+            total += len(v)
+            continue
+        else:
+            total += 8
+            continue
+        for x in items:
+            kind = type(x)
+            if kind is str:
+                total += len(x)
+            elif kind is dict or kind is list or isinstance(x, (dict, list, str)):
+                stack.append(x)
+            else:
+                total += 8
+        if total > cap:
+            return total
+    return total
 
 
 class Trace:
