@@ -9,11 +9,12 @@ agent profile give a byte-identical file. docs/trace.md describes every field.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from eairdsl.runtime.values import FieldSet
 
@@ -332,8 +333,18 @@ class Trace:
         return out
 
     def write(self, path: Path) -> None:
+        """Write the trace file whole or not at all: encoded first, then written beside
+        `path` and renamed over it, so an error or a kill mid-write never leaves a
+        truncated (or empty) trace where a reader expects a whole one."""
+        data = ("\n".join(self.lines()) + "\n").encode("utf-8")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(self.lines()) + "\n", encoding="utf-8")
+        part = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            part.write_bytes(data)
+            os.replace(part, path)
+        finally:
+            if part.exists() and not part.is_dir():
+                part.unlink()
 
 
 def read_trace(path: Path) -> Trace:
@@ -345,15 +356,36 @@ def read_trace(path: Path) -> Trace:
         lines.pop()
     if not lines:
         raise ValueError(f"{path} is empty")
-    header = TraceHeader.model_validate_json(lines[0])
+    try:
+        header = TraceHeader.model_validate_json(lines[0])
+    except ValueError as exc:
+        raise ValueError(f"{path}:1: not a trace header ({_first_line(exc)})") from None
     if header.trace_schema != TRACE_SCHEMA_VERSION:
         raise ValueError(f"{path}: trace schema {header.trace_schema}, expected "
                          f"{TRACE_SCHEMA_VERSION}")
     trace = Trace(header)
-    for line in lines[1:]:
-        data = json.loads(line)
-        if data.get("type") == "result":
-            trace.result = TraceResult.model_validate(data)
-        else:
-            trace._index(TraceEvent.model_validate(data))
+    for number, line in enumerate(lines[1:], 2):
+        try:  # located by the file's own line: a cut trace's error is where it was cut
+            data = json.loads(line)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if data.get("type") == "result":
+                trace.result = TraceResult.model_validate(data)
+            else:
+                trace._index(TraceEvent.model_validate(data))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: {_first_line(exc)}") from None
     return trace
+
+
+def _first_line(exc: Exception) -> str:
+    """An exception's message in one line: JSON's with the column in the line, pydantic's
+    first error with its field (its text runs to many lines)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg} at column {exc.colno})"
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
