@@ -650,12 +650,9 @@ def _refuse_target(out: Path) -> None:
     if out.is_dir():
         raise OtelError(f"{out} is a folder; -o takes the OTLP JSON file to write")
     if out.is_file():
-        try:
-            with out.open("rb") as fh:
-                head = fh.read(16)
-        except OSError as exc:
-            raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
-        if head == b"SQLite format 3\x00":
+        from eairdsl.study.sqlite_file import is_sqlite
+
+        if is_sqlite(out):
             raise OtelError(f"{out} is a SQLite database (a study's results store?); the "
                             "export would overwrite it — choose another -o")
 

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eairdsl.api import UsageError
 from eairdsl.signals.matcher import MatchOccurrence, MatchResult, MatchSet, MatchSignal, match
+from eairdsl.study.sqlite_file import is_sqlite
 
 if TYPE_CHECKING:
     from eairdsl.signals.occurrences import Occurrence
@@ -177,14 +178,6 @@ def _store_side(path: Path, leads: bool) -> Side:
     return Side("store", MatchSet(occurrences=tuple(occ)), _left_out(skipped, leads))
 
 
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
 def load_side(path: Path, *, leads: bool = False) -> Side:
     """Read one side of a comparison (see the module docstring for the kinds)."""
     path = Path(path)
@@ -202,7 +195,7 @@ def load_side(path: Path, *, leads: bool = False) -> Side:
         raise UsageError(f"{path} is neither an audit folder (index.json and reports/) nor "
                          "a study folder with one audit")
     if path.is_file():
-        return _store_side(path, leads) if _is_sqlite(path) else _json_side(path)
+        return _store_side(path, leads) if is_sqlite(path) else _json_side(path)
     raise UsageError(f"{path}: no such file or folder")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from eairdsl.api import UsageError
 
-__all__ = ["FileKind", "identify", "connect", "transaction"]
+__all__ = ["FileKind", "identify", "is_sqlite", "connect", "transaction"]
 
 _MAGIC = b"SQLite format 3\x00"
 
@@ -43,6 +43,16 @@ class FileKind:
     also: str = ""
     #: tables a file of this kind always has (beyond `meta`)
     tables: frozenset[str] = field(default_factory=frozenset)
+
+
+def is_sqlite(path: Path) -> bool:
+    """Whether `path` is a SQLite database (its magic bytes; False when it cannot be read):
+    what an export or a report must never overwrite, whoever's store it is."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(len(_MAGIC)) == _MAGIC
+    except OSError:
+        return False
 
 
 def identify(path: Path, kind: FileKind) -> bool:

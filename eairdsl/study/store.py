@@ -32,7 +32,7 @@ from eairdsl.api import UsageError
 from eairdsl.ir import ConditionIR, StudyMeasureIR
 from eairdsl.study.cohort import dump_measure, parse_measure
 from eairdsl.study.grid import Attempt, Cell
-from eairdsl.study.sqlite_file import FileKind, connect
+from eairdsl.study.sqlite_file import FileKind, connect, is_sqlite
 from eairdsl.study.sqlite_file import transaction as _transaction
 from eairdsl.vocabulary import MEASUREMENTS
 
@@ -406,7 +406,7 @@ def _write_export(store: Store, path: Path, write: Callable[[Path], None]) -> No
     if path.resolve() in sidecars:
         raise UsageError(f"{path} is the study's results store; an export would overwrite "
                          "it — choose another -o (default: STUDY/results.<format>)")
-    if path.is_file() and _is_sqlite(path):
+    if path.is_file() and is_sqlite(path):
         raise UsageError(f"{path} is a SQLite database; an export would overwrite it — "
                          "choose another -o")
     part = path.with_name(f".{path.name}.part")
@@ -418,14 +418,6 @@ def _write_export(store: Store, path: Path, write: Callable[[Path], None]) -> No
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         part.unlink(missing_ok=True)
-
-
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
 
 
 def _kind(column: str, rows: list[dict[str, Any]]) -> str:
