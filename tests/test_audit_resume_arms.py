@@ -27,9 +27,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from litellm import ModelResponse
 from scripted_llm import Scripted, respond, scripted_provider, tool_names
+from test_audit_llm_settings import settings  # fast retries, no real backoff
 from typer.testing import CliRunner
 
-from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import UsageError, resolve_world, run_episode
 from eairdsl.audit.auditor import AuditBudgets, AuditorIdentity, AuditorSettings
 from eairdsl.audit.auditors import identity_of, make_auditor
@@ -61,12 +61,6 @@ def policy(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelRespo
                                                  "findings": [], "leads": [],
                                                  "out_of_catalogue": []})])
     return respond("I found no supported problem in this record.")
-
-
-def settings(**kw: Any) -> LLMSettings:
-    base: dict[str, Any] = {"timeout": 5.0, "retries": 0, "backoff_base": 0.001,
-                            "backoff_max": 0.01}
-    return LLMSettings(**(base | kw))
 
 
 def llm(**kw: Any) -> LLMAuditor:

@@ -77,12 +77,17 @@ def _world(folder: Path, body: str) -> Path:
     return path
 
 
-def test_answers_going_round_a_loop_are_stopped_at_the_budget(tmp_path: Path) -> None:
-    body = "\n".join([_role("a"), _role("b"), _role("c"),
+def _loop_body() -> str:
+    """Three roles whose answers go round `a -> b -> c -> a` after one request to `a`."""
+    return "\n".join([_role("a"), _role("b"), _role("c"),
                       'actor customer scripted {\n  principal instance.customer\n'
                       '  at 0 min say "Please check item X-1." to a\n}\n',
                       "channel customer -> a", "channel a -> b", "channel b -> c",
                       "channel c -> a"])
+
+
+def test_answers_going_round_a_loop_are_stopped_at_the_budget(tmp_path: Path) -> None:
+    body = _loop_body()
     world = resolve_world(_world(tmp_path / "w", body))
     budget = MAX_EVENTS + EVENTS_PER_SCRIPTED * 1
     assert CompiledWorld(world).event_budget == budget
@@ -140,11 +145,7 @@ def test_eairc_run_fails_when_no_episode_is_valid(tmp_path: Path) -> None:
 
     from eairdsl.cli import app
 
-    body = "\n".join([_role("a"), _role("b"), _role("c"),
-                      'actor customer scripted {\n  principal instance.customer\n'
-                      '  at 0 min say "Please check item X-1." to a\n}\n',
-                      "channel customer -> a", "channel a -> b", "channel b -> c",
-                      "channel c -> a"])
+    body = _loop_body()
     looping = _world(tmp_path / "loop", body)
     result = CliRunner().invoke(app, ["run", str(looping), "--episodes", "2",
                                       "-o", str(tmp_path / "runs")])
@@ -166,11 +167,7 @@ def test_eairc_study_fails_when_no_cell_got_a_valid_episode(tmp_path: Path) -> N
 
     from eairdsl.cli import app
 
-    body = "\n".join([_role("a"), _role("b"), _role("c"),
-                      'actor customer scripted {\n  principal instance.customer\n'
-                      '  at 0 min say "Please check item X-1." to a\n}\n',
-                      "channel customer -> a", "channel a -> b", "channel b -> c",
-                      "channel c -> a"])
+    body = _loop_body()
     looping = _world(tmp_path / "loop", body)
     args = ["study", str(looping), "--seeds", "2", "--max-attempts", "1", "--workers", "1",
             "--out", str(tmp_path / "study")]
