@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
@@ -225,12 +226,18 @@ def dot_digest(dot_source: str) -> str:
     return hashlib.sha256(dot_source.encode("utf-8")).hexdigest()
 
 
-def render_svg(dot_source: str) -> bytes:
-    """SVG bytes from DOT via graphviz's `dot` binary (check `dot_available()` first)."""
-    import graphviz
+#: seconds graphviz's `dot` may take to lay out one diagram: a world is untrusted input,
+#: and a dense topology (100 roles with 5 channels each) keeps `dot` busy for minutes
+DOT_TIMEOUT = 10.0
 
-    svg: bytes = graphviz.Source(dot_source).pipe(format="svg")
-    return mark_svg(svg, dot_digest(dot_source))
+
+def render_svg(dot_source: str, timeout: float = DOT_TIMEOUT) -> bytes:
+    """SVG bytes from DOT via graphviz's `dot` binary (check `dot_available()` first), the
+    command the graphviz package runs (`dot -Kdot -Tsvg`), stopped after `timeout`
+    seconds (subprocess.TimeoutExpired; the child is killed, never left running)."""
+    done = subprocess.run(["dot", "-Kdot", "-Tsvg"], input=dot_source.encode("utf-8"),
+                          capture_output=True, timeout=timeout, check=True)
+    return mark_svg(done.stdout, dot_digest(dot_source))
 
 
 def draw(graph: _Drawable | nx.MultiDiGraph, title: str = "") -> tuple[bytes, str]:
@@ -244,6 +251,6 @@ def draw(graph: _Drawable | nx.MultiDiGraph, title: str = "") -> tuple[bytes, st
     if dot_available():
         try:
             return render_svg(source), "graphviz"
-        except Exception:  # a broken graphviz install: fall back, the drawing is not optional
-            pass
+        except Exception:  # a broken graphviz install, or `dot` past DOT_TIMEOUT: fall back,
+            pass           # the drawing is not optional
     return draw_svg(graph, title, dot_digest(source)), "built-in"

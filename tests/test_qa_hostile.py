@@ -177,12 +177,11 @@ def _dense_roles(n: int, fan: int) -> str:
 
 
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="needs process groups")
-@pytest.mark.xfail(strict=True, reason="eairdsl/graph.py draw(): graphviz's `dot` lays out the "
-                   "topology with no time bound, so `eairc compile` of a world with 100 roles and "
-                   "5 channels each runs for minutes (50 roles: 11 s; 200: killed at 120 s), and "
-                   "an interrupted compile leaves `dot` running; a bound with the built-in "
-                   "drawing as fallback would keep compile quick")
 def test_a_dense_topology_compiles_quickly(tmp_path: Path) -> None:
+    """graphviz's `dot` laid the topology out with no time bound: `eairc compile` of a
+    world with 100 roles and 5 channels each ran for minutes (50 roles: 11 s; 200: killed
+    at 120 s) and an interrupted compile left `dot` running. `dot` now has DOT_TIMEOUT
+    seconds, then is killed and the built-in drawing is used."""
     from eairdsl.graph import dot_available
     if not dot_available():
         pytest.skip("graphviz's dot is not installed: the built-in drawing is used")
