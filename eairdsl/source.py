@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Span", "SourceFile", "SourceError", "read_source", "read_bounded", "display_name",
-           "real_path", "write_source", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
+           "real_path", "write_source", "write_atomic", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
 
 #: The largest `.eair` file read (real worlds are tens of kilobytes).
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -148,6 +148,26 @@ def _os_hint(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "the path goes through a symbolic link loop"
     return "check the path"
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Replace `path` with `data` (a str as UTF-8) all at once: written to a temporary
+    file beside it and renamed over it, so a failed or interrupted write leaves the
+    earlier file (or none), never half a file. Makes the parent folders. Raises OSError,
+    the temporary file removed, for the caller to word (every output of the project
+    that a reader may find half-written goes through here)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        if not tmp.is_dir():
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_source(path: Path, text: str) -> None:

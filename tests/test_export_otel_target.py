@@ -4,6 +4,7 @@ anything is read, and a failed write leaves an earlier export as it was."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def test_a_failed_write_keeps_the_earlier_export(runs: Path, tmp_path: Path) -> 
     export_otel(runs, out)  # the same traces: the same bytes, written through a part file
     assert out.read_bytes() == first
     assert [p.name for p in tmp_path.iterdir()] == ["spans.json"]  # no part file left
-    (tmp_path / ".spans.json.part").mkdir()  # the part file cannot be written
+    (tmp_path / f".spans.json.tmp-{os.getpid()}").mkdir()  # the part file cannot be written
     with pytest.raises(OtelError, match="cannot write"):
         export_otel(runs, out)
     assert out.read_bytes() == first

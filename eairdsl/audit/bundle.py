@@ -72,6 +72,7 @@ from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
+from eairdsl.source import write_atomic
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
@@ -691,10 +692,8 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
             os.path.relpath(Path(t).resolve(), base) for t in traces)
     data = {"about": GRADER_NOTE,
             "episodes": {k: sorted(v) for k, v in sorted(episodes.items())}}
-    tmp = out / f".{GRADER_INDEX}.tmp-{os.getpid()}"
     try:
-        tmp.write_bytes(_dump(data))
-        os.replace(tmp, path)
+        write_atomic(path, _dump(data))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +47,7 @@ from eairdsl.audit.bundle import find_world, write_bundle
 from eairdsl.audit.runner import REPORTS, AuditEntry, Progress, audit_episodes
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.trace import read_trace
+from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store
 
 __all__ = ["COHORT", "SUMMARY", "SUMMARY_KEYS", "CohortMember", "Cohort", "ArmSummary",
@@ -244,10 +244,7 @@ def _read_cohort(path: Path) -> Cohort:
 
 
 def _write(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,

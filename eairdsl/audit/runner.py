@@ -68,6 +68,7 @@ from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
 from eairdsl.audit.contract import Report, Verdict
 from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.validate import ValidationResult, validate_report
+from eairdsl.source import write_atomic
 
 __all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Progress",
            "report_json", "audit_episodes", "read_index", "grader_traces"]
@@ -120,11 +121,8 @@ class AuditIndex(BaseModel):
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -48,7 +48,6 @@ import base64
 import contextlib
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -69,6 +68,7 @@ from eairdsl.external.core import (
     sha256_file,
 )
 from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
+from eairdsl.source import write_atomic
 
 __all__ = ["EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "ExportSummary", "OtelError",
            "episode_trace_id", "export_otel", "iter_events", "otlp_document", "read_otlp"]
@@ -627,18 +627,11 @@ def export_otel(paths: Path | Sequence[Path], out: Path, audits: Path | None = N
     doc, summary = otlp_document(many, audits, include_grader=include_grader)
     # through a part file renamed over `out` when whole: an export that fails or is
     # interrupted leaves an earlier file as it was, never half a document
-    part = out.with_name(f".{out.name}.part")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        part.write_text(json.dumps(doc, sort_keys=True, ensure_ascii=False,
-                                   separators=(",", ":")) + "\n", encoding="utf-8")
-        os.replace(part, out)
+        write_atomic(out, json.dumps(doc, sort_keys=True, ensure_ascii=False,
+                                     separators=(",", ":")) + "\n")
     except OSError as exc:
         raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
-    finally:
-        if not part.is_dir():
-            with contextlib.suppress(OSError):
-                part.unlink(missing_ok=True)
     return ExportSummary(out=out, traces=summary.traces, spans=summary.spans,
                          events=summary.events, findings=summary.findings,
                          duplicates=summary.duplicates)

@@ -28,6 +28,7 @@ from eairdsl.diagnostics import Diagnostic, render_all
 from eairdsl.ir import World
 from eairdsl.repair.model import Candidate
 from eairdsl.source import display_name
+from eairdsl.source import write_atomic as source_write_atomic
 from eairdsl.syntax.fmt import FormatterError, format_text
 
 __all__ = ["MAX_FILES", "MAX_BYTES", "MAX_CANDIDATE_BYTES", "Applied", "copy_world_folder",
@@ -45,12 +46,8 @@ _SKIP_DIRS = frozenset({"generated", "__pycache__", "node_modules", "runs"})
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Write a file through a temporary file and a rename (an interrupted write leaves the
     old file or none, never half a file)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_bytes(raw)
-        os.replace(tmp, path)
+        source_write_atomic(path, data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

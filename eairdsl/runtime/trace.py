@@ -9,7 +9,6 @@ agent profile give a byte-identical file. docs/trace.md describes every field.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -17,6 +16,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError
 
 from eairdsl.runtime.values import FieldSet
+from eairdsl.source import write_atomic
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
            "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
@@ -336,15 +336,7 @@ class Trace:
         """Write the trace file whole or not at all: encoded first, then written beside
         `path` and renamed over it, so an error or a kill mid-write never leaves a
         truncated (or empty) trace where a reader expects a whole one."""
-        data = ("\n".join(self.lines()) + "\n").encode("utf-8")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            part.write_bytes(data)
-            os.replace(part, path)
-        finally:
-            if part.exists() and not part.is_dir():
-                part.unlink()
+        write_atomic(path, ("\n".join(self.lines()) + "\n").encode("utf-8"))
 
 
 def read_trace(path: Path) -> Trace:

@@ -23,6 +23,7 @@ from eairdsl.api import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
 from eairdsl.signals.remediation import SignalView, signal_view
 from eairdsl.signals.store import SignalsStore
+from eairdsl.source import write_atomic
 
 __all__ = ["ranked_views", "list_rows", "signal_text", "viewer_links", "write_report",
            "LIST_COLUMNS"]
@@ -319,13 +320,8 @@ def write_report(store: SignalsStore, out: Path, everything: bool = False) -> in
         # temporary page left beside it
         raise UsageError(f"{out} is a folder; -o names the HTML page to write (e.g. "
                          f"{out / 'signals.html'})")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text("\n".join([*head, *body, "</body></html>\n"]), encoding="utf-8")
-        os.replace(tmp, out)
+        write_atomic(out, "\n".join([*head, *body, "</body></html>\n"]))
     except OSError as exc:
-        if tmp.is_file():
-            tmp.unlink()
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     return len(views)
