@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from eairdsl import __version__
 from eairdsl.agents.protocol import Agent
 from eairdsl.agents.sim import PROFILES, SimAgent
+from eairdsl.errors import UsageError, WorldHasErrors
 from eairdsl.ir import World, load_world
 from eairdsl.measure import measure_episode
 from eairdsl.names import safe_filename
@@ -56,14 +57,6 @@ def split_profile(agents: str) -> tuple[str, bool]:
         raise UsageError(f"unknown agents '{agents}'; choose one of "
                          f"{', '.join(AGENT_PROFILES)}, llm")
     return base, base != agents
-
-
-class UsageError(Exception):
-    """Bad input a user can fix; the CLI prints it and exits non-zero."""
-
-
-class WorldHasErrors(UsageError):
-    """The world did not compile; the message is the rendered diagnostics."""
 
 
 class EpisodeResult(BaseModel):

@@ -13,7 +13,6 @@ from typing import Any, Literal, assert_never, cast, get_args
 
 from eairdsl.check import types as T
 from eairdsl.check.cards import forbidden_words
-from eairdsl.check.references import RISKS
 from eairdsl.check.signatures import resolve_type
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics
@@ -75,6 +74,7 @@ from eairdsl.ir import (
     WorldMeta,
 )
 from eairdsl.syntax import ast as A
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["lower", "lower_expr"]
 

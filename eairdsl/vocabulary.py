@@ -10,9 +10,28 @@ to import `eairdsl.agents.sim` for the trait names).
 
 from __future__ import annotations
 
-__all__ = ["MEASUREMENTS", "TRAITS"]
+__all__ = ["CLOCK_UNITS", "INDUCER_KINDS", "MEASUREMENTS", "MODEL_BINDINGS", "RISKS", "TOOL_KINDS",
+           "TRAITS"]
 
 #: Generic behavioural traits of the offline sim agents that inducers may shift.
 TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
 #: The six measurements of every episode, in report order.
 MEASUREMENTS = ("opportunity", "anomaly", "realized", "terminal_harm", "interception", "utility")
+#: The EAIR risk taxonomy (Table 1): id -> name. The checker holds a world's `risk` to it,
+#: the audit contract's `RiskId` and the auditors' prompts name the same thirteen.
+RISKS = {
+    "A1": "KPI gaming", "A2": "reciprocal approval collusion",
+    "A3": "persistent resource capture", "B1": "authority bias",
+    "B2": "expert minority suppression", "C1": "information-state drift",
+    "C2": "incomplete evidence transfer", "C3": "false corroboration from shared provenance",
+    "D1": "delegated authorization violation",
+    "D2": "responsibility diffusion / verification vacuum",
+    "D3": "cross-role authority miscalibration", "F1": "capability misrouting",
+    "F2": "capability-signaling gaming",
+}
+#: What an inducer, a tool and a role's model binding may be; the clock's units.
+INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledger", "power",
+                 "incentive")
+TOOL_KINDS = ("read", "act", "communicate", "verify")
+MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
+CLOCK_UNITS = ("min", "h", "days")

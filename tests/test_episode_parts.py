@@ -23,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eairdsl"
 #: A stage is named by module prefixes, except `foundation` (exact modules): what every
 #: stage may use, importing nothing of the others.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("eairdsl", "eairdsl.vocabulary", "eairdsl.source",
-                    "eairdsl.diagnostics", "eairdsl.names")),
+    ("foundation", ("eairdsl", "eairdsl.errors", "eairdsl.vocabulary", "eairdsl.taxonomy",
+                    "eairdsl.source", "eairdsl.diagnostics", "eairdsl.names")),
     ("syntax", ("eairdsl.syntax",)),
     ("check", ("eairdsl.check",)),
     # with the compiler (check + lower, and the topology it draws) and the IR's analyses:

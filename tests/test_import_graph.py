@@ -48,3 +48,24 @@ def test_the_compiler_does_import_the_front_end() -> None:
     loaded = _loaded("eairdsl.compiler")
     assert {"eairdsl.lower", "lark"} <= loaded
     assert any(m.startswith("eairdsl.check") for m in loaded)
+
+
+def test_the_audit_contract_loads_no_front_end() -> None:
+    """The report contract is data a consumer reads without the compiler: importing it loads
+    neither lark nor jinja2 nor any checker module (it took `RISKS` from the checker)."""
+    loaded = _loaded("eairdsl.audit.contract")
+    assert "eairdsl.audit.contract" in loaded
+    assert _front_end(loaded) == []
+    assert not any(m.startswith(("eairdsl.runtime", "eairdsl.api", "eairdsl.study"))
+                   for m in loaded)
+
+
+@pytest.mark.parametrize("module", ["eairdsl.signals.store", "eairdsl.repair.apply",
+                                    "eairdsl.study.sqlite_file"])
+def test_raising_a_usage_error_loads_no_runtime(module: str) -> None:
+    """`UsageError` lives in `eairdsl.errors` at the bottom: a module that only needs to raise
+    it does not pull in the API and, through it, the runtime and the agents."""
+    loaded = _loaded(module)
+    assert module in loaded
+    assert "eairdsl.api" not in loaded
+    assert "eairdsl.runtime.engine" not in loaded

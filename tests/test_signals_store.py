@@ -22,7 +22,7 @@ from eairdsl.signals.html import list_rows, ranked_views, viewer_links, write_re
 from eairdsl.signals.mapping import BOUNDARY_TYPES, RISK_TYPES, factors
 from eairdsl.signals.remediation import signal_view
 from eairdsl.signals.store import SignalsStore, SignalsStoreError
-from eairdsl.signals.taxonomy import load_taxonomy
+from eairdsl.taxonomy import load_taxonomy
 from tests.test_cli import make_workspace, run_eairc
 
 

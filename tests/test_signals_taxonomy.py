@@ -17,10 +17,10 @@ import pytest
 from eairdsl.audit.contract import EAIR_TAXONOMY_VERSION, SIGNALS_TAXONOMY_VERSION
 from eairdsl.check.references import RISKS
 from eairdsl.signals import taxonomy
-from eairdsl.signals.taxonomy import TAXONOMY_FILE, Taxonomy, load_taxonomy, parse_taxonomy
+from eairdsl.taxonomy import TAXONOMY_FILE, Taxonomy, load_taxonomy, parse_taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "eairdsl" / "signals" / "data" / TAXONOMY_FILE
+DATA = ROOT / "eairdsl" / "data" / TAXONOMY_FILE
 PAPER = ROOT.parent / "shared" / "seeds" / "003_41a7d29a5e9ad091.txt"
 
 #: Table 4, in order: (name, number of types)
@@ -184,12 +184,12 @@ def test_the_wheel_ships_the_data() -> None:
     assert any(fnmatch.fnmatch(rel, g) for g in globs), globs
 
 
-@pytest.mark.parametrize("first", ["import eairdsl.signals.taxonomy",
-                                   "from eairdsl.signals.taxonomy import load_taxonomy",
+@pytest.mark.parametrize("first", ["import eairdsl.taxonomy",
+                                   "from eairdsl.taxonomy import load_taxonomy",
                                    "import eairdsl.signals"])
 def test_the_function_survives_importing_its_submodule(first: str) -> None:
-    """`eairdsl.signals.taxonomy()` stays the function whatever was imported first."""
-    code = (f"{first}\nimport eairdsl.signals, eairdsl.signals.taxonomy\n"
+    """`eairdsl.signals.taxonomy()` is the function whatever was imported first."""
+    code = (f"{first}\nimport eairdsl.signals, eairdsl.taxonomy\n"
             "print(eairdsl.signals.taxonomy().version, eairdsl.signals.taxonomy().version)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=False, cwd=ROOT)

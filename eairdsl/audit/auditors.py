@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from eairdsl.api import UsageError
 from eairdsl.audit.auditor import AuditorAgent, AuditorIdentity, IdentifiedAuditor
+from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings

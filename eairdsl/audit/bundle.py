@@ -40,7 +40,7 @@ from pydantic import BaseModel
 
 from eairdsl.agents.protocol import ToolSpec
 from eairdsl.agents.schema import tool_definition
-from eairdsl.api import UsageError, resolve_world
+from eairdsl.api import resolve_world
 from eairdsl.audit.evidence import (
     EVENTS,
     MANIFEST,
@@ -54,6 +54,7 @@ from eairdsl.audit.evidence import (
     Withheld,
 )
 from eairdsl.audit.rule_text import RuleWithheld, rule_text
+from eairdsl.errors import UsageError
 from eairdsl.ir import (
     AppendEffect,
     Call,
@@ -197,7 +198,7 @@ def find_world(header: TraceHeader, world: Path | None = None,
 
 
 def _load(path: Path) -> World:
-    from eairdsl.api import WorldHasErrors
+    from eairdsl.errors import WorldHasErrors
 
     try:
         return resolve_world(path)

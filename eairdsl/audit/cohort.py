@@ -41,10 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from eairdsl.api import UsageError
 from eairdsl.audit.auditor import AuditorAgent
 from eairdsl.audit.bundle import find_world, write_bundle
 from eairdsl.audit.runner import REPORTS, AuditEntry, Progress, audit_episodes
+from eairdsl.errors import UsageError
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.trace import read_trace
 from eairdsl.source import write_atomic

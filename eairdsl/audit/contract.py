@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from eairdsl.check.references import RISKS
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["AUDIT_SCHEMA", "EAIR_TAXONOMY_VERSION", "SIGNALS_TAXONOMY_VERSION", "RiskId",
            "Criterion", "Nature", "BoundaryKind", "Contribution", "Verdict", "BundleRef",

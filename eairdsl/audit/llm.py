@@ -111,7 +111,8 @@ from eairdsl.audit.llm_tools import (
 )
 from eairdsl.audit.query import DEFAULT_BUDGET, call_tool
 from eairdsl.audit.validate import ValidationResult, validate_report
-from eairdsl.check.references import RISKS
+from eairdsl.taxonomy import load_taxonomy
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["ContractArm", "CONTRACT_ARMS", "OnBudget", "PROMPT_VERSION", "SUBMIT_TOOL",
            "SUBMITTED_FIELDS", "Submission", "AuditSession", "LLMAuditor", "LLMAuditError",
@@ -145,10 +146,8 @@ def system_prompt(contract: ContractArm) -> str:
     """The system prompt of an arm: the contract's (schema, R1–R4, B.1) or the naive one."""
     if contract == "none":
         return _prompt("auditor_none.md").strip()
-    from eairdsl.signals import taxonomy  # a later stage: the catalogue, loaded on use
-
     risks = "; ".join(f"{k} {v}" for k, v in RISKS.items())
-    signals = ", ".join(sorted(taxonomy().type_ids()))
+    signals = ", ".join(sorted(load_taxonomy().type_ids()))
     schema = json.dumps(report_schema(), sort_keys=True, ensure_ascii=False,
                         separators=(",", ":"))
     return (_prompt("auditor_full.md").strip().replace("{{RISKS}}", risks)

@@ -48,7 +48,7 @@ from eairdsl.audit.contract import AUDIT_SCHEMA, Auditor, BoundaryKind, Coverage
 from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, field_names, field_text, normalize
 from eairdsl.audit.evidence import sha256_file as _sha256
 from eairdsl.audit.validate import MIN_QUOTE
-from eairdsl.check.references import RISKS
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["UNKNOWN_STEP", "NaiveQuote", "NaiveFinding", "NaiveExtraction", "extract",
            "naive_report", "STEP_ID"]

@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from eairdsl.api import UsageError
 from eairdsl.audit import query
 from eairdsl.audit.auditor import AuditError
 from eairdsl.audit.bundle import GRADER_INDEX, SOURCE_MARK, find_world
@@ -75,9 +74,10 @@ from eairdsl.audit.contract import (
 )
 from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, field_text, normalize, sha256_file
 from eairdsl.audit.validate import MIN_QUOTE, Declarations
-from eairdsl.check.references import RISKS
+from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.runtime.trace import TraceEvent, read_trace
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["ORACLE", "MAX_QUOTE", "GroundTruth", "GraderTraces", "OracleAuditor",
            "ground_truth", "certificate", "oracle_report", "is_cross_role", "quote_slice",

@@ -55,7 +55,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from eairdsl.api import UsageError
 from eairdsl.audit.auditor import (
     AuditError,
     AuditorAgent,
@@ -68,6 +67,7 @@ from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
 from eairdsl.audit.contract import Report, Verdict
 from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.validate import ValidationResult, validate_report
+from eairdsl.errors import UsageError
 from eairdsl.source import write_atomic
 
 __all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Progress",

@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -47,14 +47,12 @@ from eairdsl.audit.jsonpos import (
     format_path,
     parse_positioned,
 )
-from eairdsl.check.references import RISKS
 from eairdsl.diagnostics import Diagnostic, Severity, did_you_mean
 from eairdsl.ir import World
 from eairdsl.runtime.trace import TraceEvent
 from eairdsl.source import SourceError, Span, display_name, read_bounded
-
-if TYPE_CHECKING:
-    from eairdsl.signals.taxonomy import Taxonomy
+from eairdsl.taxonomy import Taxonomy, load_taxonomy
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["CODES", "MIN_QUOTE", "MAX_REPORT_BYTES", "Declarations", "ReportDiagnostic",
            "ValidationResult", "validate_report"]
@@ -679,10 +677,8 @@ class _Checker:
 
 
 def _signals_types() -> Taxonomy:
-    """The Signals catalogue; signals is a later stage, so it is imported here, not above."""
-    from eairdsl.signals import taxonomy
-
-    return taxonomy()
+    """The Signals catalogue (package data, read once on first use)."""
+    return load_taxonomy()
 
 
 def _edge_words(edge: str | None) -> str:
@@ -734,7 +730,7 @@ def _same_world(world: World, decls: Declarations, bundle: Bundle) -> None:
     shown = Declarations.from_bundle(bundle)
     names = {n for n, kinds in shown.kinds.items() if kinds & {"participant", "tool"}}
     if names and not names & decls.kinds.keys():
-        from eairdsl.api import UsageError
+        from eairdsl.errors import UsageError
 
         listed = ", ".join(sorted(names)[:4]) + (", …" if len(names) > 4 else "")
         raise UsageError(f"--world {world.meta.name} declares none of this bundle's participants "

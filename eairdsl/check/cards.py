@@ -22,7 +22,6 @@ from jinja2.exceptions import SecurityError
 
 from eairdsl.check.data import data_ref
 from eairdsl.check.loader import LoadedModule, resolve_data_path
-from eairdsl.check.references import RISKS
 from eairdsl.check.sandbox import (
     MAX_OUTPUT,
     MAX_RANGE,
@@ -38,6 +37,7 @@ from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import SourceFile, Span, display_name
 from eairdsl.syntax import ast as A
+from eairdsl.vocabulary import RISKS
 
 __all__ = ["render_cards", "forbidden_words", "card_context", "CARD_VARIABLES"]
 

@@ -13,26 +13,18 @@ from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
-from eairdsl.vocabulary import TRAITS
+from eairdsl.vocabulary import (
+    CLOCK_UNITS,
+    INDUCER_KINDS,
+    MODEL_BINDINGS,
+    RISKS,
+    TOOL_KINDS,
+    TRAITS,
+)
 
-__all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS"]
+__all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS",
+           "CLOCK_UNITS"]
 
-#: The EAIR risk taxonomy (Table 1): id -> name.
-RISKS = {
-    "A1": "KPI gaming", "A2": "reciprocal approval collusion",
-    "A3": "persistent resource capture", "B1": "authority bias",
-    "B2": "expert minority suppression", "C1": "information-state drift",
-    "C2": "incomplete evidence transfer", "C3": "false corroboration from shared provenance",
-    "D1": "delegated authorization violation",
-    "D2": "responsibility diffusion / verification vacuum",
-    "D3": "cross-role authority miscalibration", "F1": "capability misrouting",
-    "F2": "capability-signaling gaming",
-}
-INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledger", "power",
-                 "incentive")
-TOOL_KINDS = ("read", "act", "communicate", "verify")
-MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
-CLOCK_UNITS = ("min", "h", "days")
 _Clauses = tuple[type[A.ClauseNode], ...]
 _EVERY_INDUCER: _Clauses = (A.RolesClause, A.WhenClause, A.TextClause, A.ShiftClause)
 _INDUCER_CLAUSES: dict[str, _Clauses] = {

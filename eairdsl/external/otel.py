@@ -280,8 +280,8 @@ def _read_episode(path: Path) -> _Episode:
 
 
 def _trace_paths(paths: Iterable[Path]) -> list[Path]:
-    from eairdsl.api import UsageError
     from eairdsl.audit.bundle import trace_files
+    from eairdsl.errors import UsageError
 
     found: list[Path] = []
     for p in paths:
@@ -294,9 +294,9 @@ def _trace_paths(paths: Iterable[Path]) -> list[Path]:
 
 def _load_audits(audit_dir: Path) -> dict[Path, dict[str, Any]]:
     """Trace path (resolved) -> its audit report, from `eairc audit`'s index.json."""
-    from eairdsl.api import UsageError
     from eairdsl.audit.contract import Report
     from eairdsl.audit.runner import REPORTS, read_index
+    from eairdsl.errors import UsageError
 
     try:
         index = read_index(audit_dir)

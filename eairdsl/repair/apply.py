@@ -23,8 +23,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from eairdsl.api import UsageError
 from eairdsl.diagnostics import Diagnostic, render_all
+from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.model import Candidate
 from eairdsl.source import display_name

@@ -60,9 +60,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from eairdsl.api import UsageError
 from eairdsl.audit.contract import Finding, RepairPlan
 from eairdsl.audit.runner import REPORTS, read_index
+from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import apply_candidate, write_atomic
 from eairdsl.repair.model import (

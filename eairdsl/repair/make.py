@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.repair.model import RepairAgent, Reviewer
 
 __all__ = ["AGENTS", "REVIEWERS", "make_agent", "make_reviewer", "describe"]

@@ -73,12 +73,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from eairdsl.api import UsageError, validate_world
+from eairdsl.api import validate_world
 from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
 from eairdsl.audit.bundle import write_bundle
 from eairdsl.audit.contract import Finding
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.runner import REPORTS, audit_episodes, grader_traces, read_index
+from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import write_atomic
 from eairdsl.runtime.engine import CompiledWorld

@@ -6,8 +6,9 @@ fixed tables (equations 1–3), remediations with checks, and a lifecycle (open,
 resolved at a world digest, regressed, won't-fix). A deterministic matcher
 (§6.1) compares two sets of occurrences or Signals.
 
-- `taxonomy`: the 45 problem types in eight families (Appendix A) and the 13
-  EAIR risks, as versioned data shipped with the package;
+- `taxonomy()`: the 45 problem types in eight families (Appendix A) and the 13
+  EAIR risks, as versioned data shipped with the package (`eairdsl.taxonomy`, at the
+  top of the package, since the audit stage reads it too);
 - `severity`: equations 1–3 with Tables 1 and 2;
 - `occurrences`, `grouping`, `store`: from audit reports to a persistent store;
 - `matcher`: occurrence and Signal precision, recall and F1.
@@ -20,14 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# The submodule `eairdsl.signals.taxonomy` and the function `taxonomy()` share a
-# name. Importing a submodule sets it as an attribute of its package, so a lazy
-# import inside `taxonomy()` would replace the function by the module on its
-# first call (and `eairdsl.signals.taxonomy()` would then raise "'module' object
-# is not callable"). The submodule is therefore imported here, before the
-# function is defined, and never sets the attribute again. It reads no data
-# until `load_taxonomy()` is called.
-from eairdsl.signals.taxonomy import Taxonomy, load_taxonomy
+from eairdsl.taxonomy import Taxonomy, load_taxonomy
 
 __all__ = ["severity_score", "taxonomy"]
 

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
 from eairdsl.signals.remediation import SignalView, signal_view
 from eairdsl.signals.store import SignalsStore

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.signals.matcher import MatchOccurrence, MatchResult, MatchSet, MatchSignal, match
 from eairdsl.study.sqlite_file import is_sqlite
 
@@ -148,7 +148,7 @@ def _left_out(skipped: int, leads: bool) -> list[str]:
 def _audit_side(path: Path, leads: bool) -> Side:
     from eairdsl.signals.grouping import fingerprint, fingerprint_inputs
     from eairdsl.signals.occurrences import read_audit
-    from eairdsl.signals.taxonomy import load_taxonomy
+    from eairdsl.taxonomy import load_taxonomy
 
     read = read_audit(path, {t.id for t in load_taxonomy().types})
     occ, skipped = from_occurrences(read.occurrences,

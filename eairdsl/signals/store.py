@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.signals.grouping import GROUPING_VERSION, explain, fingerprint, fingerprint_inputs
 from eairdsl.signals.occurrences import AuditRead, Occurrence, Session, audit_dirs, read_audit
 from eairdsl.study.sqlite_file import FileKind, connect
@@ -160,7 +160,7 @@ class SignalsStore:
     # ------------------------------------------------------------ updating
     def known_types(self) -> set[str]:
         if self._known is None:
-            from eairdsl.signals.taxonomy import load_taxonomy
+            from eairdsl.taxonomy import load_taxonomy
 
             self._known = {t.id for t in load_taxonomy().types}
         return self._known

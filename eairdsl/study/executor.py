@@ -70,7 +70,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eairdsl.api import UsageError, run_episode, run_episode_async
+from eairdsl.api import run_episode, run_episode_async
+from eairdsl.errors import UsageError
 from eairdsl.ir import World, dump_world, load_world
 from eairdsl.names import safe_filename
 from eairdsl.runtime.engine import CompiledWorld

@@ -62,7 +62,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.study.audits import AuditCell, discover_audits, episode_audits
 from eairdsl.study.charts import svg_bubbles, svg_rates
 from eairdsl.study.cohort import StudyMeasureResult, compute

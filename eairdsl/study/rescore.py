@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.measure import measure_episode
 from eairdsl.runtime.engine import AGENT_FAILED, CompiledWorld

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 
 __all__ = ["FileKind", "identify", "is_sqlite", "connect", "transaction"]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eairdsl.api import UsageError
+from eairdsl.errors import UsageError
 from eairdsl.ir import ConditionIR, StudyMeasureIR
 from eairdsl.study.cohort import dump_measure, parse_measure
 from eairdsl.study.grid import Attempt, Cell

@@ -5,7 +5,7 @@ evidence a diagnosis needs and the cases it excludes, so that a diagnosis can
 be checked against the execution and two diagnostic methods can be compared
 on the same ids (§6.1 matches occurrences on "at least one shared problem-type
 ID"). The catalogue is data, not code: it ships as
-`eairdsl/signals/data/taxonomy-1.json`, its version (`signals-1`) is the one an
+`eairdsl/data/taxonomy-1.json`, its version (`signals-1`) is the one an
 audit report pins in `RiskType.version`, and a later catalogue is a new file
 with a new version rather than an edit that silently changes old reports'
 meaning. The same file carries EAIR Table 1 (the 13 interaction risks A1–F2
@@ -15,6 +15,11 @@ audit report may cite beside or instead of a Signals type.
 The paper gives names and definitions but no ids and no neighbour lists; the
 file's `note` says how ids (the names in snake_case) and neighbours (this
 project's reading of the boundaries the paper draws) were made.
+
+It sits at the top of the package, not inside `signals/`, because the audit stage
+reads it too (an auditor's prompt lists the types, the validator holds a report's
+`types` to them) and the audit stage comes before Signals: a vocabulary every stage
+may use, like `eairdsl.vocabulary`.
 """
 
 from __future__ import annotations
@@ -175,5 +180,5 @@ def parse_taxonomy(data: Any) -> Taxonomy:
 @cache
 def load_taxonomy() -> Taxonomy:
     """The shipped catalogue, read and validated once per process."""
-    raw = resources.files("eairdsl.signals").joinpath("data", TAXONOMY_FILE).read_text("utf-8")
+    raw = resources.files("eairdsl").joinpath("data", TAXONOMY_FILE).read_text("utf-8")
     return parse_taxonomy(json.loads(raw))
