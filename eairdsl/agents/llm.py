@@ -75,7 +75,7 @@ from eairdsl.agents.schema import tool_definitions
 
 if TYPE_CHECKING:
     from eairdsl.ir import PartyIR, World
-    from eairdsl.runtime.engine import CompiledWorld
+    from eairdsl.runtime.world import CompiledWorld
 
 __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LLMAgent",
            "alternate",

@@ -19,41 +19,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
 
-from eairdsl.ir import DashboardInducer, Ref, WarningInducer, World, walk_expr
-from eairdsl.runtime.evaluate import EvalError, Scope, reads_trace_or_clock, truthy
+from eairdsl.ir import DashboardInducer, WarningInducer
+from eairdsl.runtime.evaluate import EvalError, Scope, truthy
+from eairdsl.runtime.world import InducerPlan, Proc
 from eairdsl.vocabulary import TRAITS
 
 if TYPE_CHECKING:
-    from eairdsl.runtime.engine import CompiledWorld
     from eairdsl.runtime.state import EpisodeState
-    from eairdsl.runtime.tools import Proc
+    from eairdsl.runtime.world import CompiledWorld
 
-__all__ = ["InducerHost", "InducerPlan", "Inducers"]
-
-
-class InducerPlan:
-    """What a world's inducers need at run time, worked out once per world."""
-
-    def __init__(self, world: World) -> None:
-        # Warnings that fire after a tool call (`on TOOL`), by tool.
-        self.on_tool: dict[str, list[WarningInducer]] = {}
-        for inducer in world.inducers:
-            if isinstance(inducer, WarningInducer) and inducer.on is not None:
-                self.on_tool.setdefault(inducer.on, []).append(inducer)
-        # Dashboards whose text reads the episode: re-read into every observation,
-        # cached until something they read changes (never, if one reads the trace or
-        # the clock).
-        self.live_dashboards = [i for i in world.inducers
-                                if isinstance(i, DashboardInducer) and i.text_expr is not None]
-        self.volatile_dashboards = any(
-            reads_trace_or_clock(e, world.lets) for i in self.live_dashboards
-            for e in (i.text_expr, i.when))
-        read = [x for i in self.live_dashboards for x in walk_expr(i.text_expr, world.lets)
-                if isinstance(x, Ref) and x.kind in ("record", "state")]
-        self.dashboard_records = sorted({x.name for x in read if x.kind == "record"})
-        self.dashboard_states = sorted({x.name for x in read if x.kind == "state"})
-        #: what a change to bumps `EpisodeState.watched_version`
-        self.watched = frozenset(self.dashboard_records) | frozenset(self.dashboard_states)
+__all__ = ["InducerHost", "InducerPlan", "Inducers"]  # InducerPlan lives in runtime.world
 
 
 class InducerHost(Protocol):

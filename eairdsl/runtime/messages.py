@@ -24,8 +24,8 @@ from eairdsl.ir import (
 from eairdsl.runtime.evaluate import truthy
 
 if TYPE_CHECKING:
-    from eairdsl.runtime.engine import CompiledWorld
     from eairdsl.runtime.state import EpisodeState
+    from eairdsl.runtime.world import CompiledWorld
 
 __all__ = ["Topology"]
 

@@ -23,7 +23,7 @@ from eairdsl.runtime.values import Ledger, Row
 if TYPE_CHECKING:
     import simpy
 
-    from eairdsl.runtime.engine import CompiledWorld
+    from eairdsl.runtime.world import CompiledWorld
 
 __all__ = ["EpisodeState"]
 

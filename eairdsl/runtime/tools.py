@@ -21,8 +21,6 @@ to`); everything else it reads from the compiled world and the live state.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
 import simpy
@@ -43,29 +41,14 @@ from eairdsl.runtime.conform import misfit, type_name
 from eairdsl.runtime.evaluate import EvalError, Scope, truthy
 from eairdsl.runtime.trace import Trace, to_json
 from eairdsl.runtime.values import Row
+from eairdsl.runtime.world import Proc, Task
 
 if TYPE_CHECKING:
-    from eairdsl.runtime.engine import CompiledWorld
     from eairdsl.runtime.inducers import Inducers
     from eairdsl.runtime.state import EpisodeState
+    from eairdsl.runtime.world import CompiledWorld
 
-__all__ = ["Proc", "Task", "ToolHost", "ToolRunner"]
-
-Proc = Generator[Any, Any, Any]
-
-
-@dataclass
-class Task:
-    """One request a participant is handling: the context its tool calls are made in."""
-
-    id: int
-    party: str
-    request: Request
-    principal: str | None
-    root: str | None
-    delegator: str | None
-    depth: int
-
+__all__ = ["Proc", "Task", "ToolHost", "ToolRunner"]  # Proc and Task live in runtime.world
 
 class ToolHost(Protocol):
     """What the tool runner needs of its episode: participants' ranks, nested and new tasks."""

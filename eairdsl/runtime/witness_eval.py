@@ -68,7 +68,7 @@ from eairdsl.runtime.witness import (
 )
 
 if TYPE_CHECKING:
-    from eairdsl.runtime.engine import CompiledWorld
+    from eairdsl.runtime.world import CompiledWorld
 
 __all__ = ["WitnessRun", "judge_key", "is_same", "RULES"]
 
