@@ -1,9 +1,10 @@
 """Lowering: a checked world (AST plus the checker's tables) to the IR of `eairdsl.ir`.
 
-This is the only module that reads both the front end (`eairdsl.syntax`,
-`eairdsl.check`) and the IR; the runtime imports the IR alone. Expressions are
-lowered by `lower_expr` (see `_Lowerer.expr`); declarations and their clauses by
-the `_tool`, `_party`, `_inducer`, ... functions below.
+It reads both the front end (`eairdsl.syntax`, `eairdsl.check`) and the IR; the
+runtime imports the IR alone. Expressions are lowered by `lower_expr`
+(`eairdsl.check.lower_expr`, which the checker's constant folder uses too; see
+`_Lowerer.expr`); declarations and their clauses by the `_tool`, `_party`,
+`_inducer`, ... functions below.
 """
 
 from __future__ import annotations
@@ -13,22 +14,17 @@ from typing import Any, Literal, assert_never, cast, get_args
 
 from eairdsl.check import types as T
 from eairdsl.check.cards import forbidden_words
+from eairdsl.check.lower_expr import lower_expr
 from eairdsl.check.signatures import resolve_type
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.ir import (
     INDUCER_CLASSES,
-    Agg,
     AppendEffect,
-    Attr,
     AuthorizationIR,
     AuthRuleIR,
-    Binary,
-    BinaryOp,
     CalibrationCellIR,
-    Call,
     ChannelIR,
-    Comp,
     ConditionIR,
     DelegationChannel,
     DirectChannel,
@@ -38,26 +34,19 @@ from eairdsl.ir import (
     FieldIR,
     ForkChannel,
     GuardIR,
-    Index,
     InducerIR,
     InducerKind,
-    LetCall,
     LetIR,
     LeverIR,
-    ListExpr,
-    Lit,
     MeasureIR,
     MergeChannel,
     ParamIR,
     PartyIR,
     PolicyIR,
-    Quant,
     RatingGapMeasure,
     RatingIR,
-    RecordExpr,
     RecordIR,
     Ref,
-    RefKind,
     RegretMeasure,
     RelayChannel,
     SetEffect,
@@ -69,7 +58,6 @@ from eairdsl.ir import (
     ToolRefIR,
     TypeIR,
     TypeKind,
-    Unary,
     World,
     WorldMeta,
 )
@@ -98,84 +86,9 @@ class _Lowerer:
         return self.expr(e) if e is not None else None
 
 
-def lower_expr(w: CheckedWorld, e: A.Expr, used_lets: set[str],
-               subst: dict[str, Expr] | None = None) -> Expr:
-    """Lower one checked expression; `let` calls it makes are added to `used_lets`.
-
-    `subst` maps names bound by an enclosing definition to their lowered values.
-    """
-    s = subst or {}
-
-    def x(sub: A.Expr, sc: dict[str, Expr]) -> Expr:
-        return lower_expr(w, sub, used_lets, sc)
-
-    if isinstance(e, A.LiteralExpr):
-        return Lit(type=e.kind, value=e.value)
-    if isinstance(e, A.NameExpr):
-        if e.id in s:
-            return s[e.id]
-        res = w.resolutions.get(id(e))
-        return Ref(kind=_ref_kind(res.kind) if res else "unknown", name=e.id)
-    if isinstance(e, A.AttrExpr):
-        return Attr(obj=x(e.obj, s), name=e.name)
-    if isinstance(e, A.IndexExpr):
-        return Index(obj=x(e.obj, s), index=x(e.index, s))
-    if isinstance(e, A.CallExpr):
-        if e.func in w.lets:
-            let = w.lets[e.func]
-            used_lets.add(let.name)
-            return LetCall(name=let.name, args=[x(a.value, s) for a in e.args])
-        # `text(x)` renders with x's unit ($40, 6 min), which only the checker knows.
-        unit = None
-        if e.func in ("text", "join") and e.args:
-            t = w.expr_types.get(id(e.args[0].value))
-            if t is not None:
-                unit = t.arg.kind if t.kind == "list" and t.arg is not None else t.kind
-        return Call(func=e.func, unit=unit, args=[x(a.value, s) for a in e.args],
-                    keys=[a.name or "" for a in e.args])
-    if isinstance(e, A.UnaryExpr):
-        return Unary(operator=e.op, operand=x(e.operand, s))
-    if isinstance(e, A.BinaryExpr):
-        return Binary(operator=_binary_op(e.op), left=x(e.left, s), right=x(e.right, s))
-    if isinstance(e, A.ListExpr):
-        return ListExpr(items=[x(i, s) for i in e.items])
-    if isinstance(e, A.RecordExpr):
-        return RecordExpr(keys=[f.name for f in e.fields], values=[x(f.value, s) for f in e.fields])
-    if isinstance(e, A.ComprehensionExpr):
-        inner = {k: v for k, v in s.items() if k != e.tail.var}
-        return Comp(var=e.tail.var, source=x(e.tail.source, s), body=x(e.body, inner),
-                    where=x(e.tail.where, inner) if e.tail.where else None,
-                    group_by=[x(g, inner) for g in e.tail.group_by])
-    if isinstance(e, A.AggregateExpr):
-        if e.tail is None:
-            return Agg(func=e.func, body=x(e.body, s))
-        inner = {k: v for k, v in s.items() if k != e.tail.var}
-        return Agg(func=e.func, var=e.tail.var, source=x(e.tail.source, s),
-                   body=x(e.body, inner),
-                   where=x(e.tail.where, inner) if e.tail.where else None,
-                   group_by=[x(g, inner) for g in e.tail.group_by])
-    assert isinstance(e, A.QuantifierExpr)
-    inner = {k: v for k, v in s.items() if k != e.var}
-    return Quant(kind=e.kind, var=e.var, source=x(e.source, s), body=x(e.body, inner))
-
-
-_REF_KINDS: frozenset[str] = frozenset(get_args(RefKind))
-_BINARY_OPS: frozenset[str] = frozenset(get_args(BinaryOp))
 _TYPE_KINDS: frozenset[str] = frozenset(get_args(TypeKind))
 _TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
 _INDUCER_KINDS: frozenset[str] = frozenset(get_args(InducerKind))
-
-
-def _ref_kind(kind: str) -> RefKind:
-    """The checker's resolution kind as the IR's (every resolution kind is one)."""
-    assert kind in _REF_KINDS, kind
-    return cast(RefKind, kind)
-
-
-def _binary_op(op: str) -> BinaryOp:
-    """The parser's operator as the IR's (the grammar has no other)."""
-    assert op in _BINARY_OPS, op
-    return cast(BinaryOp, op)
 
 
 def _type_kind(kind: str) -> TypeKind:

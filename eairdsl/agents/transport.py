@@ -278,7 +278,7 @@ def _child(parent: int) -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    from eairdsl.agents.llm import load_litellm
+    from eairdsl.agents.provider import load_litellm
 
     litellm = load_litellm()
     out.write(b'{"ready": true}\n')
@@ -289,7 +289,7 @@ def _child(parent: int) -> None:
 
 
 async def _serve(litellm: Any, out: Any) -> None:
-    from eairdsl.agents.llm import _describe, _normalise, _retry_after, _retryable
+    from eairdsl.agents.provider import _describe, _normalise, _retry_after, _retryable
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 30)

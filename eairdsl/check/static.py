@@ -91,8 +91,8 @@ def lower_for_fold(expr: A.Expr, levers: dict[str, Any] | set[str], enum_members
     unknown (not constant). `let_cache` (one per world, kept by the caller)
     holds each definition lowered once, with the definitions its body calls.
     """
+    from eairdsl.check.lower_expr import lower_expr
     from eairdsl.ir import LetIR
-    from eairdsl.lower import lower_expr
 
     if world is None:
         shim = CheckedWorld(program=cast(Any, None))

@@ -29,14 +29,12 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from eairdsl.ir import CalibrationCellIR, RatingGapMeasure, RegretMeasure, StudyMeasureIR
-
-if TYPE_CHECKING:
-    from eairdsl.study.store import Store
+from eairdsl.study.store import Store, dump_measure, parse_measure
 
 __all__ = ["ALL_MODELS", "Baseline", "MeasureValue", "StudyMeasureResult", "compute",
            "compute_store", "compute_world", "dump_measure", "parse_measure",
@@ -45,7 +43,6 @@ __all__ = ["ALL_MODELS", "Baseline", "MeasureValue", "StudyMeasureResult", "comp
 #: the `model` of a figure pooled over every model column
 ALL_MODELS = "all models"
 
-_ADAPTER: TypeAdapter[StudyMeasureIR] = TypeAdapter(StudyMeasureIR)
 
 #: two-sided 95% Student-t quantiles by degrees of freedom (1..30), then the normal's
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -95,15 +92,6 @@ class StudyMeasureResult(BaseModel):
     #: whether any counted episode ran the offline sim agents (then the figures describe
     #: the world's mechanics and its declared shifts, not LLMs)
     offline: bool = False
-
-
-def parse_measure(text: str) -> StudyMeasureIR:
-    """A study measure from its stored JSON (ValueError when it is not one)."""
-    return _ADAPTER.validate_json(text)
-
-
-def dump_measure(measure: StudyMeasureIR) -> str:
-    return json.dumps(measure.model_dump(mode="json"), sort_keys=True)
 
 
 def t_interval(values: Sequence[float]) -> tuple[float, float] | None:

@@ -28,9 +28,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from eairdsl.errors import UsageError
 from eairdsl.ir import ConditionIR, StudyMeasureIR
-from eairdsl.study.cohort import dump_measure, parse_measure
 from eairdsl.study.grid import Attempt, Cell
 from eairdsl.study.sqlite_file import FileKind, connect, is_sqlite
 from eairdsl.study.sqlite_file import transaction as _transaction
@@ -45,10 +46,12 @@ __all__ = [
     "STORE_FILE",
     "Store",
     "StoreError",
+    "dump_measure",
     "episodes_frame",
     "export_csv",
     "export_parquet",
     "flat_rows",
+    "parse_measure",
 ]
 
 SCHEMA_VERSION = 1
@@ -491,3 +494,16 @@ def episodes_frame(store: Store) -> Any:
         kind = _kind(c, rows)
         data[c] = pd.array(_typed(c, kind, rows), dtype=dtypes[kind])
     return pd.DataFrame(data, columns=columns)
+
+
+#: study measures are stored as their IR declaration's JSON (the store owns the format)
+_ADAPTER: TypeAdapter[StudyMeasureIR] = TypeAdapter(StudyMeasureIR)
+
+
+def parse_measure(text: str) -> StudyMeasureIR:
+    """A study measure from its stored JSON (ValueError when it is not one)."""
+    return _ADAPTER.validate_json(text)
+
+
+def dump_measure(measure: StudyMeasureIR) -> str:
+    return json.dumps(measure.model_dump(mode="json"), sort_keys=True)
