@@ -96,7 +96,7 @@ def open_page(report: Path, link: str) -> dict[str, Any]:
     try:
         out = subprocess.run([exe, str(harness), str(report / "trace.html"),
                               "#" + link.split("#", 1)[1]],
-                             check=True, capture_output=True, text=True, timeout=60)
+                             check=True, capture_output=True, text=True, timeout=300)
     finally:
         harness.unlink()
     data: dict[str, Any] = json.loads(out.stdout)
@@ -129,7 +129,7 @@ def render(report: Path, link: str, minutes: list[Any] | None = None) -> dict[st
         out = subprocess.run([exe, str(harness), str(report / "trace.html"),
                               str(report / "traces" / f"{name}.js"), str(i),
                               json.dumps(minutes or [])],
-                             check=True, capture_output=True, text=True, timeout=60)
+                             check=True, capture_output=True, text=True, timeout=300)
     finally:
         harness.unlink()
     data: dict[str, Any] = json.loads(out.stdout)

@@ -41,7 +41,7 @@ def run_eairc(*args: object, cwd: Path, env: dict[str, str] | None = None,
     full_env.update(env or {})
     proc = subprocess.run(
         [sys.executable, *python_flags, "-m", "eairdsl.cli", *map(str, args)],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300, check=False,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout, proc.stdout

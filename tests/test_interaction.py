@@ -60,7 +60,7 @@ def test_compiling_draws_the_topology_without_importing_networkx(tmp_path: Path)
         "assert result.ok\n"
         "print('networkx' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
     from eairdsl.graph import to_dot, topology, topology_graph
