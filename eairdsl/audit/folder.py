@@ -39,7 +39,8 @@ Public API: `AuditFolder` (`index`, `index_entries`, `report`, `reports`, `valid
 `AuditStudyFolder` (`cohort_path`, `summary_path`, `arm`), `AuditEntry`, `AuditIndex`,
 `LenientIndex`, `AuditFolderError`, `find_audits`, `study_audits`, `replay_sources`,
 `read_json`, `report_json`, and the file names (`AUDIT_INDEX`, `BUNDLES`, `REPORTS`,
-`CASSETTES`, `AUDITOR_CASSETTE`, `ARMS`) for messages and older imports.
+`CASSETTES`, `AUDITOR_CASSETTE`, `ARMS`, `COHORT`, `SUMMARY`) for messages and older
+imports.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ from eairdsl.source import write_atomic
 if TYPE_CHECKING:
     from eairdsl.audit.validate import ValidationResult
 
-__all__ = ["ARMS", "AUDIT_INDEX", "AUDITOR_CASSETTE", "BUNDLES", "CASSETTES", "REPORTS",
+__all__ = ["ARMS", "AUDIT_INDEX", "AUDITOR_CASSETTE", "BUNDLES", "CASSETTES", "COHORT",
+           "REPORTS", "SUMMARY",
            "AuditEntry", "AuditFolder", "AuditFolderError", "AuditIndex", "AuditStudyFolder",
            "LenientIndex", "find_audits", "read_json", "replay_sources", "report_json",
            "study_audits"]
@@ -76,9 +78,9 @@ ARMS = "arms"
 _VALIDATION = ".validation.json"
 #: where `eairc audit STUDY_DIR` writes its arms, relative to the study
 _STUDY_AUDIT = "audit"
-#: the audit study's cohort and summary files (as eairdsl.audit.cohort.COHORT, SUMMARY)
-_COHORT = "cohort.json"
-_SUMMARY = "summary.json"
+#: the audit study's cohort and summary files (their contents: eairdsl.audit.cohort)
+COHORT = "cohort.json"
+SUMMARY = "summary.json"
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -191,15 +193,20 @@ def read_json(path: Path, limit: int | None = None) -> Any:
         raise ValueError("it is not JSON (nested too deeply)") from None
 
 
+def _size(limit: int) -> str:
+    """A size limit for people: whole mebibytes as such (8 MiB), else bytes."""
+    return f"{limit >> 20} MiB" if limit and limit % (1 << 20) == 0 else f"{limit} bytes"
+
+
 def _model(path: Path, model: type[_M], limit: int | None = None) -> _M:
     """A file read as `model`; AuditFolderError(path, why) when it is missing, too large,
     or not one (why: the first line of the parser's message)."""
     try:
         if limit is not None and path.stat().st_size > limit:
-            raise AuditFolderError(path, f"larger than {limit} bytes")
+            raise AuditFolderError(path, f"larger than {_size(limit)}")
         data = path.read_bytes()
     except OSError as exc:
-        raise AuditFolderError(path, f"cannot read it ({exc.strerror or exc})") from None
+        raise AuditFolderError(path, _first_line(exc)) from None
     try:
         return model.model_validate_json(data)
     except (ValueError, RecursionError) as exc:
@@ -347,11 +354,11 @@ class AuditStudyFolder:
 
     @property
     def cohort_path(self) -> Path:
-        return self.path / _COHORT
+        return self.path / COHORT
 
     @property
     def summary_path(self) -> Path:
-        return self.path / _SUMMARY
+        return self.path / SUMMARY
 
     def arm(self, arm: str) -> AuditFolder:
         return AuditFolder(self.path / ARMS / arm)
