@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eairdsl"
 NAMES = frozenset({"index.json", "reports", "bundles", "cassettes", "auditor.jsonl", "arms",
                    "cohort.json", "summary.json"})
 #: the names eairdsl.audit.folder gives them
-CONSTANTS = frozenset({"AUDIT_INDEX", "REPORTS", "BUNDLES", "CASSETTES", "AUDITOR_CASSETTE",
+CONSTANTS = frozenset({"AUDIT_INDEX", "REPORTS", "BUNDLES", "AUDITOR_CASSETTE",
                        "ARMS", "COHORT", "SUMMARY"})
 OWNERS = {PACKAGE / "audit" / "folder.py",
           # the repair folder's owner (branch h-repair); absent until it merges
