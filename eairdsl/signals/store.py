@@ -92,13 +92,13 @@ _KIND = FileKind(app_id=APP_ID, sqlite_id=SQLITE_APPLICATION_ID, schema_version=
 
 def _grader_side(audit: Path) -> bool:
     """Whether an audit folder's index says its auditor read grader-side data."""
+    from eairdsl.audit.folder import AuditFolder
+
     try:
-        index = json.loads((audit / "index.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        auditor = AuditFolder(audit).index().auditor
+    except (OSError, UsageError):
         return False
-    auditor = index.get("auditor") if isinstance(index, dict) else None
-    return isinstance(auditor, dict) and (auditor.get("grader_side") is True
-                                          or auditor.get("kind") == "oracle")
+    return auditor.get("grader_side") is True or auditor.get("kind") == "oracle"
 
 
 @dataclass
@@ -299,6 +299,7 @@ class SignalsStore:
 
     # ------------------------------------------------------------ repairs
     def _update_repair(self, folder: Path) -> UpdateSummary:
+        from eairdsl.audit.folder import AuditFolder
         from eairdsl.repair.loop import ACCEPTANCE, LOOP, PLAN, Acceptance, Selected
 
         try:
@@ -311,7 +312,7 @@ class SignalsStore:
         audit = Path(str(loop.get("audit") or ""))
         summary = UpdateSummary(source=folder.resolve().as_posix(), kind="repair")
         reads = []
-        if (audit / "index.json").is_file():
+        if AuditFolder(audit).has_index():
             reads = [read_audit(audit, self.known_types())]
         retest: dict[str, Any] | None = None
         if acc.retest and (folder / acc.retest / "result.json").is_file():
