@@ -43,6 +43,9 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("eairdsl.api", "eairdsl.episodes", "eairdsl.judges")),
     ("study", ("eairdsl.study",)),
     ("audit", ("eairdsl.audit",)),
+    # the study's HTML report shows each episode's audit findings, so it reads audit
+    # folders (through `audit/folder.py`) and comes after the audit stage
+    ("report", ("eairdsl.study.report", "eairdsl.study.audits")),
     ("repair", ("eairdsl.repair",)),
     ("signals", ("eairdsl.signals",)),
     ("external", ("eairdsl.external",)),
