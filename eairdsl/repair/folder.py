@@ -311,6 +311,14 @@ class RepairFolder:
         identity, a non-object included)."""
         return _read_json(self.path / LOOP)
 
+    def read_audit_dir(self) -> Path:
+        """The audit folder the repair started from (`loop.json`'s `audit`, as resolved
+        when it ran); OSError or ValueError when `loop.json` is missing or unreadable."""
+        data = json.loads((self.path / LOOP).read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.path / LOOP} is not a repair's identity")
+        return Path(str(data.get("audit") or ""))
+
     def write_loop(self, identity: dict[str, Any]) -> None:
         write_atomic(self.path / LOOP, dump_json(identity))
 
