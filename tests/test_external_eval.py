@@ -142,6 +142,17 @@ def _import_folder(tmp_path: Path) -> Path:
     return out
 
 
+def _finding(first: str, kind: str, name: str, status: str = "supported") -> dict[str, Any]:
+    """A contract-v1 finding whose first anomaly and component are what grading reads."""
+    return {"id": f"f-{first}-{name}", "status": status, "property": {"text": "p"},
+            "risk": "other", "nature": "realized_defect",
+            "component": {"type": kind, "name": name},
+            "boundary": {"kind": "handoff", "edge": "a->b", "step": first},
+            "contribution": "introduced", "first_anomaly": first, "effect": {"endpoint": "e"},
+            "evidence": [{"step": first, "field": "text", "quote": "q", "supports": ["R4"]}],
+            "confidence": 0.5}
+
+
 def _audit_folder(tmp_path: Path, out: Path) -> Path:
     """A hand-made audit folder: index entries naming the traces, one report each."""
     audit = tmp_path / "audit"
@@ -150,16 +161,18 @@ def _audit_folder(tmp_path: Path, out: Path) -> Path:
     entries = []
     reports = {
         "1.jsonl": {"findings": [], "leads": [
-            {"first_anomaly": "s0003", "component": {"type": "participant", "name": "Coder"}},
-            {"first_anomaly": "s0002", "component": {"type": "tool", "name": "x"}}]},
-        "2.jsonl": {"findings": [{"first_anomaly": "s0002",
-                                  "component": {"type": "participant", "name": "Planner"}}]},
-        "t.jsonl": {"findings": [{"first_anomaly": "s0002", "component": {
-            "type": "participant", "name": "Agent"}}]},
+            _finding("s0003", "participant", "Coder", "lead"),
+            _finding("s0002", "tool", "x", "lead")]},
+        "2.jsonl": {"findings": [_finding("s0002", "participant", "Planner")]},
+        "t.jsonl": {"findings": [_finding("s0002", "participant", "Agent")]},
     }
     for n, p in enumerate(traces):
         episode = f"ep-{n}"
-        (audit / "reports" / f"{episode}.json").write_text(json.dumps(reports[p.name]),
+        report = {"audit_schema": 1, "report_id": f"r-{n}",
+                  "bundle": {"episode": episode, "manifest_sha256": "0" * 64},
+                  "auditor": {"kind": "human"}, "coverage": {},
+                  "verdict": "findings", "leads": [], **reports[p.name]}
+        (audit / "reports" / f"{episode}.json").write_text(json.dumps(report),
                                                            encoding="utf-8")
         entries.append({"episode": episode, "traces": [str(Path("..") / p.relative_to(
             tmp_path))], "status": "valid", "findings": len(reports[p.name]["findings"]),

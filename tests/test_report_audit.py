@@ -428,6 +428,7 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
 def test_the_graph_draws_steps_without_an_edge_on_the_edge_they_lean_on(plain: Path) -> None:
     """A tool result is drawn on its call's edge; a step that is no interaction (a
     decision) highlights only its actor; a boundary named by edge only is found."""
+    from eairdsl.audit.contract import Finding
     from eairdsl.study.audits import _episode_graph, finding_svg
 
     trace_path = next(iter(sorted((plain / "traces").rglob("*.jsonl"))))
@@ -436,9 +437,14 @@ def test_the_graph_draws_steps_without_an_edge_on_the_edge_they_lean_on(plain: P
     result = next(e for e in trace.events if e.kind == "tool_result" and e.call)
     call = next(e for e in trace.events if e.step == result.call)
     message = next(e for e in trace.events if e.kind == "message" and e.recipient)
-    finding = {"path": [result.step], "first_anomaly": result.step,
-               "boundary": {"kind": "handoff", "edge": f"{message.actor}->{message.recipient}",
-                            "step": "s9999"}}  # no such step: found by its edge
+    finding = Finding.model_validate({
+        "id": "f1", "status": "supported", "property": {"text": "p"}, "risk": "other",
+        "nature": "realized_defect", "component": {"type": "participant", "name": "x"},
+        "contribution": "introduced", "path": [result.step], "first_anomaly": result.step,
+        "effect": {"endpoint": "e"}, "confidence": 0.5,
+        "evidence": [{"step": result.step, "field": "text", "quote": "q", "supports": ["R4"]}],
+        "boundary": {"kind": "handoff", "edge": f"{message.actor}->{message.recipient}",
+                     "step": "s9999"}})  # no such step: found by its edge
     root = ET.fromstring(finding_svg(graph, finding))
     ns = "{http://www.w3.org/2000/svg}"
     by_class: dict[str, list[str]] = {}

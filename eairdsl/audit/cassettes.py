@@ -15,17 +15,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eairdsl.audit.runner import REPORTS
+from eairdsl.audit.folder import AUDITOR_CASSETTE, AuditFolder, replay_sources
 
 __all__ = ["AUDITOR_CASSETTE", "auditor_cassette", "finished_exchanges", "replay_cassette"]
-
-#: the auditor's cassette, relative to the audit folder
-AUDITOR_CASSETTE = Path("cassettes") / "auditor.jsonl"
 
 
 def auditor_cassette(out: Path) -> Path:
     """Where an audit into `out` records its LLM auditor's exchanges."""
-    return Path(out) / AUDITOR_CASSETTE
+    return AuditFolder(out).cassette
 
 
 def replay_cassette(source: Path, arm: str | None = None) -> Path:
@@ -36,11 +33,7 @@ def replay_cassette(source: Path, arm: str | None = None) -> Path:
     source = Path(source)
     if not source.is_dir():
         return source
-    candidates = [source / AUDITOR_CASSETTE, source / AUDITOR_CASSETTE.name]
-    if arm is not None:
-        candidates += [source / "arms" / arm / AUDITOR_CASSETTE, source / arm / AUDITOR_CASSETTE]
-    candidates.append(source / AUDITOR_CASSETTE.parent)  # the older layout: a file
-    return next((c for c in candidates if c.is_file()), source)
+    return next((c for c in replay_sources(source, arm) if c.is_file()), source)
 
 
 def finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
@@ -56,6 +49,7 @@ def finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
         return []
     kept: list[str] = []
     whole: dict[str, bool] = {}
+    folder = AuditFolder(audit_out)
     for line in lines:
         try:
             scope = str(json.loads(line).get("scope", ""))
@@ -66,9 +60,7 @@ def finished_exchanges(cassette: Path, audit_out: Path) -> list[str]:
             continue
         episode = parts[1]
         if episode not in whole:
-            reports = Path(audit_out) / REPORTS
-            whole[episode] = (reports / f"{episode}.json").is_file() and (
-                reports / f"{episode}.validation.json").is_file()
+            whole[episode] = folder.whole(episode)
         if whole[episode]:
             kept.append(line)
     return kept

@@ -43,7 +43,9 @@ from pydantic import BaseModel, Field
 
 from eairdsl.audit.auditor import AuditorAgent
 from eairdsl.audit.bundle import find_world, write_bundle
-from eairdsl.audit.runner import REPORTS, AuditEntry, Progress, audit_episodes
+from eairdsl.audit.contract import Report
+from eairdsl.audit.folder import COHORT, SUMMARY, AuditEntry, AuditFolder, AuditStudyFolder
+from eairdsl.audit.runner import Progress, audit_episodes
 from eairdsl.errors import UsageError
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.trace import read_trace
@@ -53,8 +55,6 @@ from eairdsl.study.store import STORE_FILE, Store
 __all__ = ["COHORT", "SUMMARY", "SUMMARY_KEYS", "CohortMember", "Cohort", "ArmSummary",
            "draw_cohort", "audit_study", "grade"]
 
-COHORT = "cohort.json"
-SUMMARY = "summary.json"
 #: every figure of an arm, per world and in total
 SUMMARY_KEYS = ("seeded", "seeded_with_verdict", "negatives", "negatives_with_findings",
                 "findings", "resolvable_findings", "evidence_units", "resolvable_units",
@@ -177,17 +177,17 @@ class ArmSummary(BaseModel):
     worlds: dict[str, dict[str, float | int]] = Field(default_factory=dict)
 
 
-def _report(arm_dir: Path, episode: str) -> dict[str, Any] | None:
-    path = arm_dir / REPORTS / f"{episode}.json"
+def _report(arm: AuditFolder, episode: str) -> Report | None:
+    """The arm's report of an episode; None when there is none, or none that reads as
+    contract v1 (graded as no report)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return arm.report(episode)
+    except UsageError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def grade(member: CohortMember, entry: AuditEntry | None,
-          report: dict[str, Any] | None) -> dict[str, float | int]:
+          report: Report | None) -> dict[str, float | int]:
     """One audit's contribution to the summary figures (grader-side)."""
     g: dict[str, float | int] = dict.fromkeys(SUMMARY_KEYS, 0)
     positive = member.label == "positive"
@@ -200,8 +200,8 @@ def grade(member: CohortMember, entry: AuditEntry | None,
     if positive:
         g["seeded_with_verdict"] = int(verdict)
     else:
-        g["negatives_with_findings"] = int(bool(report.get("findings")))
-    findings = report.get("findings") or []
+        g["negatives_with_findings"] = int(bool(report.findings))
+    findings = report.findings
     # filed findings and leads, duplicates once: what the validator's rates count
     g["findings"] = entry.findings_total
     g["resolvable_findings"] = entry.findings_resolvable
@@ -209,9 +209,7 @@ def grade(member: CohortMember, entry: AuditEntry | None,
     g["resolvable_units"] = entry.units_resolvable
     if positive and verdict and findings:
         keys = set(member.witnesses)
-        g["cites_witness"] = int(all(
-            keys & {u.get("step") for u in f.get("evidence") or [] if isinstance(u, dict)}
-            for f in findings if isinstance(f, dict)))
+        g["cites_witness"] = int(all(keys & {u.step for u in f.evidence} for f in findings))
     g["tokens_in"] = entry.tokens_in or 0
     g["tool_calls"] = entry.tool_calls or 0
     g["seconds"] = round(entry.seconds or 0.0, 3)
@@ -265,7 +263,8 @@ def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,
     _study_store(Path(study_dir))
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file, not an audit-study folder: use another -o")
-    cohort_path = out / COHORT
+    folder = AuditStudyFolder(out)
+    cohort_path = folder.cohort_path
     if cohort_path.is_file():
         cohort = _read_cohort(cohort_path)
         asked = (per_world, positives, seed)
@@ -285,18 +284,18 @@ def audit_study(study_dir: Path, out: Path, auditor: AuditorAgent, arm: str, *,
         _write(cohort_path, cohort.model_dump(mode="json"))
     if drawn is not None:
         drawn(cohort)
-    arm_dir = out / "arms" / arm
+    arm_folder = folder.arm(arm)
     traces = sorted({Path(study_dir) / m.trace for m in cohort.members})
-    index = audit_episodes(traces, arm_dir, auditor, world=world,
+    index = audit_episodes(traces, arm_folder.path, auditor, world=world,
                            describe={"arm": arm, **(describe or {})},
                            only={m.episode for m in cohort.members}, progress=progress)
     entries = {e.episode: e for e in index.entries}
     summary = ArmSummary(arm=arm, auditor=dict(describe or {}))
     for m in cohort.members:
-        g = grade(m, entries.get(m.episode), _report(arm_dir, m.episode))
+        g = grade(m, entries.get(m.episode), _report(arm_folder, m.episode))
         _add(summary.totals, g)
         _add(summary.worlds.setdefault(m.world, {}), g)
-    path = out / SUMMARY
+    path = folder.summary_path
     try:
         old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except ValueError:

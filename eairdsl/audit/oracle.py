@@ -545,7 +545,7 @@ class OracleAuditor:
     for testing the pipeline and as an upper bound, never an arm of the audit study.
 
     `traces` maps a bundle's episode id to the trace it was made from
-    (`runner.grader_traces(out)`, whose lists are accepted as they are, or
+    (`AuditFolder(out).grader_traces()`, whose lists are accepted as they are, or
     `GraderTraces(bundles_dir)`, which reads the index when asked).
     """
 
@@ -562,9 +562,9 @@ class OracleAuditor:
     @classmethod
     def for_audit(cls, out: Path, world: Path | None = None) -> OracleAuditor:
         """The oracle for `audit_episodes(..., out, ...)`: traces from its bundles' index."""
-        from eairdsl.audit.runner import BUNDLES
+        from eairdsl.audit.folder import AuditFolder
 
-        return cls(GraderTraces(Path(out) / BUNDLES), world)
+        return cls(GraderTraces(AuditFolder(out).bundles), world)
 
     def trace(self, episode: str) -> Path:
         try:

@@ -46,14 +46,11 @@ identify (a test's) is checked on sampling only.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from eairdsl.audit.auditor import (
     AuditError,
@@ -63,81 +60,27 @@ from eairdsl.audit.auditor import (
     SampledAuditor,
 )
 from eairdsl.audit.auditors import identity_of
-from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
-from eairdsl.audit.contract import Report, Verdict
+from eairdsl.audit.bundle import bundle_run
+from eairdsl.audit.contract import Report
 from eairdsl.audit.evidence import Bundle
+from eairdsl.audit.folder import (
+    AUDIT_INDEX,
+    BUNDLES,
+    REPORTS,
+    AuditEntry,
+    AuditFolder,
+    AuditFolderError,
+    AuditIndex,
+    report_json,
+)
 from eairdsl.audit.validate import ValidationResult, validate_report
 from eairdsl.errors import UsageError
-from eairdsl.source import write_atomic
 
 __all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Progress",
            "report_json", "audit_episodes", "read_index", "grader_traces"]
 
-AUDIT_INDEX = "index.json"
-BUNDLES = "bundles"
-REPORTS = "reports"
-
 #: progress callback: (done, total, entry) after each episode
 Progress = Callable[[int, int, "AuditEntry"], None]
-
-
-class AuditEntry(BaseModel):
-    """One audited episode, as the index records it (grader-side: it names the traces)."""
-
-    episode: str
-    #: the trace(s) the bundle was made from, relative to the audit folder
-    traces: list[str]
-    status: Literal["valid", "invalid", "failed"]
-    verdict: Verdict | None = None
-    findings: int = 0
-    leads: int = 0
-    #: whether the report followed contract v1's schema
-    schema_valid: bool = False
-    #: validator errors (V8xx) of the report
-    errors: int = 0
-    findings_resolvable: int = 0
-    findings_total: int = 0
-    units_resolvable: int = 0
-    units_total: int = 0
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    tool_calls: int | None = None
-    seconds: float | None = None
-    #: why an auditor produced no report
-    reason: str | None = None
-
-
-class AuditIndex(BaseModel):
-    """`OUT/index.json`: every episode of the audit, sorted by episode id."""
-
-    about: str = ("grader-side index of an audit: each bundle's opaque episode id, the "
-                  "trace(s) it was made from, and the report's verdict and validation; "
-                  "never give it to an auditor")
-    auditor: dict[str, Any] = Field(default_factory=dict)
-    #: how an LLM auditor's requests were sent (model, sampling, transport limits);
-    #: absent for auditors that sample nothing and in indexes written before it was kept
-    settings: AuditorSettings | None = None
-    entries: list[AuditEntry] = Field(default_factory=list)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _dump(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def _index_json(index: AuditIndex) -> bytes:
-    """The index's file text; `settings` only when there are some, so an offline audit's
-    index is byte for byte what it was before settings were recorded."""
-    data = index.model_dump(mode="json")
-    if data.get("settings") is None:
-        data.pop("settings", None)
-    return _dump(data)
 
 
 def _shown(value: str) -> str:
@@ -147,26 +90,16 @@ def _shown(value: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _kept_reports(out: Path) -> list[Path]:
-    """The reports a resumed run would reuse: those with their validation beside them."""
-    folder = out / REPORTS
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("*.json") if not p.name.endswith(".validation.json")
-                  and (folder / f"{p.stem}.validation.json").is_file())
-
-
-def _recorded_identity(earlier: AuditIndex, kept: list[Path]) -> dict[str, set[str]]:
+def _recorded_identity(folder: AuditFolder, earlier: AuditIndex) -> dict[str, set[str]]:
     """Every value the folder records of each identity field: the index's `auditor`
     block and each kept report's `auditor` block (unreadable ones name nothing)."""
     found: dict[str, set[str]] = {}
     blocks: list[object] = [earlier.auditor]
-    for path in kept:
+    for episode in folder.kept_episodes():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            blocks.append(folder.report(episode).auditor.model_dump(mode="json"))
+        except UsageError:
             continue
-        blocks.append(data.get("auditor") if isinstance(data, dict) else None)
     for block in blocks:
         for field, value in AuditorIdentity.of_block(block).known().items():
             found.setdefault(field, set()).add(value)
@@ -178,11 +111,11 @@ def _same_auditor(out: Path, earlier: AuditIndex, identity: AuditorIdentity,
     """Refuse to resume into a folder whose reports another auditor, arm, sampling or
     budget made (a report of one arm, or at one temperature, is not a report of
     another); one line naming each difference."""
-    kept = _kept_reports(out)
-    if not kept and not any(e.status != "failed" for e in earlier.entries):
+    folder = AuditFolder(out)
+    if not folder.kept_episodes() and not any(e.status != "failed" for e in earlier.entries):
         return  # no report of an earlier run stays in the folder
     differences: list[str] = []
-    recorded = _recorded_identity(earlier, kept)
+    recorded = _recorded_identity(folder, earlier)
     for field, now in identity.known().items():
         other = sorted(v for v in recorded.get(field, set()) if v != now)
         if other:
@@ -206,82 +139,49 @@ def _same_auditor(out: Path, earlier: AuditIndex, identity: AuditorIdentity,
                         for k in before if before[k] != after[k]]
     if differences:
         raise UsageError(
-            f"{out / AUDIT_INDEX}: its reports were made by another auditor than this "
+            f"{folder.index_path}: its reports were made by another auditor than this "
             f"audit's ({'; '.join(differences)}); reports are not reused across auditors, "
             "arms, samplings or budgets: rerun with the recorded ones, choose another -o, "
             f"or remove {out} to audit afresh")
 
 
 def read_index(out: Path) -> AuditIndex:
-    """The audit folder's index (empty when there is none yet)."""
-    path = Path(out) / AUDIT_INDEX
-    if not path.is_file():
-        return AuditIndex()
-    try:
-        return AuditIndex.model_validate_json(path.read_bytes())
-    except ValueError as exc:
-        raise UsageError(f"{path} is not an audit index ({str(exc).splitlines()[0]}); move "
-                         "it away or choose another -o") from None
+    """The audit folder's index (empty when there is none yet): `AuditFolder.index`."""
+    return AuditFolder(out).index()
 
 
 def grader_traces(out: Path) -> dict[str, list[Path]]:
-    """Episode id -> the trace paths it was made from (grader-side)."""
-    bundles = Path(out) / BUNDLES
-    path = bundles / GRADER_INDEX
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {k: [(bundles / t).resolve() for t in v]
-            for k, v in data.get("episodes", {}).items()}
+    """Episode id -> the trace paths it was made from (grader-side):
+    `AuditFolder.grader_traces`."""
+    return AuditFolder(out).grader_traces()
 
 
-def _done(out: Path, episode: str) -> AuditEntry | None:
-    """The entry of an episode already audited in an earlier run, if its files are whole."""
-    report = out / REPORTS / f"{episode}.json"
-    validation = out / REPORTS / f"{episode}.validation.json"
-    if not (report.is_file() and validation.is_file()):
+def _done(folder: AuditFolder, episode: str) -> AuditEntry | None:
+    """The entry of an episode already audited in an earlier run, if its files are whole:
+    its validation reads as one and its report as contract v1 (one that no longer does
+    was damaged after the fact, and its validation and verdict would be stale)."""
+    if not folder.whole(episode):
         return None
     try:
-        result = ValidationResult.model_validate_json(validation.read_bytes())
-        # the runner writes every report as a JSON object: one that no longer reads as
-        # one was damaged after the fact, and its validation (and verdict) would be stale
-        if not isinstance(json.loads(report.read_text(encoding="utf-8")), dict):
-            return None
-    except (OSError, ValueError, RecursionError):
+        result = folder.validation(episode)
+        report = folder.report(episode)
+    except AuditFolderError:
         return None
     return _entry(episode, [], report, result, None)
 
 
-def _entry(episode: str, traces: list[str], report: Path, result: ValidationResult,
+def _entry(episode: str, traces: list[str], report: Report, result: ValidationResult,
            seconds: float | None) -> AuditEntry:
-    verdict: Verdict | None = None
-    findings = leads = 0
-    usage: dict[str, Any] = {}
-    try:
-        data = json.loads(report.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            v = data.get("verdict")
-            verdict = v if v in ("findings", "no_supported_problem",
-                                 "insufficient_evidence") else None
-            findings = len(data.get("findings") or [])
-            leads = len(data.get("leads") or [])
-            usage = data.get("usage") or {}
-    except (OSError, ValueError):
-        pass
+    usage = report.usage
     return AuditEntry(
         episode=episode, traces=traces, status="valid" if result.ok else "invalid",
-        verdict=verdict, findings=findings, leads=leads,
+        verdict=report.verdict, findings=len(report.findings), leads=len(report.leads),
         schema_valid=result.schema_valid,
         errors=sum(1 for d in result.diagnostics if d.is_error),
         findings_resolvable=result.findings_resolvable, findings_total=result.findings_total,
         units_resolvable=result.units_resolvable, units_total=result.units_total,
-        tokens_in=usage.get("tokens_in"), tokens_out=usage.get("tokens_out"),
-        tool_calls=usage.get("tool_calls"), seconds=seconds)
-
-
-def report_json(report: Report) -> bytes:
-    """A report's file text: the contract's JSON, sorted keys, two-space indent."""
-    return _dump(report.model_dump(mode="json"))
+        tokens_in=usage.tokens_in, tokens_out=usage.tokens_out,
+        tool_calls=usage.tool_calls, seconds=seconds)
 
 
 def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAgent, *,
@@ -298,7 +198,8 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     if out.exists() and not out.is_dir():
         # it was "cannot write the bundle OUT/bundles/ep-…: Not a directory"
         raise UsageError(f"{out} is a file, not an audit folder: use another -o")
-    earlier = read_index(out)
+    folder = AuditFolder(out)
+    earlier = folder.index()
     settings = auditor.request_settings if isinstance(auditor, SampledAuditor) else None
     known = identity_of(auditor)
     # what this run is: the auditor's own word, else what the caller describes
@@ -311,8 +212,7 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         # an LLM auditor's arm and prompt version, where the caller did not record them
         for field, value in known.known().items():
             block.setdefault(field, value)
-    bundles_dir = out / BUNDLES
-    bundled = bundle_run(target if isinstance(target, Path) else list(target), bundles_dir,
+    bundled = bundle_run(target if isinstance(target, Path) else list(target), folder.bundles,
                          world)
     traces: dict[str, list[str]] = {}
     for b in bundled:
@@ -325,26 +225,27 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         entries.values(), key=lambda e: e.episode))
     for n, episode in enumerate(episodes, 1):
         names = sorted(traces[episode])
-        entry = _done(out, episode)
+        entry = _done(folder, episode)
         if entry is not None:
             previous = entries.get(episode)
             entry = entry.model_copy(update={
                 "traces": names, "seconds": previous.seconds if previous else None})
         else:
-            entry = _audit_one(out, episode, names, auditor)
+            entry = _audit_one(folder, episode, names, auditor)
         entries[episode] = entry
         index = AuditIndex(auditor=block, settings=settings, entries=sorted(
             entries.values(), key=lambda e: e.episode))
-        _write_atomic(out / AUDIT_INDEX, _index_json(index))
+        folder.write_index(index)
         if progress is not None:
             progress(n, len(episodes), entry)
     if not episodes:
-        _write_atomic(out / AUDIT_INDEX, _index_json(index))
+        folder.write_index(index)
     return index
 
 
-def _audit_one(out: Path, episode: str, traces: list[str], auditor: AuditorAgent) -> AuditEntry:
-    bundle = Bundle.load(out / BUNDLES / episode)
+def _audit_one(folder: AuditFolder, episode: str, traces: list[str],
+               auditor: AuditorAgent) -> AuditEntry:
+    bundle = Bundle.load(folder.bundle_dir(episode))
     started = time.perf_counter()
     try:
         report = auditor.audit(bundle)
@@ -353,9 +254,7 @@ def _audit_one(out: Path, episode: str, traces: list[str], auditor: AuditorAgent
                           reason=str(exc) or type(exc).__name__,
                           seconds=round(time.perf_counter() - started, 3))
     seconds = round(time.perf_counter() - started, 3)
-    report_path = out / REPORTS / f"{episode}.json"
-    _write_atomic(report_path, report_json(report))
+    report_path = folder.write_report(episode, report)
     result = validate_report(report_path, bundle)
-    _write_atomic(out / REPORTS / f"{episode}.validation.json",
-                  _dump(result.model_dump(mode="json")))
-    return _entry(episode, traces, report_path, result, seconds)
+    folder.write_validation(episode, result)
+    return _entry(episode, traces, report, result, seconds)

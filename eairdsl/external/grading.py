@@ -38,12 +38,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from eairdsl.external.core import GRADER_SUFFIX, grader_path
 from eairdsl.runtime.trace import TraceEvent, TraceHeader, read_trace
+
+if TYPE_CHECKING:
+    from eairdsl.audit.contract import Finding, Report
+    from eairdsl.audit.folder import AuditEntry
 
 __all__ = ["TRAIL_CATEGORIES", "TRAIL_CATEGORIES_VERSION", "EvalReport", "FrameworkRow",
            "Prediction", "TrailPrediction", "WhoWhenLabel", "canonical_category", "evaluate",
@@ -219,8 +223,8 @@ class Imported:
     header: TraceHeader
     events: list[TraceEvent]
     grader: dict[str, Any] | None
-    entry: dict[str, Any] | None = None
-    report: dict[str, Any] | None = None
+    entry: AuditEntry | None = None
+    report: Report | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -287,23 +291,22 @@ def _imported(out: Path, notes: list[str]) -> list[Imported]:
 
 
 def _attach_audit(items: list[Imported], audit: Path) -> list[str]:
-    index_path = audit / "index.json"
-    if not index_path.is_file():
+    """Give each imported trace its audit entry and report (contract v1; a report that
+    does not read as one is left out: the trace counts as audited, with no prediction)."""
+    from eairdsl.audit.folder import AuditFolder, AuditFolderError
+
+    folder = AuditFolder(audit)
+    if not folder.has_index():
         raise ValueError(f"{audit}: not an audit folder (no index.json); run `eairc audit "
                          f"OUT -o {audit}` first")
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{index_path}: not an audit index ({exc})") from None
-    entries = index.get("entries") if isinstance(index, dict) else None
-    if not isinstance(entries, list):
-        raise ValueError(f"{index_path}: not an audit index (no `entries` list)")
-    by_trace: dict[Path, dict[str, Any]] = {}
-    for e in entries:
-        traces = e.get("traces") if isinstance(e, dict) else None
-        for t in traces if isinstance(traces, list) else []:
-            if isinstance(t, str):
-                by_trace[(audit / t).resolve()] = e
+        index = folder.index()
+    except AuditFolderError as exc:
+        raise ValueError(f"{exc.path}: not an audit index ({exc.why})") from None
+    by_trace: dict[Path, AuditEntry] = {}
+    for e in index.entries:
+        for t in e.traces:
+            by_trace[(audit / t).resolve()] = e
     missing = []
     for it in items:
         entry = by_trace.get(it.path.resolve())
@@ -311,13 +314,11 @@ def _attach_audit(items: list[Imported], audit: Path) -> list[str]:
             missing.append(str(it.path))
             continue
         it.entry = entry
-        report = audit / "reports" / f"{entry.get('episode')}.json"
-        if report.is_file():
+        if folder.report_path(entry.episode).is_file():
             try:
-                data = json.loads(report.read_text(encoding="utf-8"))
-            except ValueError:
-                data = None
-            it.report = data if isinstance(data, dict) else None
+                it.report = folder.report(entry.episode)
+            except AuditFolderError:
+                it.report = None
     if items and len(missing) == len(items):
         # an audit of another folder: grading against it would report every label as
         # missed (0.0%) rather than say that nothing here was audited
@@ -327,14 +328,14 @@ def _attach_audit(items: list[Imported], audit: Path) -> list[str]:
     return [f"{len(missing)} imported trace(s) are not in the audit index"] if missing else []
 
 
-def _first_finding(it: Imported) -> dict[str, Any] | None:
+def _first_finding(it: Imported) -> Finding | None:
+    """The report's first finding in trace order (of its findings, else of its leads)."""
     if it.report is None:
         return None
     order = {e.step: i for i, e in enumerate(it.events)}
-    for key in ("findings", "leads"):
-        items = [f for f in it.report.get(key) or [] if isinstance(f, dict)]
+    for items in (it.report.findings, it.report.leads):
         if items:
-            return min(items, key=lambda f: order.get(str(f.get("first_anomaly")), 1 << 30))
+            return min(items, key=lambda f: order.get(f.first_anomaly, 1 << 30))
     return None
 
 
@@ -343,10 +344,8 @@ def _who_prediction(it: Imported) -> Prediction | None:
     if f is None:
         return None
     by_step = {e.step: e for e in it.events}
-    first = by_step.get(str(f.get("first_anomaly")))
-    comp = f.get("component")
-    agent = comp.get("name") if isinstance(comp, dict) and comp.get("type") == "participant" \
-        else None
+    first = by_step.get(f.first_anomaly)
+    agent = f.component.name if f.component.type == "participant" else None
     if agent is None and first is not None:
         agent = first.actor
     return Prediction(agent=agent, step=first.src_index if first is not None else None)
@@ -357,13 +356,10 @@ def _trail_predictions(it: Imported) -> list[TrailPrediction]:
         return []
     by_step = {e.step: e for e in it.events}
     out = []
-    for key in ("findings", "leads"):
-        for f in it.report.get(key) or []:
-            if not isinstance(f, dict):
-                continue
-            first = by_step.get(str(f.get("first_anomaly")))
-            if first is not None and first.src_id is not None:
-                out.append(TrailPrediction(location=first.src_id))
+    for f in (*it.report.findings, *it.report.leads):
+        first = by_step.get(f.first_anomaly)
+        if first is not None and first.src_id is not None:
+            out.append(TrailPrediction(location=first.src_id))
     return out
 
 
@@ -417,10 +413,10 @@ def evaluate(out: Path, audit: Path | None = None, predictions: Path | None = No
         row.explicit_edges += sum(1 for e in it.events if e.edge)
         if it.entry is not None:
             row.audited += 1
-            row.findings += int(it.entry.get("findings") or 0)
-            row.leads += int(it.entry.get("leads") or 0)
-            row.units_resolvable += int(it.entry.get("units_resolvable") or 0)
-            row.units_total += int(it.entry.get("units_total") or 0)
+            row.findings += it.entry.findings
+            row.leads += it.entry.leads
+            row.units_resolvable += it.entry.units_resolvable
+            row.units_total += it.entry.units_total
         if it.grader is None:
             continue
         instance = f"{it.header.world}/{it.header.instance}"

@@ -53,7 +53,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -69,6 +69,9 @@ from eairdsl.external.core import (
 )
 from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
 from eairdsl.source import write_atomic
+
+if TYPE_CHECKING:
+    from eairdsl.audit.contract import Report
 
 __all__ = ["EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "ExportSummary", "OtelError",
            "episode_trace_id", "export_otel", "iter_events", "otlp_document", "read_otlp"]
@@ -292,32 +295,29 @@ def _trace_paths(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def _load_audits(audit_dir: Path) -> dict[Path, dict[str, Any]]:
-    """Trace path (resolved) -> its audit report, from `eairc audit`'s index.json."""
-    from eairdsl.audit.contract import Report
-    from eairdsl.audit.runner import REPORTS, read_index
+def _load_audits(audit_dir: Path) -> dict[Path, tuple[str, Report]]:
+    """Trace path (resolved) -> its audit episode and report, from `eairc audit`'s folder."""
+    from eairdsl.audit.folder import AuditFolder, AuditFolderError
     from eairdsl.errors import UsageError
 
+    folder = AuditFolder(audit_dir)
     try:
-        index = read_index(audit_dir)
+        index = folder.index()
     except UsageError as exc:
         raise OtelError(str(exc)) from None
-    if not (audit_dir / "index.json").is_file():
+    if not folder.has_index():
         raise OtelError(f"{audit_dir}: no index.json (not an `eairc audit` folder)")
-    out: dict[Path, dict[str, Any]] = {}
+    out: dict[Path, tuple[str, Report]] = {}
     for entry in index.entries:
-        report_path = audit_dir / REPORTS / f"{entry.episode}.json"
-        if entry.status == "failed" or not report_path.is_file():
+        if entry.status == "failed" or not folder.report_path(entry.episode).is_file():
             continue
         try:
-            report = Report.model_validate_json(report_path.read_bytes())
-        except (OSError, ValidationError) as exc:
-            raise OtelError(f"{report_path}: not an audit report (contract v1): "
-                            f"{str(exc).splitlines()[0]}") from None
-        data = report.model_dump(mode="json")
-        data["_episode"] = entry.episode
+            report = folder.report(entry.episode)
+        except AuditFolderError as exc:
+            raise OtelError(f"{exc.path}: not an audit report (contract v1): "
+                            f"{exc.why}") from None
         for rel in entry.traces:
-            out[(audit_dir / rel).resolve()] = data
+            out[(audit_dir / rel).resolve()] = (entry.episode, report)
     return out
 
 
@@ -515,36 +515,32 @@ class _Builder:
             self._cover(parent, ns)
 
     # -------------------------------------------------------------- findings
-    def findings(self, report: dict[str, Any]) -> int:
+    def findings(self, episode: str, report: Report) -> int:
         """`gen_ai.evaluation.result` events for a report: its verdict on the root, each
         finding and lead on its boundary step's span and on the root."""
-        episode = str(report.get("_episode", ""))
-        base = {"eair.audit.episode": episode, "eair.audit.report_id": report.get("report_id"),
-                "eair.audit.auditor": (report.get("auditor") or {}).get("kind")}
+        base = {"eair.audit.episode": episode, "eair.audit.report_id": report.report_id,
+                "eair.audit.auditor": report.auditor.kind}
         end = self.root.end
         self.root.events.append({
             "name": "gen_ai.evaluation.result", "timeUnixNano": str(end),
             "attributes": _attrs({**base, "gen_ai.evaluation.name": "eair.audit.verdict",
-                                  "gen_ai.evaluation.score.label": report.get("verdict")})})
+                                  "gen_ai.evaluation.score.label": report.verdict})})
         n = 0
-        for f in [*report.get("findings", []), *report.get("leads", [])]:
-            boundary = f.get("boundary") or {}
-            step = boundary.get("step")
-            prop = f.get("property") or {}
+        for f in [*report.findings, *report.leads]:
+            step = f.boundary.step
             attrs = {**base,
-                     "gen_ai.evaluation.name": f"eair.audit.finding.{f.get('risk')}",
-                     "gen_ai.evaluation.score.label": f.get("status"),
-                     "gen_ai.evaluation.score.value": float(f.get("confidence", 0.0)),
-                     "gen_ai.evaluation.explanation": prop.get("text") or prop.get("policy"),
-                     "eair.finding.id": f.get("id"), "eair.finding.risk": f.get("risk"),
-                     "eair.finding.status": f.get("status"),
-                     "eair.finding.nature": f.get("nature"),
-                     "eair.finding.boundary.kind": boundary.get("kind"),
-                     "eair.finding.boundary.edge": boundary.get("edge"),
+                     "gen_ai.evaluation.name": f"eair.audit.finding.{f.risk}",
+                     "gen_ai.evaluation.score.label": f.status,
+                     "gen_ai.evaluation.score.value": float(f.confidence),
+                     "gen_ai.evaluation.explanation": f.property.text or f.property.policy,
+                     "eair.finding.id": f.id, "eair.finding.risk": f.risk,
+                     "eair.finding.status": f.status,
+                     "eair.finding.nature": f.nature,
+                     "eair.finding.boundary.kind": f.boundary.kind,
+                     "eair.finding.boundary.edge": f.boundary.edge,
                      "eair.finding.boundary.step": step,
-                     "eair.finding.evidence.steps": [u.get("step") for u in
-                                                     f.get("evidence", [])],
-                     "eair.finding": _canon(f)}
+                     "eair.finding.evidence.steps": [u.step for u in f.evidence],
+                     "eair.finding": _canon(f.model_dump(mode="json"))}
             host = self.host.get(step) if isinstance(step, str) else None
             at = self.ns.get(step, end) if isinstance(step, str) else end
             attrs["eair.finding.on_boundary_span"] = host is not None
@@ -595,9 +591,9 @@ def otlp_document(paths: Sequence[Path], audits: Path | None = None, *,
     for tid in sorted(episodes):
         ep = episodes[tid]
         b = _Builder(ep, include_grader)
-        report = reports.get(ep.path.resolve())
-        if report is not None:
-            findings += b.findings(report)
+        audited = reports.get(ep.path.resolve())
+        if audited is not None:
+            findings += b.findings(*audited)
         otlp_spans = b.otlp()
         spans += len(otlp_spans)
         events += len(ep.events)

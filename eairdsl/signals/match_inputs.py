@@ -182,7 +182,9 @@ def load_side(path: Path, *, leads: bool = False) -> Side:
     """Read one side of a comparison (see the module docstring for the kinds)."""
     path = Path(path)
     if path.is_dir():
-        if (path / "index.json").is_file() and (path / "reports").is_dir():
+        from eairdsl.audit.folder import AuditFolder
+
+        if AuditFolder(path).is_audit():
             return _audit_side(path, leads)
         from eairdsl.signals.occurrences import audit_dirs
 

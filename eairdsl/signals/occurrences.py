@@ -129,15 +129,11 @@ def study_root(path: Path) -> Path | None:
 
 def audit_dirs(target: Path) -> list[Path]:
     """The audit folders of a target: itself, a study's `audit/*/` and `*/arms/*/`, the
-    arms of a study's `audit/` folder, or the arms of an audit-study folder."""
-    from eairdsl.study.audits import AUDIT_GLOB, STUDY_GLOB
+    arms of a study's `audit/` folder, or the arms of an audit-study folder
+    (`eairdsl.audit.folder.find_audits`)."""
+    from eairdsl.audit.folder import find_audits
 
-    if (target / "index.json").is_file() and (target / "reports").is_dir():
-        return [target]
-    # a study's audit folders, or a folder of arms (STUDY_DIR/audit/ holds one per arm)
-    globs = (AUDIT_GLOB, STUDY_GLOB, "*/index.json", "arms/*/index.json")
-    found = sorted({p.parent for glob in globs for p in target.glob(glob)})
-    return [p for p in found if (p / "reports").is_dir()]
+    return [f.path for f in find_audits(target)]
 
 
 def trace_header(path: Path) -> dict[str, Any]:
@@ -255,17 +251,17 @@ def _from_candidate(c: Any, session: Session, auditor: str, audit: Path,
 
 def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
     """Read one audit folder: its analysed sessions and every occurrence of its reports."""
-    from eairdsl.audit.contract import Report
-    from eairdsl.audit.runner import REPORTS, grader_traces, read_index
+    from eairdsl.audit.folder import AuditFolder, AuditFolderError
 
     audit = audit.resolve()
+    folder = AuditFolder(audit)
     root = study_root(audit)
-    index = read_index(audit)
+    index = folder.index()
     auditor = str(index.auditor.get("arm") or index.auditor.get("kind") or audit.name)
     study = root.name if root is not None else audit.name
     out = AuditRead(audit=audit, auditor=auditor, study=study, study_dir=root)
     try:
-        graded = grader_traces(audit)
+        graded = folder.grader_traces()
     except (OSError, ValueError, AttributeError, TypeError):
         out.problems.append("bundles/grader-index.json is unreadable; using index.json's traces")
         graded = {}
@@ -278,14 +274,10 @@ def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
         if not traces:
             out.problems.append(f"{entry.episode}: no trace named in the grader index")
             continue
-        path = audit / REPORTS / f"{entry.episode}.json"
         try:
-            if path.stat().st_size > MAX_REPORT:
-                raise ValueError("larger than 8 MiB")
-            report = Report.model_validate_json(path.read_bytes())
-        except (OSError, ValueError) as exc:
-            out.problems.append(f"{path}: not a contract-v1 report "
-                                f"({str(exc).splitlines()[0]})")
+            report = folder.report(entry.episode, limit=MAX_REPORT)
+        except AuditFolderError as exc:
+            out.problems.append(f"{exc.path}: not a contract-v1 report ({exc.why})")
             continue
         for trace in sorted(set(traces)):
             if not Path(trace).is_file():

@@ -92,13 +92,13 @@ _KIND = FileKind(app_id=APP_ID, sqlite_id=SQLITE_APPLICATION_ID, schema_version=
 
 def _grader_side(audit: Path) -> bool:
     """Whether an audit folder's index says its auditor read grader-side data."""
+    from eairdsl.audit.folder import AuditFolder
+
     try:
-        index = json.loads((audit / "index.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        auditor = AuditFolder(audit).index().auditor
+    except (OSError, UsageError):
         return False
-    auditor = index.get("auditor") if isinstance(index, dict) else None
-    return isinstance(auditor, dict) and (auditor.get("grader_side") is True
-                                          or auditor.get("kind") == "oracle")
+    return auditor.get("grader_side") is True or auditor.get("kind") == "oracle"
 
 
 @dataclass
@@ -301,6 +301,7 @@ class SignalsStore:
 
     # ------------------------------------------------------------ repairs
     def _update_repair(self, folder: Path) -> UpdateSummary:
+        from eairdsl.audit.folder import AuditFolder
         from eairdsl.repair.folder import RepairFolder
 
         repair = RepairFolder(folder)
@@ -313,7 +314,7 @@ class SignalsStore:
                                     f"({str(exc).splitlines()[0]})") from None
         summary = UpdateSummary(source=folder.resolve().as_posix(), kind="repair")
         reads = []
-        if (audit / "index.json").is_file():
+        if AuditFolder(audit).has_index():
             reads = [read_audit(audit, self.known_types())]
         retest: dict[str, Any] | None = None
         if acc.retest and repair.retest_at(acc.retest).is_done():
