@@ -24,7 +24,7 @@ from typing import Any
 
 from eairdsl.audit.contract import EvidenceUnit, Finding
 from eairdsl.audit.evidence import Bundle, BundleError, field_text, normalize
-from eairdsl.audit.runner import BUNDLES
+from eairdsl.audit.folder import AuditFolder
 from eairdsl.repair.folder import RepairFolder, RoundFolder
 from eairdsl.repair.model import DIMENSIONS, Acceptance, Interval, RetestResult, Selected
 
@@ -106,7 +106,8 @@ def _certificate(plan: Selected | None, audit_dir: Path) -> list[str]:
     out.append("</table><h3>Cited steps</h3>")
     bundle: Bundle | None = None
     try:
-        bundle = Bundle.load(audit_dir / BUNDLES / str(plan.episode if plan else None))
+        bundle = Bundle.load(AuditFolder(audit_dir).bundle_dir(str(plan.episode if plan
+                                                                   else None)))
     except (BundleError, OSError, ValueError) as exc:
         out.append(f"<p class=bad>the audit's bundle cannot be read: {escape(str(exc))}</p>")
     out.append("<table><tr><th>step</th><th>kind</th><th>actor → recipient</th>"

@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from eairdsl.audit.contract import Finding
-from eairdsl.audit.runner import REPORTS, read_index
+from eairdsl.audit.contract import Report
+from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import Applied, apply_candidate
@@ -145,22 +145,16 @@ def _missed(used: LLMSettings | None) -> None:
         raise UsageError(miss)
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def select_finding(audit_dir: Path, world: World, finding: str | None = None) -> Selected:
     """`--finding EPISODE:FINDING_ID`, or the first supported finding with a repair plan of
     this world's audited episodes (reports in episode-id order, findings in report order)."""
     from eairdsl.repair.retest import audited_episodes
 
     audit_dir = Path(audit_dir)
-    index = read_index(audit_dir)
+    audit = AuditFolder(audit_dir)
+    index = audit.index()
     if not index.entries:
-        raise UsageError(f"{audit_dir} is not an audit folder (no {audit_dir / 'index.json'} "
+        raise UsageError(f"{audit_dir} is not an audit folder (no {audit.index_path} "
                          "entries); run `eairc audit … -o` first")
     traces = audited_episodes(audit_dir)
     mine = {a.episode for a in traces
@@ -172,31 +166,15 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
                          "ep-0123…:finding-1)")
-    chosen: Selected | None = None
-    reports: dict[str, dict[str, Any]] = {}
-    for entry in index.entries:
-        if entry.status != "valid" or entry.episode not in mine:
-            continue
-        data = _read(audit_dir / REPORTS / f"{entry.episode}.json")
-        if not isinstance(data, dict):
-            continue
-        reports[entry.episode] = data
-        if chosen is not None or (finding is not None and entry.episode != want_episode):
-            continue
-        for f in data.get("findings") or []:
-            if not isinstance(f, dict) or f.get("status") != "supported" \
-                    or not f.get("repair_plan"):
-                continue
-            if finding is not None and f.get("id") != want_id:
-                continue
-            try:
-                parsed = Finding.model_validate(f)
-            except ValueError:
-                continue
-            assert parsed.repair_plan is not None
-            chosen = Selected(episode=entry.episode, finding=parsed, plan=parsed.repair_plan,
-                              report=str(Path(REPORTS) / f"{entry.episode}.json"))
-            break
+    reports = _valid_reports(audit, index, mine)
+    chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
+                            report=audit.report_path(episode).relative_to(audit.path)
+                            .as_posix())
+                   for episode, report in reports.items()
+                   if finding is None or episode == want_episode
+                   for f in report.findings
+                   if f.status == "supported" and f.repair_plan
+                   and (finding is None or f.id == want_id)), None)
     if chosen is None:
         if finding is not None:
             raise UsageError(f"--finding {finding}: no supported finding with a repair plan of "
@@ -205,10 +183,25 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
     conds: set[str] = set()
-    for episode, data in reports.items():
-        if any(isinstance(f, dict) and matches(f, target) for f in data.get("findings") or []):
+    for episode, report in reports.items():
+        if any(matches(f, target) for f in report.findings):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
+
+
+def _valid_reports(audit: AuditFolder, index: AuditIndex,
+                   episodes: set[str]) -> dict[str, Report]:
+    """The readable reports of the index's valid entries among `episodes`, in index order
+    (an unreadable one is passed over, as an invalid entry is)."""
+    out: dict[str, Report] = {}
+    for entry in index.entries:
+        if entry.status != "valid" or entry.episode not in episodes:
+            continue
+        try:
+            out[entry.episode] = audit.report(entry.episode)
+        except AuditFolderError:
+            continue
+    return out
 
 
 def _digest_of(trace: str) -> str | None:

@@ -85,14 +85,9 @@ from eairdsl.api import validate_world
 from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
 from eairdsl.audit.bundle import write_bundle
 from eairdsl.audit.contract import Finding
+from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.audit.offline import RulesAuditor
-from eairdsl.audit.runner import (
-    REPORTS,
-    AuditIndex,
-    audit_episodes,
-    grader_traces,
-    read_index,
-)
+from eairdsl.audit.runner import audit_episodes
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.folder import RESULT, RetestFolder
@@ -141,13 +136,12 @@ def target_of(finding: Finding) -> Target:
                   text=finding.property.text, boundary_kind=finding.boundary.kind)
 
 
-def matches(finding: dict[str, Any], target: Target) -> bool:
-    """Whether a report's finding (as JSON) is a supported, unresolved one of the target."""
-    prop = finding.get("property") or {}
-    boundary = finding.get("boundary") or {}
-    return (finding.get("status") == "supported" and not finding.get("resolved_later")
-            and prop.get("policy") == target.policy and prop.get("text") == target.text
-            and boundary.get("kind") == target.boundary_kind)
+def matches(finding: Finding, target: Target) -> bool:
+    """Whether a report's finding is a supported, unresolved one of the target."""
+    return (finding.status == "supported" and not finding.resolved_later
+            and finding.property.policy == target.policy
+            and finding.property.text == target.text
+            and finding.boundary.kind == target.boundary_kind)
 
 
 class AuditedEpisode(BaseModel):
@@ -283,18 +277,17 @@ def auditor_of(audit_dir: Path) -> AuditorUsed:
     auditor's contract and graph); an audit with no readable report counts as the index
     says (offline when it says nothing)."""
     audit_dir = Path(audit_dir)
-    index = read_index(audit_dir)
+    audit = AuditFolder(audit_dir)
+    index = audit.index()
     seen: dict[str, dict[str, Any]] = {}
     for entry in index.entries:
         try:
-            data = json.loads((audit_dir / REPORTS / f"{entry.episode}.json").read_text(
-                encoding="utf-8"))
-        except (OSError, ValueError):
+            named = audit.report(entry.episode).auditor
+        except AuditFolderError:
             continue
-        block = data.get("auditor") if isinstance(data, dict) else None
-        if isinstance(block, dict) and block.get("kind"):
-            key = {k: block.get(k) for k in ("kind", "model", "seed", "prompt_version")}
-            seen.setdefault(json.dumps(key, sort_keys=True), key)
+        key = {"kind": named.kind, "model": named.model, "seed": named.seed,
+               "prompt_version": named.prompt_version}
+        seen.setdefault(json.dumps(key, sort_keys=True), key)
     recorded = index.auditor
     if len(seen) > 1:
         found = ", ".join(f"{b['kind']}" + (f" {b['model']}" if b.get("model") else "")
@@ -366,7 +359,7 @@ def _budget_options(budgets: AuditBudgets) -> dict[str, Any]:
 def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
     """Every trace behind the audit's bundles (grader index), with its header and label."""
     out: list[AuditedEpisode] = []
-    for episode, paths in sorted(grader_traces(Path(audit_dir)).items()):
+    for episode, paths in sorted(AuditFolder(Path(audit_dir)).grader_traces().items()):
         for path in sorted(paths):
             try:
                 trace = read_trace(path)
@@ -634,22 +627,21 @@ def reaudit(plan: RetestPlan, runs: Runs, cases: list[Case], folder: RetestFolde
         raise UsageError(missed)
     problems: list[str] = []
     other = 0
+    audit = AuditFolder(folder.audit)
     for e in index.entries:
         if e.status == "failed":
             problems.append(f"{e.episode}: the auditor produced no report ({e.reason})")
             continue
         try:
-            report = json.loads((folder.audit / REPORTS / f"{e.episode}.json").read_text(
-                encoding="utf-8"))
-        except (OSError, ValueError):
+            report = audit.report(e.episode)
+        except AuditFolderError:
             problems.append(f"{e.episode}: the report cannot be read")
             continue
-        for f in report.get("findings") or []:
-            if isinstance(f, dict) and matches(f, target):
-                step = (f.get("boundary") or {}).get("step")
-                problems.append(f"{e.episode}: {f.get('id')} at {step} "
+        for f in report.findings:
+            if matches(f, target):
+                problems.append(f"{e.episode}: {f.id} at {f.boundary.step} "
                                 f"({target.boundary_kind}, {target.policy or target.text})")
-            elif isinstance(f, dict) and f.get("status") == "supported":
+            elif f.status == "supported":
                 other += 1
     return ReAudit(index=index, problems=problems, other=other)
 
