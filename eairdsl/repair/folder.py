@@ -46,8 +46,10 @@ from eairdsl.repair.model import (
 )
 from eairdsl.source import write_atomic as source_write_atomic
 
-__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "OUTCOME", "CASSETTES", "RESULT", "RepairFolder",
-           "RoundFolder", "RetestFolder", "ReviewRecord", "write_atomic", "dump_json"]
+__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "OUTCOME", "CASSETTES", "RESULT", "AGENT_TAPE",
+           "REVIEWER_TAPE", "RETEST_TAPES", "BEFORE_TAPES", "AFTER_TAPES", "AUDIT_TAPE",
+           "RepairFolder", "RoundFolder", "RetestFolder", "ReviewRecord", "round_tapes",
+           "write_atomic", "dump_json"]
 
 LOOP = "loop.json"
 PLAN = "plan.json"
@@ -59,6 +61,11 @@ CASSETTES = "cassettes"
 #: a retest's last file: the retest is done once it exists
 RESULT = "result.json"
 ORIGINAL = "original.eair"
+#: inside a cassettes folder (`OUT/cassettes`, or an earlier repair's given to --replay):
+#: round NN's agent, reviewer and retest cassettes (loop.py's docstring)
+AGENT_TAPE, REVIEWER_TAPE, RETEST_TAPES = "agent.jsonl", "reviewer.jsonl", "retest"
+#: inside a retest's cassette folder: W's study, W′'s study, the re-audit's auditor
+BEFORE_TAPES, AFTER_TAPES, AUDIT_TAPE = "before", "after", "audit.jsonl"
 REVIEW_PAGE = "review.html"
 ROUNDS = "rounds"
 RETESTS = "retest"
@@ -97,6 +104,12 @@ def _text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except OSError:
         return None
+
+
+def round_tapes(cassettes: Path | str | None, n: int) -> Path | None:
+    """Round `n`'s cassette folder inside a repair's cassettes folder (None for none): the
+    cassettes may be another repair's (`--replay`), so this takes the folder, not OUT."""
+    return Path(cassettes) / f"round-{n:02d}" if cassettes else None
 
 
 class ReviewRecord(BaseModel):

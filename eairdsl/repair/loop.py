@@ -69,12 +69,16 @@ from eairdsl.ir import World
 from eairdsl.repair.apply import Applied, apply_candidate
 from eairdsl.repair.folder import (
     ACCEPTANCE,
+    AGENT_TAPE,
     CASSETTES,
     LOOP,
     OUTCOME,
     PLAN,
+    RETEST_TAPES,
+    REVIEWER_TAPE,
     RepairFolder,
     RoundFolder,
+    round_tapes,
 )
 from eairdsl.repair.model import (
     DIMENSIONS,
@@ -117,9 +121,8 @@ class Taped(Protocol):
 
 def _round_tapes(llm: LLMSettings | None, n: int) -> tuple[Path | None, Path | None]:
     """Round `n`'s cassette folders inside `llm.record` / `llm.replay`."""
-    name = f"round-{n:02d}"
-    return (Path(llm.record) / name if llm and llm.record else None,
-            Path(llm.replay) / name if llm and llm.replay else None)
+    return (round_tapes(llm.record if llm else None, n),
+            round_tapes(llm.replay if llm else None, n))
 
 
 def _tape(who: object, llm: LLMSettings | None, n: int, name: str) -> LLMSettings | None:
@@ -302,7 +305,7 @@ def propose(ctx: RoundContext) -> RoundOutcome | None:
                             protected=s.protected, round=n, feedback=list(ctx.feedback),
                             previous=ctx.previous)
     rf.write_request(request)
-    used = _tape(s.agent, s.llm, n, "agent.jsonl")
+    used = _tape(s.agent, s.llm, n, AGENT_TAPE)
     try:
         candidate = s.agent.propose(request)
     except RepairError as exc:
@@ -359,7 +362,7 @@ def review(ctx: RoundContext) -> RoundOutcome | None:
         candidate_dir=str(ctx.folder.world.resolve()))
     s.say(f"round {n}: candidate compiled and in scope ({len(ctx.scope.changed)} "
           "declaration(s) changed); asking the Reviewer")
-    used = _tape(s.reviewer, s.llm, n, "reviewer.jsonl")
+    used = _tape(s.reviewer, s.llm, n, REVIEWER_TAPE)
     try:
         verdict: Review = s.reviewer.review(request)
     except RepairError as exc:
@@ -436,8 +439,8 @@ def _retest_llm(llm: LLMSettings | None, n: int) -> LLMSettings | None:
     record, replay = _round_tapes(llm, n)
     if llm is None or (record is None and replay is None):
         return llm
-    return llm.model_copy(update={"record": record / "retest" if record else None,
-                                  "replay": replay / "retest" if replay else None})
+    return llm.model_copy(update={"record": record / RETEST_TAPES if record else None,
+                                  "replay": replay / RETEST_TAPES if replay else None})
 
 
 def _world_files(world: World, main: str) -> dict[str, str]:

@@ -90,7 +90,13 @@ from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.runner import audit_episodes
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
-from eairdsl.repair.folder import RESULT, RetestFolder
+from eairdsl.repair.folder import (
+    AFTER_TAPES,
+    AUDIT_TAPE,
+    BEFORE_TAPES,
+    RESULT,
+    RetestFolder,
+)
 from eairdsl.repair.model import Case, Interval, Paired, RetestResult, Target
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.trace import read_trace
@@ -112,7 +118,7 @@ RETAIN = 0.95
 #: how many batches of fresh seeds are drawn at most to fill the cohort
 _BATCHES = 5
 #: the retest's cassettes inside `llm.record` / `llm.replay`: W's study, W′'s, the auditor's
-BEFORE, AFTER, AUDIT_CASSETTE = "before", "after", "audit.jsonl"
+BEFORE, AFTER, AUDIT_CASSETTE = BEFORE_TAPES, AFTER_TAPES, AUDIT_TAPE
 
 
 def _fresh(base: LLMSettings | None, update: dict[str, Any]) -> LLMSettings:
