@@ -34,8 +34,8 @@ damaged entry is listed rather than hiding the arm. Writes are atomic
 
 Public API: `AuditFolder` (`index`, `index_entries`, `report`, `reports`, `validation`,
 `whole`, `kept_episodes`, `grader_traces`, `write_index`, `write_report`,
-`write_validation`, the path properties `index_path`, `bundles`, `cassette`, and
-`bundle_dir`, `report_path`, `validation_path`, `is_audit`, `has_index`),
+`write_validation`, the path properties `index_path`, `bundles`, `reports_dir`,
+`cassette`, and `bundle_dir`, `report_path`, `validation_path`, `is_audit`, `has_index`),
 `AuditStudyFolder` (`cohort_path`, `summary_path`, `arm`), `AuditEntry`, `AuditIndex`,
 `LenientIndex`, `AuditFolderError`, `find_audits`, `study_audits`, `replay_sources`,
 `read_json`, `report_json`, and the file names (`AUDIT_INDEX`, `BUNDLES`, `REPORTS`,
