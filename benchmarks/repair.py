@@ -22,7 +22,6 @@ the decision. `--keep DIR` keeps every study, audit and repair folder.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -46,6 +45,7 @@ def run_world(name: str, root: Path, args: argparse.Namespace) -> dict[str, obje
     from eairdsl.audit.cohort import audit_study
     from eairdsl.audit.offline import RulesAuditor
     from eairdsl.compiler import compile_world
+    from eairdsl.repair.folder import RepairFolder
     from eairdsl.repair.loop import repair
     from eairdsl.repair.make import describe, make_agent, make_reviewer
     from eairdsl.study.executor import run_study
@@ -67,13 +67,11 @@ def run_world(name: str, root: Path, args: argparse.Namespace) -> dict[str, obje
                  make_reviewer("offline"), seeds=args.retest, max_rounds=args.max_rounds,
                  describe=describe("offline", "offline"))
     done = time.perf_counter()
-    out = root / name / "repair"
-    rdir = out / "rounds" / f"{acc.round:02d}" if acc.round else None
-    produced = (json.loads((rdir / "candidate.json").read_text()).get("produced_by", {})
-                if rdir and (rdir / "candidate.json").is_file() else {})
-    plan_data = json.loads((out / "plan.json").read_text())
-    finding = plan_data["finding"]
-    return {"world": name, "risk": finding["risk"], "boundary": finding["boundary"]["kind"],
+    folder = RepairFolder(root / name / "repair")
+    candidate = folder.round(acc.round).read_candidate_or_none() if acc.round else None
+    produced = candidate.produced_by if candidate is not None else {}
+    finding = folder.read_plan().finding
+    return {"world": name, "risk": finding.risk, "boundary": finding.boundary.kind,
             "pattern": produced.get("pattern") or produced.get("id") or "—",
             "rounds": acc.rounds, "scope_ok": acc.scope_ok, "review_ok": acc.review_ok,
             "audit_pass": acc.audit_pass, "retain": acc.retain,

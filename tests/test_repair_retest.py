@@ -17,6 +17,14 @@ from repair_helpers import A1, audited_a1, correct
 from typer.testing import CliRunner
 
 from eairdsl.api import UsageError
+from eairdsl.audit.contract import (
+    Boundary,
+    Component,
+    Effect,
+    EvidenceUnit,
+    Finding,
+    PropertyRef,
+)
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.runner import audit_episodes
 from eairdsl.cli import app
@@ -128,13 +136,22 @@ def test_the_original_world_fails_the_audit_pass(audit: Path, tmp_path: Path) ->
 
 def test_matches_the_same_property_and_boundary_kind_only() -> None:
     target = Target(risk="A1", policy="cap", text="t", boundary_kind="shared_action")
-    f = {"status": "supported", "property": {"policy": "cap", "text": "t"},
-         "boundary": {"kind": "shared_action"}}
+    unit = EvidenceUnit(step="s1", edge="a->b", field="content", quote="q",
+                        supports=["R1", "R2", "R3", "R4"])
+    f = Finding(id="f1", status="supported", property=PropertyRef(policy="cap", text="t"),
+                risk="A1", nature="realized_defect",
+                component=Component(type="tool", name="issue_credit"),
+                boundary=Boundary(kind="shared_action", edge="a->b", step="s1"),
+                contribution="introduced", first_anomaly="s1", path=["s1"],
+                effect=Effect(endpoint="the cap", step="s1"), evidence=[unit],
+                confidence=0.9)
     assert matches(f, target)
-    assert not matches({**f, "status": "lead"}, target)
-    assert not matches({**f, "resolved_later": "s0009"}, target)
-    assert not matches({**f, "boundary": {"kind": "handoff"}}, target)
-    assert not matches({**f, "property": {"policy": "other", "text": "t"}}, target)
+    assert not matches(f.model_copy(update={"status": "lead"}), target)
+    assert not matches(f.model_copy(update={"resolved_later": "s0009"}), target)
+    assert not matches(f.model_copy(update={"boundary": Boundary(
+        kind="handoff", edge="a->b", step="s1")}), target)
+    assert not matches(f.model_copy(update={"property": PropertyRef(policy="other",
+                                                                    text="t")}), target)
 
 
 def test_one_profile_for_every_party() -> None:

@@ -26,9 +26,9 @@ from pathlib import Path, PurePosixPath
 from eairdsl.diagnostics import Diagnostic, render_all
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
+from eairdsl.repair.folder import write_atomic
 from eairdsl.repair.model import Candidate
 from eairdsl.source import display_name
-from eairdsl.source import write_atomic as source_write_atomic
 from eairdsl.syntax.fmt import FormatterError, format_text
 
 __all__ = ["MAX_FILES", "MAX_BYTES", "MAX_CANDIDATE_BYTES", "Applied", "copy_world_folder",
@@ -41,15 +41,6 @@ MAX_BYTES = 64 * 1024 * 1024
 MAX_CANDIDATE_BYTES = 2 * 1024 * 1024
 #: folders never copied: compiler output, caches, a repair's own output
 _SKIP_DIRS = frozenset({"generated", "__pycache__", "node_modules", "runs"})
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write a file through a temporary file and a rename (an interrupted write leaves the
-    old file or none, never half a file)."""
-    try:
-        source_write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _walk(src: Path, skip: Path | None) -> list[Path]:

@@ -8,8 +8,10 @@ diff of the decided round with the changed source lines side by side
 dimensions, required changes); the retest table (before vs after with Wilson
 intervals and McNemar's exact test on the paired cases); the acceptance
 conditions. Everything shown is escaped: worlds, bundles and reviews are
-untrusted. The page is built from the files in `REPAIR_DIR` only, so it can be
-re-rendered at any time; it carries no wall-clock time.
+untrusted. The page is built from the files in `REPAIR_DIR` only (read through
+`eairdsl.repair.folder`, as typed records; a file a stopped repair did not
+write shows as not reached), so it can be re-rendered at any time; it carries
+no wall-clock time.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from eairdsl.audit.contract import EvidenceUnit, Finding
 from eairdsl.audit.evidence import Bundle, BundleError, field_text, normalize
-from eairdsl.audit.runner import BUNDLES
-from eairdsl.repair.apply import write_atomic
-from eairdsl.repair.model import DIMENSIONS
+from eairdsl.audit.folder import AuditFolder
+from eairdsl.repair.folder import RepairFolder, RoundFolder
+from eairdsl.repair.model import DIMENSIONS, Acceptance, Interval, RetestResult, Selected
 
 __all__ = ["render_review", "write_review"]
 
@@ -40,13 +43,6 @@ code{background:#f3f3f3;padding:0 2px}
 """
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _flag(value: Any) -> str:
     if value is None:
         return '<span class="muted">not reached</span>'
@@ -55,66 +51,85 @@ def _flag(value: Any) -> str:
     return escape(str(value))
 
 
-def _interval(d: dict[str, Any] | None) -> str:
+def _interval(d: Interval | dict[str, Any] | None) -> str:
     if not d:
         return '<span class="muted">–</span>'
-    return (f"{d['k']}/{d['n']} <span class=muted>[{float(d['low']):.2f}, "
-            f"{float(d['high']):.2f}]</span>")
+    i = d if isinstance(d, Interval) else Interval.model_validate(d)
+    return (f"{i.k}/{i.n} <span class=muted>[{float(i.low):.2f}, "
+            f"{float(i.high):.2f}]</span>")
 
 
-def _certificate(plan: dict[str, Any], audit_dir: Path) -> list[str]:
-    f = plan.get("finding") or {}
+def _finding_rows(plan: Selected | None) -> list[tuple[str, str]]:
+    """The certificate's table: the finding, its property, boundary, path and effect (each
+    "None" where no plan was recorded, as the page always showed it)."""
+    if plan is None:
+        return [("episode", "None (None)"),
+                ("finding", "None (None, risk None, None, confidence None)"),
+                ("property", ""), ("component", "None None"),
+                ("boundary", "None at None (step None)"), ("first anomaly", "None"),
+                ("effect", "None (step None)"), ("path", "")]
+    f = plan.finding
+    return [("episode", f"{plan.episode} ({plan.report})"),
+            ("finding", f"{f.id} ({f.status}, risk {f.risk}, {f.nature}, "
+                        f"confidence {f.confidence})"),
+            ("property", f"{f.property.policy or ''} {f.property.text or ''}".strip()),
+            ("component", f"{f.component.type} {f.component.name}"),
+            ("boundary", f"{f.boundary.kind} at {f.boundary.edge} (step {f.boundary.step})"),
+            ("first anomaly", str(f.first_anomaly)),
+            ("effect", f"{f.effect.endpoint} (step {f.effect.step})"),
+            ("path", " → ".join(map(str, f.path)))]
+
+
+def _cited(unit: EvidenceUnit, bundle: Bundle | None) -> str:
+    """One cited step's row, its quote marked when the bundle's step does not contain it."""
+    step_id = str(unit.step)
+    quote = str(unit.quote or "")
+    step = bundle.by_step.get(step_id) if bundle else None
+    if step is not None:
+        text = field_text(step, str(unit.field)) or ""
+        found = normalize(quote) in normalize(text)
+        who = f"{step.actor} → {step.recipient or step.tool or ''}"
+        kind = str(step.kind)
+    else:
+        found, who, kind = False, "", "?"
+    mark = "" if found else ' <span class="bad">(not found in the bundle)</span>'
+    return (f"<tr><td>{escape(step_id)}</td><td>{escape(kind)}</td>"
+            f"<td>{escape(who)}</td><td>{escape(str(unit.field))}</td>"
+            f"<td><blockquote>{escape(quote)}</blockquote>{mark}</td>"
+            f"<td>{escape(', '.join(map(str, unit.supports)))}</td></tr>")
+
+
+def _certificate(plan: Selected | None, audit_dir: Path) -> list[str]:
     out = ["<h2>Certificate</h2>", "<table>"]
-    prop = f.get("property") or {}
-    boundary = f.get("boundary") or {}
-    component = f.get("component") or {}
-    effect = f.get("effect") or {}
-    rows = [("episode", f"{plan.get('episode')} ({plan.get('report')})"),
-            ("finding", f"{f.get('id')} ({f.get('status')}, risk {f.get('risk')}, "
-                        f"{f.get('nature')}, confidence {f.get('confidence')})"),
-            ("property", f"{prop.get('policy') or ''} {prop.get('text') or ''}".strip()),
-            ("component", f"{component.get('type')} {component.get('name')}"),
-            ("boundary", f"{boundary.get('kind')} at {boundary.get('edge')} "
-                         f"(step {boundary.get('step')})"),
-            ("first anomaly", str(f.get("first_anomaly"))),
-            ("effect", f"{effect.get('endpoint')} (step {effect.get('step')})"),
-            ("path", " → ".join(map(str, f.get("path") or [])))]
-    out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows]
+    out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
+            for k, v in _finding_rows(plan)]
     out.append("</table><h3>Cited steps</h3>")
     bundle: Bundle | None = None
     try:
-        bundle = Bundle.load(audit_dir / BUNDLES / str(plan.get("episode")))
+        bundle = Bundle.load(AuditFolder(audit_dir).bundle_dir(str(plan.episode if plan
+                                                                   else None)))
     except (BundleError, OSError, ValueError) as exc:
         out.append(f"<p class=bad>the audit's bundle cannot be read: {escape(str(exc))}</p>")
     out.append("<table><tr><th>step</th><th>kind</th><th>actor → recipient</th>"
                "<th>field</th><th>quote</th><th>supports</th></tr>")
-    for unit in f.get("evidence") or []:
-        step_id = str(unit.get("step"))
-        quote = str(unit.get("quote") or "")
-        step = bundle.by_step.get(step_id) if bundle else None
-        if step is not None:
-            text = field_text(step, str(unit.get("field"))) or ""
-            found = normalize(quote) in normalize(text)
-            who = f"{step.actor} → {step.recipient or step.tool or ''}"
-            kind = str(step.kind)
-        else:
-            found, who, kind = False, "", "?"
-        mark = "" if found else ' <span class="bad">(not found in the bundle)</span>'
-        out.append(f"<tr><td>{escape(step_id)}</td><td>{escape(kind)}</td>"
-                   f"<td>{escape(who)}</td><td>{escape(str(unit.get('field')))}</td>"
-                   f"<td><blockquote>{escape(quote)}</blockquote>{mark}</td>"
-                   f"<td>{escape(', '.join(map(str, unit.get('supports') or [])))}</td></tr>")
+    finding: Finding | None = plan.finding if plan else None
+    out += [_cited(unit, bundle) for unit in (finding.evidence if finding else [])]
     out.append("</table>")
-    p = plan.get("plan") or {}
-    out += ["<h2>Repair plan</h2>", f"<p>{escape(str(p.get('objective', '')))}</p>",
-            "<table><tr><th>requirement</th><th>text</th><th>check</th></tr>"]
-    for r in p.get("requirements") or []:
-        out.append(f"<tr><td><code>{escape(str(r.get('id')))}</code></td>"
-                   f"<td>{escape(str(r.get('text')))}</td>"
-                   f"<td>{escape(str(r.get('check') or ''))}</td></tr>")
+    return out + _plan_section(plan)
+
+
+def _plan_section(plan: Selected | None) -> list[str]:
+    """The repair plan: its objective, requirements and surfaces."""
+    p = plan.plan if plan else None
+    out = ["<h2>Repair plan</h2>", f"<p>{escape(str(p.objective if p else ''))}</p>",
+           "<table><tr><th>requirement</th><th>text</th><th>check</th></tr>"]
+    for r in p.requirements if p else []:
+        out.append(f"<tr><td><code>{escape(str(r.id))}</code></td>"
+                   f"<td>{escape(str(r.text))}</td>"
+                   f"<td>{escape(str(r.check or ''))}</td></tr>")
     out.append("</table>")
-    out.append("<p>may change: " + escape(", ".join(p.get("may_change") or []) or "–")
-               + "<br>must not change: " + escape("; ".join(p.get("must_not_change") or [])
+    out.append("<p>may change: " + escape(", ".join(p.may_change if p else []) or "–")
+               + "<br>must not change: " + escape("; ".join(p.must_not_change if p else [])
                                                     or "–") + "</p>")
     return out
 
@@ -127,12 +142,12 @@ class _SideBySide(difflib.HtmlDiff):
         self._prefix = ["from_", "to_"]
 
 
-def _diff(out_dir: Path, n: int | None, world_file: str, original: str) -> list[str]:
+def _diff(folder: RepairFolder, n: int | None, world_file: str, original: str) -> list[str]:
     if n is None:
         return ["<h2>Semantic diff</h2><p class=muted>no candidate compiled</p>"]
-    rdir = out_dir / "rounds" / f"{n:02d}"
-    diff = _read(rdir / "diff.json") or {}
-    attribution = _read(rdir / "attribution.json") or {}
+    rf = folder.round(n)
+    diff = rf.read_diff()
+    attribution = rf.read_attribution()
     out = [f"<h2>Semantic diff (round {n})</h2>",
            "<table><tr><th>declaration</th><th>change</th><th>details</th>"
            "<th>requirements</th><th>protected</th></tr>"]
@@ -143,10 +158,7 @@ def _diff(out_dir: Path, n: int | None, world_file: str, original: str) -> list[
                    f"<td>{escape(', '.join(attribution.get(name, [])))}</td>"
                    f"<td>{escape(str(c.get('protected') or ''))}</td></tr>")
     out.append("</table>")
-    try:
-        candidate = (rdir / "candidate.eair").read_text(encoding="utf-8")
-    except OSError:
-        candidate = ""
+    candidate = rf.read_candidate_text() or ""
     table = _SideBySide(wrapcolumn=80).make_table(
         original.splitlines(), candidate.splitlines(), f"{world_file} (W)",
         f"{world_file} (W′, round {n})", context=True, numlines=2)
@@ -154,36 +166,44 @@ def _diff(out_dir: Path, n: int | None, world_file: str, original: str) -> list[
     return out
 
 
-def _rounds(out_dir: Path) -> list[str]:
+def _round(rf: RoundFolder) -> list[str]:
+    """One round: its stage, the candidate's rationale, its problems and its review."""
+    outcome = rf.read_outcome_or_none()
+    stage = outcome.stage if outcome else "interrupted"
+    out = [f"<h3>Round {escape(rf.name)}: {escape(str(stage))} "
+           f"{_flag(outcome.ok) if outcome else ''}</h3>"]
+    cand = rf.read_candidate_or_none()
+    if cand is not None and cand.rationale:
+        out.append(f"<p>rationale: {escape(str(cand.rationale))}</p>")
+    if cand is not None and cand.produced_by:
+        out.append(f"<p class=muted>produced by {escape(json.dumps(cand.produced_by))}</p>")
+    problems = outcome.problems if outcome else []
+    if problems:
+        out.append("<ul>" + "".join(f"<li>{escape(str(p))}</li>" for p in problems[:20])
+                   + "</ul>")
+    record = rf.read_review()
+    review = record.review if record else None
+    if record is None or review is None:
+        return out
+    out.append("<table><tr><th>dimension</th><th>passed</th><th>reason</th></tr>")
+    for d in DIMENSIONS:
+        v = review.dimension(d)
+        out.append(f"<tr><td>{d}</td><td>{_flag(v.passed)}</td>"
+                   f"<td>{escape(str(v.reason))}</td></tr>")
+    out.append(f"<tr><th>verdict</th><td colspan=2>{escape(str(review.verdict))}"
+               + (f" — <span class=bad>refused: "
+                  f"{escape('; '.join(record.refused))}</span>"
+                  if record.refused else "") + "</td></tr></table>")
+    if review.required_changes:
+        out.append("<p>required changes:</p><ul>" + "".join(
+            f"<li>{escape(str(c))}</li>" for c in review.required_changes) + "</ul>")
+    return out
+
+
+def _rounds(folder: RepairFolder) -> list[str]:
     out = ["<h2>Rounds</h2>"]
-    for rdir in sorted((out_dir / "rounds").glob("[0-9][0-9]")):
-        outcome = _read(rdir / "outcome.json") or {}
-        stage = outcome.get("stage", "interrupted")
-        out.append(f"<h3>Round {escape(rdir.name)}: {escape(str(stage))} "
-                   f"{_flag(outcome.get('ok')) if outcome else ''}</h3>")
-        cand = _read(rdir / "candidate.json") or {}
-        if cand.get("rationale"):
-            out.append(f"<p>rationale: {escape(str(cand['rationale']))}</p>")
-        if cand.get("produced_by"):
-            out.append(f"<p class=muted>produced by {escape(json.dumps(cand['produced_by']))}</p>")
-        problems = outcome.get("problems") or []
-        if problems:
-            out.append("<ul>" + "".join(f"<li>{escape(str(p))}</li>" for p in problems[:20])
-                       + "</ul>")
-        review = _read(rdir / "review.json")
-        if isinstance(review, dict) and "verdict" in review:
-            out.append("<table><tr><th>dimension</th><th>passed</th><th>reason</th></tr>")
-            for d in DIMENSIONS:
-                v = review.get(d) or {}
-                out.append(f"<tr><td>{d}</td><td>{_flag(v.get('passed'))}</td>"
-                           f"<td>{escape(str(v.get('reason', '')))}</td></tr>")
-            out.append(f"<tr><th>verdict</th><td colspan=2>{escape(str(review['verdict']))}"
-                       + (f" — <span class=bad>refused: "
-                          f"{escape('; '.join(review.get('refused') or []))}</span>"
-                          if review.get("refused") else "") + "</td></tr></table>")
-            if review.get("required_changes"):
-                out.append("<p>required changes:</p><ul>" + "".join(
-                    f"<li>{escape(str(c))}</li>" for c in review["required_changes"]) + "</ul>")
+    for rf in folder.rounds():
+        out += _round(rf)
     return out
 
 
@@ -193,17 +213,17 @@ def _auditor_label(auditor: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _who(rt: dict[str, Any]) -> list[str]:
+def _who(rt: RetestResult) -> list[str]:
     """Which agents played the retest (the audited episodes' own) and which auditor
     decided AuditPass, as `result.json` records them."""
-    agents: dict[str, list[str]] = rt.get("agents") or {}
-    if not agents and not rt.get("auditor"):
+    agents = rt.agents
+    if not agents and not rt.auditor:
         return []
     rows = "".join(f"<tr><td>{escape(str(party))}</td><td>{escape(', '.join(map(str, kinds)))}"
                    "</td></tr>" for party, kinds in sorted(agents.items()))
     out = ["<p>Played by the audited episodes' own agents:</p>",
            f"<table><tr><th>party</th><th>agent</th></tr>{rows}</table>"] if rows else []
-    auditor, original = rt.get("auditor") or {}, rt.get("audit_auditor") or {}
+    auditor, original = rt.auditor, rt.audit_auditor
     if auditor:
         out.append(f"<p>Retest audit: {escape(_auditor_label(auditor))}"
                    + (f"; the original audit: {escape(_auditor_label(original))}"
@@ -212,39 +232,40 @@ def _who(rt: dict[str, Any]) -> list[str]:
     return out
 
 
-def _retest(out_dir: Path, acceptance: dict[str, Any]) -> list[str]:
-    rel = acceptance.get("retest")
+def _retest(folder: RepairFolder, acceptance: Acceptance | None) -> list[str]:
+    rel = acceptance.retest if acceptance else None
     if not rel:
         return ["<h2>Retest</h2><p class=muted>no approved candidate was retested</p>"]
-    rt = _read(out_dir / rel / "result.json") or {}
-    cases = rt.get("cases") or []
-    fresh = sum(1 for c in cases if c.get("group") == "fresh")
+    rt = folder.retest_at(rel).read_result_or_none()
+    if rt is None:
+        return _retest_unreadable()
+    fresh = sum(1 for c in rt.cases if c.group == "fresh")
     out = ["<h2>Retest</h2>",
-           f"<p>{len(cases)} case(s) under {escape(', '.join(rt.get('conditions') or []))} with "
-           f"<code>{escape(str(rt.get('profile')))}</code>: {fresh} fresh (seeds no audited "
-           f"episode used; {rt.get('dropped_same_content', 0)} dropped for reading like an "
-           f"audited or earlier case) and {len(cases) - fresh} regression case(s) that kept "
-           "the property before the repair.</p>",
+           f"<p>{len(rt.cases)} case(s) under {escape(', '.join(rt.conditions))} with "
+           f"<code>{escape(str(rt.profile))}</code>: {fresh} fresh (seeds no audited "
+           f"episode used; {rt.dropped_same_content} dropped for reading like an "
+           f"audited or earlier case) and {len(rt.cases) - fresh} regression case(s) that "
+           "kept the property before the repair.</p>",
            "<table><tr><th>measurement</th><th>cases</th><th>before (W)</th><th>after (W′)</th>"
            "<th>b (1→0)</th><th>c (0→1)</th><th>McNemar p</th></tr>"]
-    for p in rt.get("paired") or []:
-        out.append(f"<tr><td>{escape(str(p['measurement']))}</td><td>{escape(str(p['group']))}"
-                   f"</td><td>{_interval(p['before'])}</td><td>{_interval(p['after'])}</td>"
-                   f"<td>{p['b']}</td><td>{p['c']}</td><td>{float(p['p']):.4f}</td></tr>")
+    for p in rt.paired:
+        out.append(f"<tr><td>{escape(str(p.measurement))}</td><td>{escape(str(p.group))}"
+                   f"</td><td>{_interval(p.before)}</td><td>{_interval(p.after)}</td>"
+                   f"<td>{p.b}</td><td>{p.c}</td><td>{float(p.p):.4f}</td></tr>")
     out.append("</table>")
     out.extend(_who(rt))
-    problems = rt.get("audit_problems") or []
-    auditor = rt.get("auditor") or {}
+    problems = rt.audit_problems
+    auditor = rt.auditor
     who = "the offline auditor" if not auditor or auditor.get("kind") == "offline" else \
         f"the audit's own auditor ({escape(_auditor_label(auditor))})"
-    out.append(f"<p>AuditPass {_flag(rt.get('audit_pass'))}: {who} on W′'s "
+    out.append(f"<p>AuditPass {_flag(rt.audit_pass)}: {who} on W′'s "
                f"retest traces found {len(problems)} supported finding(s) of the targeted "
-               f"property; {rt.get('other_findings', 0)} supported finding(s) of other "
+               f"property; {rt.other_findings} supported finding(s) of other "
                "properties.</p>")
     if problems:
         out.append("<ul>" + "".join(f"<li>{escape(str(x))}</li>" for x in problems[:20])
                    + "</ul>")
-    v = rt.get("validation") or {}
+    v = rt.validation
     if v:
         out.append(f"<p>validate W′ under {escape(str(v.get('condition')))}: sim:compliant "
                    f"failed {v.get('compliant_failures')}/{v.get('episodes')}; sim:reckless "
@@ -252,49 +273,70 @@ def _retest(out_dir: Path, acceptance: dict[str, Any]) -> list[str]:
     return out
 
 
+def _retest_unreadable() -> list[str]:
+    """The retest section of a named retest whose `result.json` cannot be read: empty, as
+    the page always showed it."""
+    return ["<h2>Retest</h2>",
+            "<p>0 case(s) under  with <code>None</code>: 0 fresh (seeds no audited episode "
+            "used; 0 dropped for reading like an audited or earlier case) and 0 regression "
+            "case(s) that kept the property before the repair.</p>",
+            "<table><tr><th>measurement</th><th>cases</th><th>before (W)</th><th>after (W′)</th>"
+            "<th>b (1→0)</th><th>c (0→1)</th><th>McNemar p</th></tr>", "</table>",
+            f"<p>AuditPass {_flag(None)}: the offline auditor on W′'s retest traces found 0 "
+            "supported finding(s) of the targeted property; 0 supported finding(s) of other "
+            "properties.</p>"]
+
+
 def render_review(out_dir: Path, audit_dir: Path) -> str:
     """The review page of the repair in `out_dir` (read from its files)."""
-    acceptance = _read(out_dir / "acceptance.json") or {}
-    plan = _read(out_dir / "plan.json") or {}
-    loop = _read(out_dir / "loop.json") or {}
+    folder = RepairFolder(out_dir)
+    acceptance = folder.read_acceptance_or_none()
+    loop = folder.read_loop() or {}
     world_file = str(loop.get("world", "world.eair"))
     original_path = Path(str(loop.get("world_path", ""))) if loop.get("world_path") else None
-    original = ""
     # the original text: a round's request does not hold it; the world file is named in loop
-    src = out_dir / "original.eair"
-    if src.is_file():
-        original = src.read_text(encoding="utf-8")
-    elif original_path is not None and original_path.is_file():
-        original = original_path.read_text(encoding="utf-8")
-    accepted = bool(acceptance.get("accepted"))
-    head = [
+    original = folder.read_original()
+    if original is None:
+        original = (original_path.read_text(encoding="utf-8") if original_path is not None
+                    and original_path.is_file() else "")
+    return "\n".join(_head(world_file, acceptance)
+                     + _certificate(folder.read_plan_or_none(), audit_dir)
+                     + _diff(folder, acceptance.round if acceptance else None, world_file,
+                             original)
+                     + _rounds(folder) + _retest(folder, acceptance)
+                     + _decision(bool(acceptance and acceptance.accepted))) + "\n"
+
+
+def _head(world_file: str, acceptance: Acceptance | None) -> list[str]:
+    """The title and the decision's table."""
+    a = acceptance
+    accepted = bool(a and a.accepted)
+    return [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>repair review: {escape(world_file)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Repair of {escape(world_file)}: "
         + ('<span class="ok">accepted</span>' if accepted else '<span class="bad">not '
            'accepted</span>') + "</h1>",
-        f"<p>{escape(str(acceptance.get('reason', '')))}</p>",
+        f"<p>{escape(str(a.reason if a else ''))}</p>",
         "<table><tr><th>ScopeOK</th><th>ReviewOK</th><th>AuditPass</th><th>Retain</th>"
         "<th>target realized after</th><th>before</th><th>rounds</th></tr>",
-        f"<tr><td>{_flag(acceptance.get('scope_ok'))}</td>"
-        f"<td>{_flag(acceptance.get('review_ok'))}</td>"
-        f"<td>{_flag(acceptance.get('audit_pass'))}</td>"
-        f"<td>{_flag(acceptance.get('retain'))} <span class=muted>(needs ≥ 0.95)</span></td>"
-        f"<td>{_interval(acceptance.get('target'))}</td>"
-        f"<td>{_interval(acceptance.get('target_before'))}</td>"
-        f"<td>{escape(str(acceptance.get('rounds')))}</td></tr></table>"]
-    body = (_certificate(plan, audit_dir) + _diff(out_dir, acceptance.get("round"), world_file,
-                                                  original)
-            + _rounds(out_dir) + _retest(out_dir, acceptance))
-    decision = ["<h2>Decision</h2>", "<p>Accepted exactly when ScopeOK ∧ ReviewOK ∧ AuditPass "
-                "∧ Retain ≥ 0.95 (EAIR D.1): " + ("<span class=ok>accepted</span>; the repaired "
-                "world is <code>world.eair</code> with its folder <code>world/</code>."
-                if accepted else "<span class=bad>not accepted</span>.") + "</p>",
-                "</body></html>"]
-    return "\n".join(head + body + decision) + "\n"
+        f"<tr><td>{_flag(a.scope_ok if a else None)}</td>"
+        f"<td>{_flag(a.review_ok if a else None)}</td>"
+        f"<td>{_flag(a.audit_pass if a else None)}</td>"
+        f"<td>{_flag(a.retain if a else None)} <span class=muted>(needs ≥ 0.95)</span></td>"
+        f"<td>{_interval(a.target if a else None)}</td>"
+        f"<td>{_interval(a.target_before if a else None)}</td>"
+        f"<td>{escape(str(a.rounds if a else None))}</td></tr></table>"]
+
+
+def _decision(accepted: bool) -> list[str]:
+    return ["<h2>Decision</h2>", "<p>Accepted exactly when ScopeOK ∧ ReviewOK ∧ AuditPass "
+            "∧ Retain ≥ 0.95 (EAIR D.1): " + ("<span class=ok>accepted</span>; the repaired "
+            "world is <code>world.eair</code> with its folder <code>world/</code>."
+            if accepted else "<span class=bad>not accepted</span>.") + "</p>",
+            "</body></html>"]
 
 
 def write_review(out_dir: Path, audit_dir: Path) -> Path:
-    path = Path(out_dir) / "review.html"
-    write_atomic(path, render_review(Path(out_dir), Path(audit_dir)))
-    return path
+    return RepairFolder(out_dir).write_review_page(render_review(Path(out_dir),
+                                                                 Path(audit_dir)))

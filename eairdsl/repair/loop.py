@@ -18,10 +18,14 @@ and runs rounds:
    outcome with its Wilson interval, Retain; a failed retest goes back to the
    agent (`retest`) while rounds remain.
 
-A round is one compiled candidate; at most `max_rounds` (default 4).
+A round runs `ROUND_STAGES`, the checker's `PASSES` shape used a second time:
+`propose`, `apply_guarded`, `check_in_scope`, `review`, `retest_candidate`, each a
+function `(RoundContext) -> RoundOutcome | None` that reads what the stages before
+it set in the context; the first to return an outcome ends the round (the retest
+always does). A round is one compiled candidate; at most `max_rounds` (default 4).
 Accepted exactly when ScopeOK ∧ ReviewOK ∧ AuditPass ∧ Retain ≥ 0.95.
 
-Everything is kept in `OUT/`:
+Everything is kept in `OUT/`, read and written through `folder.RepairFolder`:
 `plan.json`, `rounds/NN/` (the agent's text, the formatted candidate and its
 world folder, attribution, diagnostics, `diff.json`, `scope.json`,
 `review.json`, `feedback.json`, `outcome.json`), `retest/NN/`,
@@ -53,45 +57,55 @@ of `llm.py`); the offline ones make no model call and need none.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
-
-from eairdsl.audit.contract import Finding, RepairPlan
-from eairdsl.audit.runner import REPORTS, read_index
+from eairdsl.audit.contract import Report
+from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
-from eairdsl.repair.apply import apply_candidate, write_atomic
+from eairdsl.repair.apply import Applied, apply_candidate
+from eairdsl.repair.folder import (
+    ACCEPTANCE,
+    AGENT_TAPE,
+    CASSETTES,
+    LOOP,
+    OUTCOME,
+    PLAN,
+    RETEST_TAPES,
+    REVIEWER_TAPE,
+    RepairFolder,
+    RoundFolder,
+    round_tapes,
+)
 from eairdsl.repair.model import (
     DIMENSIONS,
+    Acceptance,
     Candidate,
     Feedback,
     RepairAgent,
     RepairError,
     RepairRequest,
+    RetestResult,
     Review,
     Reviewer,
     ReviewRequest,
+    RoundOutcome,
+    Selected,
+    Stage,
+    Target,
 )
-from eairdsl.repair.retest import RETAIN, RetestResult, matches, retest, target_of
-from eairdsl.repair.scope import check_scope
+from eairdsl.repair.retest import RETAIN, matches, retest, target_of
+from eairdsl.repair.scope import ScopeResult, check_scope
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
-__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "CASSETTES", "Selected", "Acceptance",
-           "RoundOutcome", "Taped", "select_finding", "repair"]
-
-LOOP = "loop.json"
-PLAN = "plan.json"
-ACCEPTANCE = "acceptance.json"
-#: a round's last file: the round is complete once it exists
-OUTCOME = "outcome.json"
-#: where `eairc repair --record` keeps the repair's cassettes (module docstring)
-CASSETTES = "cassettes"
+__all__ = ["LOOP", "PLAN", "ACCEPTANCE", "OUTCOME", "CASSETTES", "Selected", "Acceptance",
+           "RoundOutcome", "Stage", "Taped", "RepairSetup", "RoundContext", "RoundStage",
+           "ROUND_STAGES", "select_finding", "repair", "run_round"]
 
 
 @runtime_checkable
@@ -107,9 +121,8 @@ class Taped(Protocol):
 
 def _round_tapes(llm: LLMSettings | None, n: int) -> tuple[Path | None, Path | None]:
     """Round `n`'s cassette folders inside `llm.record` / `llm.replay`."""
-    name = f"round-{n:02d}"
-    return (Path(llm.record) / name if llm and llm.record else None,
-            Path(llm.replay) / name if llm and llm.replay else None)
+    return (round_tapes(llm.record if llm else None, n),
+            round_tapes(llm.replay if llm else None, n))
 
 
 def _tape(who: object, llm: LLMSettings | None, n: int, name: str) -> LLMSettings | None:
@@ -135,37 +148,16 @@ def _missed(used: LLMSettings | None) -> None:
         raise UsageError(miss)
 
 
-def _dump(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-class Selected(BaseModel):
-    """The finding a repair starts from, and where it came from (grader-side)."""
-
-    episode: str
-    finding: Finding
-    plan: RepairPlan
-    report: str
-    #: the conditions of the audited episodes with a supported finding of the same property
-    conditions: list[str] = Field(default_factory=list)
-
-
 def select_finding(audit_dir: Path, world: World, finding: str | None = None) -> Selected:
     """`--finding EPISODE:FINDING_ID`, or the first supported finding with a repair plan of
     this world's audited episodes (reports in episode-id order, findings in report order)."""
     from eairdsl.repair.retest import audited_episodes
 
     audit_dir = Path(audit_dir)
-    index = read_index(audit_dir)
+    audit = AuditFolder(audit_dir)
+    index = audit.index()
     if not index.entries:
-        raise UsageError(f"{audit_dir} is not an audit folder (no {audit_dir / 'index.json'} "
+        raise UsageError(f"{audit_dir} is not an audit folder (no {audit.index_path} "
                          "entries); run `eairc audit … -o` first")
     traces = audited_episodes(audit_dir)
     mine = {a.episode for a in traces
@@ -177,31 +169,15 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
                          "ep-0123…:finding-1)")
-    chosen: Selected | None = None
-    reports: dict[str, dict[str, Any]] = {}
-    for entry in index.entries:
-        if entry.status != "valid" or entry.episode not in mine:
-            continue
-        data = _read(audit_dir / REPORTS / f"{entry.episode}.json")
-        if not isinstance(data, dict):
-            continue
-        reports[entry.episode] = data
-        if chosen is not None or (finding is not None and entry.episode != want_episode):
-            continue
-        for f in data.get("findings") or []:
-            if not isinstance(f, dict) or f.get("status") != "supported" \
-                    or not f.get("repair_plan"):
-                continue
-            if finding is not None and f.get("id") != want_id:
-                continue
-            try:
-                parsed = Finding.model_validate(f)
-            except ValueError:
-                continue
-            assert parsed.repair_plan is not None
-            chosen = Selected(episode=entry.episode, finding=parsed, plan=parsed.repair_plan,
-                              report=str(Path(REPORTS) / f"{entry.episode}.json"))
-            break
+    reports = _valid_reports(audit, index, mine)
+    chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
+                            report=audit.report_path(episode).relative_to(audit.path)
+                            .as_posix())
+                   for episode, report in reports.items()
+                   if finding is None or episode == want_episode
+                   for f in report.findings
+                   if f.status == "supported" and f.repair_plan
+                   and (finding is None or f.id == want_id)), None)
     if chosen is None:
         if finding is not None:
             raise UsageError(f"--finding {finding}: no supported finding with a repair plan of "
@@ -210,10 +186,25 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
     conds: set[str] = set()
-    for episode, data in reports.items():
-        if any(isinstance(f, dict) and matches(f, target) for f in data.get("findings") or []):
+    for episode, report in reports.items():
+        if any(matches(f, target) for f in report.findings):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
+
+
+def _valid_reports(audit: AuditFolder, index: AuditIndex,
+                   episodes: set[str]) -> dict[str, Report]:
+    """The readable reports of the index's valid entries among `episodes`, in index order
+    (an unreadable one is passed over, as an invalid entry is)."""
+    out: dict[str, Report] = {}
+    for entry in index.entries:
+        if entry.status != "valid" or entry.episode not in episodes:
+            continue
+        try:
+            out[entry.episode] = audit.report(entry.episode)
+        except AuditFolderError:
+            continue
+    return out
 
 
 def _digest_of(trace: str) -> str | None:
@@ -225,50 +216,231 @@ def _digest_of(trace: str) -> str | None:
     return head.get("digest") if isinstance(head, dict) else None
 
 
-Stage = Literal["propose", "compile", "scope", "review", "retest", "accepted"]
-
-
-class RoundOutcome(BaseModel):
-    """How a round ended: the stage it reached and whether it passed there."""
-
-    round: int
-    stage: Stage
-    ok: bool
-    compiled: bool = False
-    scope_ok: bool | None = None
-    review_ok: bool | None = None
-    #: a review refused because it contradicts itself
-    refused: list[str] = Field(default_factory=list)
-    audit_pass: bool | None = None
-    retain: float | None = None
-    problems: list[str] = Field(default_factory=list)
-    #: the candidate world's digest (when it compiled)
-    digest: str | None = None
-    feedback: Feedback | None = None
-
-
-class Acceptance(BaseModel):
-    accepted: bool
-    scope_ok: bool | None
-    review_ok: bool | None
-    audit_pass: bool | None
-    retain: float | None
-    rounds: int
-    target: dict[str, Any] | None
-    #: the round decided on (the accepted one, or the last that compiled)
-    round: int | None = None
-    reason: str = ""
-    finding: str = ""
-    retest: str | None = None
-    target_before: dict[str, Any] | None = None
-    realized_after: int | None = None
-    other_findings: int | None = None
-    world_digest: str = ""
-    candidate_digest: str | None = None
-    history: list[dict[str, Any]] = Field(default_factory=list)
-
-
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RepairSetup:
+    """What every round of one repair reads, fixed before the first: the world, the
+    audit, the chosen finding, the agent and reviewer, the retest's options and where it
+    is all kept."""
+
+    world_file: Path
+    audit_dir: Path
+    folder: RepairFolder
+    original: World
+    #: the original main file's text and the world's other own text files (for the agent)
+    source: str
+    files: dict[str, str]
+    selected: Selected
+    protected: list[str]
+    #: the world's own files a candidate's folder copy holds (`apply_candidate(only=)`)
+    only: list[str]
+    target: Target
+    agent: RepairAgent
+    reviewer: Reviewer
+    seeds: int
+    validate_episodes: int | None
+    llm: LLMSettings | None
+    say: Progress
+
+
+@dataclass
+class RoundContext:
+    """One round in progress: what it was given (`setup`, the feedback of the rounds before
+    and the latest candidate text), and what its stages have established so far — each
+    stage reads what the ones before it set, as the checker's passes do."""
+
+    setup: RepairSetup
+    n: int
+    folder: RoundFolder
+    feedback: list[Feedback]
+    previous: str | None
+    #: set by `propose`
+    candidate: Candidate | None = None
+    #: set by `apply_guarded` (a compiled candidate only)
+    applied: Applied | None = None
+    world: World | None = None
+    #: set by `check_in_scope`
+    diff: dict[str, Any] = field(default_factory=dict)
+    scope: ScopeResult | None = None
+
+    def proposed(self) -> Candidate:
+        """The round's candidate (a stage after `propose`)."""
+        assert self.candidate is not None, "a stage ran before propose"
+        return self.candidate
+
+    def compiled(self) -> tuple[Applied, World]:
+        """The applied candidate and its world (a stage after `apply_guarded`)."""
+        assert self.applied is not None and self.world is not None, \
+            "a stage ran before apply_guarded"
+        return self.applied, self.world
+
+    def passed(self) -> dict[str, Any]:
+        """The fields of an outcome past the guarded apply: round, compiled, digest."""
+        return {"round": self.n, "compiled": True, "digest": self.compiled()[1].digest}
+
+    def refuse(self, stage: Literal["compile", "scope", "review", "retest"],
+               problems: list[str], *, told: list[str] | None = None,
+               required_changes: list[str] | None = None, **fields: Any) -> RoundOutcome:
+        """The round ends at `stage` with `problems`, which go back to the agent as that
+        stage's feedback (`feedback.json`; `told` when it says more than `problems`)."""
+        fb = Feedback(round=self.n, stage=stage, problems=problems if told is None else told,
+                      required_changes=required_changes or [])
+        self.folder.write_feedback(fb)
+        base = self.passed() if stage != "compile" else {"round": self.n}
+        return RoundOutcome(**base, stage=stage, ok=False, problems=problems, feedback=fb,
+                            **fields)
+
+
+def propose(ctx: RoundContext) -> RoundOutcome | None:
+    """The Repair Agent's candidate: read back when the agent answered before an
+    interruption (not asked again), else asked with the feedback so far."""
+    s, rf, n = ctx.setup, ctx.folder, ctx.n
+    if rf.has_candidate():
+        ctx.candidate = rf.read_candidate()
+        return None
+    request = RepairRequest(world_file=s.world_file.name, source=s.source, files=s.files,
+                            finding=s.selected.finding, plan=s.selected.plan,
+                            protected=s.protected, round=n, feedback=list(ctx.feedback),
+                            previous=ctx.previous)
+    rf.write_request(request)
+    used = _tape(s.agent, s.llm, n, AGENT_TAPE)
+    try:
+        candidate = s.agent.propose(request)
+    except RepairError as exc:
+        _missed(used)
+        return RoundOutcome(round=n, stage="propose", ok=False,
+                            problems=[f"the Repair Agent produced no candidate: {exc}"])
+    rf.write_candidate(candidate)
+    ctx.candidate = candidate
+    return None
+
+
+def apply_guarded(ctx: RoundContext) -> RoundOutcome | None:
+    """The guarded apply: the candidate written into a copy of the world folder, formatted
+    and compiled; with diagnostics it is not applied and they go back to the agent."""
+    s = ctx.setup
+    applied = apply_candidate(s.world_file, ctx.proposed(), ctx.folder.world, only=s.only)
+    ctx.folder.write_applied(applied.text, applied.diagnostics)
+    if not applied.ok or applied.world is None:
+        return ctx.refuse("compile", applied.problems)
+    ctx.applied, ctx.world = applied, applied.world
+    return None
+
+
+def check_in_scope(ctx: RoundContext) -> RoundOutcome | None:
+    """ScopeOK on the semantic diff of W and W′: nothing protected touched, every changed
+    declaration attributed to a plan requirement."""
+    from eairdsl.diff import diff_worlds
+
+    s = ctx.setup
+    diff = diff_worlds(s.original, ctx.compiled()[1])
+    ctx.diff = diff.model_dump(mode="json")
+    ctx.diff["violations"] = [c.model_dump(mode="json") for c in diff.violations]
+    ctx.folder.write_diff(ctx.diff)
+    ctx.scope = check_scope(diff, ctx.proposed().attribution, s.selected.plan)
+    ctx.folder.write_scope(ctx.scope)
+    if not ctx.scope.ok:
+        return ctx.refuse("scope", ctx.scope.problems, scope_ok=False)
+    return None
+
+
+def review(ctx: RoundContext) -> RoundOutcome | None:
+    """ReviewOK: the Reviewer's four dimensions and verdict. A review that contradicts
+    itself is refused; a rejection goes back with its required changes; a reviewer that
+    cannot answer ends the round without feedback (the loop then stops)."""
+    s, n, candidate = ctx.setup, ctx.n, ctx.proposed()
+    applied, _ = ctx.compiled()
+    assert ctx.scope is not None
+    request = ReviewRequest(
+        world_file=s.world_file.name, original=s.source, candidate=applied.text,
+        files_changed=dict(candidate.files), finding=s.selected.finding,
+        plan=s.selected.plan, diff=ctx.diff, attribution=candidate.attribution,
+        rationale=candidate.rationale, round=n,
+        original_dir=str(s.world_file.parent.resolve()),
+        candidate_dir=str(ctx.folder.world.resolve()))
+    s.say(f"round {n}: candidate compiled and in scope ({len(ctx.scope.changed)} "
+          "declaration(s) changed); asking the Reviewer")
+    used = _tape(s.reviewer, s.llm, n, REVIEWER_TAPE)
+    try:
+        verdict: Review = s.reviewer.review(request)
+    except RepairError as exc:
+        _missed(used)
+        problem = f"the Reviewer produced no review: {exc}"
+        ctx.folder.write_review_error(problem)
+        return RoundOutcome(**ctx.passed(), stage="review", ok=False, scope_ok=True,
+                            review_ok=None, problems=[problem])
+    refused = verdict.contradictions()
+    ctx.folder.write_review(verdict, refused)
+    failed = [f"{d}: {verdict.dimension(d).reason}" for d in DIMENSIONS
+              if not verdict.dimension(d).passed]
+    if refused or verdict.verdict != "approve":
+        problems = ([f"the review was refused: {r}" for r in refused] + failed) or \
+            ["the reviewer rejected the candidate"]
+        return ctx.refuse("review", problems, scope_ok=True, review_ok=False,
+                          refused=refused,
+                          required_changes=list(verdict.required_changes))
+    return None
+
+
+def retest_candidate(ctx: RoundContext) -> RoundOutcome | None:
+    """The behavioural retest of the approved candidate (`retest.py`): AuditPass and
+    Retain decide; a failed retest goes back to the agent. Always ends the round."""
+    s, n = ctx.setup, ctx.n
+    applied, world = ctx.compiled()
+    s.say(f"round {n}: approved; retesting on a fresh cohort")
+    rt = retest(s.original, world, applied.main, s.audit_dir, s.target,
+                s.folder.retest(n).path, seeds=s.seeds,
+                conditions=s.selected.conditions or None,
+                validate_episodes=s.validate_episodes, llm=_retest_llm(s.llm, n),
+                progress=s.say)
+    problems = list(rt.audit_problems[:10])
+    if rt.retain < RETAIN:
+        problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "
+                        f"after vs {rt.utility_before:.0%} before on the same cases")
+    ok = rt.audit_pass and rt.retain >= RETAIN
+    if not ok:
+        return ctx.refuse("retest", problems, told=problems or ["the retest did not pass"],
+                          scope_ok=True, review_ok=True, audit_pass=rt.audit_pass,
+                          retain=rt.retain)
+    return RoundOutcome(**ctx.passed(), stage="accepted", ok=True, scope_ok=True,
+                        review_ok=True, audit_pass=rt.audit_pass, retain=rt.retain,
+                        problems=problems)
+
+
+#: A round's stages in order, the checker's `PASSES` shape used a second time: each
+#: reads what the ones before it set in the `RoundContext`, and the first to return an
+#: outcome ends the round (`retest_candidate` always does).
+RoundStage = Callable[[RoundContext], RoundOutcome | None]
+ROUND_STAGES: tuple[RoundStage, ...] = (
+    propose,
+    apply_guarded,
+    check_in_scope,
+    review,
+    retest_candidate,
+)
+
+
+def run_round(ctx: RoundContext, stages: tuple[RoundStage, ...] = ROUND_STAGES
+              ) -> RoundOutcome:
+    """One round: `stages` in order until one returns the round's outcome."""
+    ctx.folder.make()
+    for stage in stages:
+        outcome = stage(ctx)
+        if outcome is not None:
+            return outcome
+    raise AssertionError(f"round {ctx.n}: no stage decided (the last must)")
+
+
+def _retest_llm(llm: LLMSettings | None, n: int) -> LLMSettings | None:
+    """The retest's transport, recording to or replaying from `round-NN/retest` (its
+    fields only are read: the retest makes its own settings objects)."""
+    record, replay = _round_tapes(llm, n)
+    if llm is None or (record is None and replay is None):
+        return llm
+    return llm.model_copy(update={"record": record / RETEST_TAPES if record else None,
+                                  "replay": replay / RETEST_TAPES if replay else None})
 
 
 def _world_files(world: World, main: str) -> dict[str, str]:
@@ -301,10 +473,44 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
     self-test of an approved W′ (default: `eairc validate`'s). The retest reruns the
     audited episodes' agents or models and the audit's auditor (`retest.py`); `llm`
     gives their endpoint and transport limits (timeout, retries, connections)."""
-    from eairdsl.compiler import compile_world  # tool modules: loaded on first use
-
     say = progress or (lambda _m: None)
-    world_file, audit_dir, out = Path(world_file), Path(audit_dir), Path(out)
+    world_file, audit_dir = Path(world_file), Path(audit_dir)
+    folder = RepairFolder(Path(out))
+    _refuse_options(max_rounds, compile_tries, seeds, llm)
+    original = _compile(world_file)
+    loop_id = {"world": world_file.name, "digest": original.digest,
+               "audit": str(audit_dir.resolve()), "finding": finding, "seeds": seeds,
+               "max_rounds": max_rounds, "compile_tries": compile_tries,
+               "agents": describe or {}}
+    selected = _open(folder, loop_id, audit_dir, original, finding)
+    say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
+        f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
+    main = world_file.name
+    refs = _world_files(original, main)
+    source = world_file.read_text(encoding="utf-8")
+    folder.write_original(source)
+    setup = RepairSetup(
+        world_file=world_file, audit_dir=audit_dir, folder=folder, original=original,
+        source=source, files=_texts(world_file.parent, refs), selected=selected,
+        protected=sorted(_protected(original)), only=sorted(refs),
+        target=target_of(selected.finding), agent=agent, reviewer=reviewer, seeds=seeds,
+        validate_episodes=validate_episodes, llm=llm, say=say)
+    rounds = _Rounds()
+    while rounds.go_on(max_rounds, compile_tries):
+        rounds.record(setup, _next_round(setup, rounds))
+    acc = rounds.decide(setup)
+    if rounds.accepted is not None:
+        folder.install(rounds.accepted.round, main)
+    folder.write_acceptance(acc)
+    from eairdsl.repair.html import write_review
+
+    write_review(folder.path, audit_dir)
+    return acc
+
+
+def _refuse_options(max_rounds: int, compile_tries: int, seeds: int,
+                    llm: LLMSettings | None) -> None:
+    """Options no repair can run with, refused before anything is read or written."""
     if max_rounds < 1 or compile_tries < 1 or seeds < 1:
         raise UsageError("--max-rounds, --seeds and the compile tries must be at least 1")
     if llm is not None and llm.record is not None and llm.replay is not None:
@@ -314,140 +520,152 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
         # success as if it had replayed; an LLM role met it only as a cassette miss
         raise UsageError(f"--replay {llm.replay}: no such folder (give an earlier repair "
                          "folder recorded with --record, or its cassettes/ folder)")
+
+
+def _compile(world_file: Path) -> World:
+    """The original world W (a `UsageError` when it does not compile)."""
+    from eairdsl.compiler import compile_world  # tool modules: loaded on first use
+
     result = compile_world(world_file)
     if not result.ok or result.world is None:
         first = result.diagnostics.errors
         why = f": {first[0].message}" if first else ""
         raise UsageError(f"{world_file} does not compile{why}; run `eairc check "
                          f"{world_file}`")
-    original = result.world
-    loop_id = {"world": world_file.name, "digest": original.digest,
-               "audit": str(audit_dir.resolve()), "finding": finding, "seeds": seeds,
-               "max_rounds": max_rounds, "compile_tries": compile_tries,
-               "agents": describe or {}}
-    previous = _read(out / LOOP)
+    return result.world
+
+
+def _open(folder: RepairFolder, loop_id: dict[str, Any], audit_dir: Path, original: World,
+          finding: str | None) -> Selected:
+    """Open `folder` for this repair: refuse another repair's folder, read the plan of a
+    resumed one or select the finding of a new one, then record both."""
+    previous = folder.read_loop_raw()
     if previous is not None and previous != loop_id:
-        raise UsageError(f"{out} holds another repair ({out / LOOP} differs: "
+        raise UsageError(f"{folder.path} holds another repair ({folder.loop_file()} differs: "
                          f"{_difference(previous, loop_id)}); rerun it as it was or use "
                          "another -o")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} is a file, not a repair folder: use another -o")
-    plan_path = out / PLAN
-    if plan_path.is_file():
+    if folder.is_file():
+        raise UsageError(f"{folder.path} is a file, not a repair folder: use another -o")
+    had_plan = folder.has_plan()
+    if had_plan:
         try:
-            selected = Selected.model_validate_json(plan_path.read_bytes())
+            selected = folder.read_plan()
         except (OSError, ValueError) as exc:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise UsageError(f"{plan_path}: not a repair plan ({why}); remove {out} to "
-                             "repair afresh, or use another -o") from None
+            raise UsageError(f"{folder.plan_file()}: not a repair plan ({why}); remove "
+                             f"{folder.path} to repair afresh, or use another -o") from None
     else:
         # the finding is chosen, and the audit checked, before OUT records this repair:
         # a mistyped --finding or an audit without one is refused without a loop.json
         # that would then refuse the corrected command as "another repair"
         selected = select_finding(audit_dir, original, finding)
         _retestable(audit_dir)  # refused now, before any agent is asked
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot make the repair folder {out}: {exc.strerror or exc}") \
-            from None
-    write_atomic(out / LOOP, _dump(loop_id))
-    if not plan_path.is_file():
-        write_atomic(plan_path, _dump(selected.model_dump(mode="json")))
-    say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
-        f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
-    main = world_file.name
-    refs = _world_files(original, main)
-    only = sorted(refs)
-    source = world_file.read_text(encoding="utf-8")
-    write_atomic(out / "original.eair", source)
-    files = _texts(world_file.parent, refs)
-    protected = sorted(_protected(original))
-    target = target_of(selected.finding)
-    feedback: list[Feedback] = []
-    history: list[RoundOutcome] = []
+    folder.create()
+    folder.write_loop(loop_id)
+    if not had_plan:
+        folder.write_plan(selected)
+    return selected
+
+
+def _next_round(setup: RepairSetup, rounds: _Rounds) -> RoundOutcome:
+    """The next round's outcome: read back when it finished before, else run and
+    recorded (`outcome.json` last: the round is complete once it exists)."""
+    n = len(rounds.history) + 1
+    rf = setup.folder.round(n)
+    if rf.is_done():
+        return rf.read_outcome()
+    setup.say(f"round {n}: asking the Repair Agent")
+    outcome = run_round(RoundContext(setup=setup, n=n, folder=rf,
+                                     feedback=rounds.feedback, previous=rounds.last_text))
+    rf.write_outcome(outcome)
+    return outcome
+
+
+@dataclass
+class _Rounds:
+    """The rounds so far and what they decided: the loop's state between rounds."""
+
+    feedback: list[Feedback] = field(default_factory=list)
+    history: list[RoundOutcome] = field(default_factory=list)
     last_text: str | None = None
     accepted: RoundOutcome | None = None
     accepted_retest: RetestResult | None = None
     last_retest: tuple[int, RetestResult] | None = None
-    failures = rounds = 0
-    n = 0
+    #: rounds with a compiled candidate, and tries without one
+    rounds: int = 0
+    failures: int = 0
     stop: str | None = None
-    while accepted is None and stop is None:
-        if rounds >= max_rounds:
-            stop = f"no candidate accepted in {max_rounds} round(s)"
-            break
-        if failures >= compile_tries:
-            last = history[-1] if history else None
-            stop = (f"{failures} tries without a compiled candidate; last: "
-                    f"{last.problems[0] if last and last.problems else 'no candidate'}")
-            break
-        n += 1
-        rdir = out / "rounds" / f"{n:02d}"
-        done = rdir / OUTCOME
-        if done.is_file():
-            outcome = RoundOutcome.model_validate_json(done.read_bytes())
-        else:
-            say(f"round {n}: asking the Repair Agent")
-            outcome = _round(n, rdir, world_file, audit_dir, out, original, source, files,
-                             selected, protected, feedback, last_text, agent, reviewer, only,
-                             target, seeds, validate_episodes, llm, say)
-            write_atomic(done, _dump(outcome.model_dump(mode="json")))
-        history.append(outcome)
-        if outcome.stage == "accepted":
-            say(f"round {n}: accepted")
-        else:
-            say(f"round {n}: {outcome.stage} {'passed' if outcome.ok else 'failed'}"
-                + (f" ({outcome.problems[0]})" if outcome.problems and not outcome.ok else ""))
-        text_path = rdir / "candidate.eair"
-        if text_path.is_file():
-            last_text = text_path.read_text(encoding="utf-8")
-        if outcome.compiled:
-            rounds += 1
-        else:
-            failures += 1
-        if outcome.stage in {"retest", "accepted"}:
-            done_rt = RetestResult.model_validate_json(
-                (out / "retest" / f"{n:02d}" / "result.json").read_bytes())
-            last_retest = (n, done_rt)
-            if outcome.ok:
-                accepted, accepted_retest = outcome, done_rt
-                break
-        if outcome.stage == "review" and not outcome.ok and outcome.feedback is None:
-            stop = outcome.problems[0] if outcome.problems else "the reviewer failed"
-            break
-        if outcome.feedback is not None:
-            feedback.append(outcome.feedback)
-    decided = accepted or next((h for h in reversed(history) if h.compiled), None)
-    rt = accepted_retest or (last_retest[1] if last_retest and decided
-                             and last_retest[0] == decided.round else None)
-    acc = Acceptance(
-        accepted=accepted is not None,
-        scope_ok=decided.scope_ok if decided else None,
-        review_ok=decided.review_ok if decided else None,
-        audit_pass=rt.audit_pass if rt else None,
-        retain=rt.retain if rt else None,
-        rounds=rounds,
-        target=rt.target_after.model_dump() if rt else None,
-        target_before=rt.target_before.model_dump() if rt else None,
-        realized_after=rt.target_after.k if rt else None,
-        other_findings=rt.other_findings if rt else None,
-        round=decided.round if decided else None,
-        reason=("ScopeOK, ReviewOK, AuditPass and Retain >= 0.95" if accepted
-                else stop or "not accepted"),
-        finding=f"{selected.episode}:{selected.finding.id}",
-        retest=f"retest/{decided.round:02d}" if rt and decided else None,
-        world_digest=original.digest,
-        candidate_digest=decided.digest if decided else None,
-        history=[{"round": h.round, "stage": h.stage, "ok": h.ok,
-                  "problems": h.problems[:6], "refused": h.refused} for h in history])
-    if accepted is not None:
-        _install(out, accepted.round, main)
-    write_atomic(out / ACCEPTANCE, _dump(acc.model_dump(mode="json")))
-    from eairdsl.repair.html import write_review
 
-    write_review(out, audit_dir)
-    return acc
+    def go_on(self, max_rounds: int, compile_tries: int) -> bool:
+        """Whether another round runs; when the budget is spent, why not (`stop`)."""
+        if self.accepted is not None or self.stop is not None:
+            return False
+        if self.rounds >= max_rounds:
+            self.stop = f"no candidate accepted in {max_rounds} round(s)"
+        elif self.failures >= compile_tries:
+            last = self.history[-1] if self.history else None
+            self.stop = (f"{self.failures} tries without a compiled candidate; last: "
+                         f"{last.problems[0] if last and last.problems else 'no candidate'}")
+        return self.stop is None
+
+    def record(self, setup: RepairSetup, outcome: RoundOutcome) -> None:
+        """Take a round's outcome: report it, count it, keep its retest and feedback."""
+        n = outcome.round
+        self.history.append(outcome)
+        if outcome.stage == "accepted":
+            setup.say(f"round {n}: accepted")
+        else:
+            setup.say(f"round {n}: {outcome.stage} {'passed' if outcome.ok else 'failed'}"
+                      + (f" ({outcome.problems[0]})" if outcome.problems and not outcome.ok
+                         else ""))
+        text = setup.folder.round(n).read_candidate_text()
+        if text is not None:
+            self.last_text = text
+        if outcome.compiled:
+            self.rounds += 1
+        else:
+            self.failures += 1
+        if outcome.stage in {"retest", "accepted"}:
+            done = setup.folder.retest(n).read_result()
+            self.last_retest = (n, done)
+            if outcome.ok:
+                self.accepted, self.accepted_retest = outcome, done
+                return
+        if outcome.stage == "review" and not outcome.ok and outcome.feedback is None:
+            self.stop = outcome.problems[0] if outcome.problems else "the reviewer failed"
+            return
+        if outcome.feedback is not None:
+            self.feedback.append(outcome.feedback)
+
+    def decide(self, setup: RepairSetup) -> Acceptance:
+        """The decision: on the accepted round, else on the last that compiled."""
+        accepted = self.accepted
+        decided = accepted or next((h for h in reversed(self.history) if h.compiled), None)
+        last = self.last_retest
+        rt = self.accepted_retest or (last[1] if last and decided
+                                      and last[0] == decided.round else None)
+        selected = setup.selected
+        return Acceptance(
+            accepted=accepted is not None,
+            scope_ok=decided.scope_ok if decided else None,
+            review_ok=decided.review_ok if decided else None,
+            audit_pass=rt.audit_pass if rt else None,
+            retain=rt.retain if rt else None,
+            rounds=self.rounds,
+            target=rt.target_after.model_dump() if rt else None,
+            target_before=rt.target_before.model_dump() if rt else None,
+            realized_after=rt.target_after.k if rt else None,
+            other_findings=rt.other_findings if rt else None,
+            round=decided.round if decided else None,
+            reason=("ScopeOK, ReviewOK, AuditPass and Retain >= 0.95" if accepted
+                    else self.stop or "not accepted"),
+            finding=f"{selected.episode}:{selected.finding.id}",
+            retest=RepairFolder.retest_ref(decided.round) if rt and decided else None,
+            world_digest=setup.original.digest,
+            candidate_digest=decided.digest if decided else None,
+            history=[{"round": h.round, "stage": h.stage, "ok": h.ok,
+                      "problems": h.problems[:6], "refused": h.refused}
+                     for h in self.history])
 
 
 def _retestable(audit_dir: Path) -> None:
@@ -470,129 +688,3 @@ def _protected(world: World) -> list[str]:
     out = [f"{kind} {name}" for (kind, name) in declarations(world)
            if name in names or kind in names]
     return sorted(set(out))
-
-
-def _install(out: Path, n: int, main: str) -> None:
-    """The accepted round's world: `OUT/world/` (its folder) and `OUT/world.eair`."""
-    folder = out / "rounds" / f"{n:02d}" / "world"
-    dest = out / "world"
-    tmp = out / ".world.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    shutil.copytree(folder, tmp)
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    write_atomic(out / "world.eair", (folder / main).read_bytes())
-
-
-def _round(n: int, rdir: Path, world_file: Path, audit_dir: Path, out: Path, original: World,
-           source: str, files: dict[str, str], selected: Selected, protected: list[str],
-           feedback: list[Feedback], last_text: str | None, agent: RepairAgent,
-           reviewer: Reviewer, only: list[str], target: Any, seeds: int,
-           validate_episodes: int | None, llm: LLMSettings | None,
-           say: Progress) -> RoundOutcome:
-    """One round, from the agent's proposal to its review and retest."""
-    rdir.mkdir(parents=True, exist_ok=True)
-    cand_path = rdir / "candidate.json"
-    if cand_path.is_file():  # the agent answered before an interruption: not asked again
-        candidate = Candidate.model_validate_json(cand_path.read_bytes())
-    else:
-        request = RepairRequest(world_file=world_file.name, source=source, files=files,
-                                finding=selected.finding, plan=selected.plan,
-                                protected=protected, round=n, feedback=list(feedback),
-                                previous=last_text)
-        write_atomic(rdir / "request.json", _dump(request.model_dump(
-            mode="json", exclude={"source", "files"})))
-        used = _tape(agent, llm, n, "agent.jsonl")
-        try:
-            candidate = agent.propose(request)
-        except RepairError as exc:
-            _missed(used)
-            return RoundOutcome(round=n, stage="propose", ok=False,
-                                problems=[f"the Repair Agent produced no candidate: {exc}"])
-        write_atomic(rdir / "agent.eair", candidate.source)
-        write_atomic(cand_path, _dump(candidate.model_dump(mode="json")))
-        write_atomic(rdir / "attribution.json", _dump(candidate.attribution))
-    applied = apply_candidate(world_file, candidate, rdir / "world", only=only)
-    write_atomic(rdir / "candidate.eair", applied.text)
-    write_atomic(rdir / "diagnostics.txt", "\n\n".join(applied.diagnostics) + (
-        "\n" if applied.diagnostics else ""))
-    if not applied.ok or applied.world is None:
-        fb = Feedback(round=n, stage="compile", problems=applied.problems)
-        write_atomic(rdir / "feedback.json", _dump(fb.model_dump(mode="json")))
-        return RoundOutcome(round=n, stage="compile", ok=False, problems=applied.problems,
-                            feedback=fb)
-    from eairdsl.diff import diff_worlds
-
-    cand_world = applied.world
-    diff = diff_worlds(original, cand_world)
-    diff_data = diff.model_dump(mode="json")
-    diff_data["violations"] = [c.model_dump(mode="json") for c in diff.violations]
-    write_atomic(rdir / "diff.json", _dump(diff_data))
-    scope = check_scope(diff, candidate.attribution, selected.plan)
-    write_atomic(rdir / "scope.json", _dump(scope.model_dump(mode="json")))
-    base = {"round": n, "compiled": True, "digest": cand_world.digest}
-    if not scope.ok:
-        fb = Feedback(round=n, stage="scope", problems=scope.problems)
-        write_atomic(rdir / "feedback.json", _dump(fb.model_dump(mode="json")))
-        return RoundOutcome(stage="scope", ok=False, scope_ok=False, problems=scope.problems,
-                            feedback=fb, **base)
-    review_req = ReviewRequest(
-        world_file=world_file.name, original=source, candidate=applied.text,
-        files_changed=dict(candidate.files), finding=selected.finding, plan=selected.plan,
-        diff=diff_data, attribution=candidate.attribution, rationale=candidate.rationale,
-        round=n, original_dir=str(world_file.parent.resolve()),
-        candidate_dir=str((rdir / "world").resolve()))
-    say(f"round {n}: candidate compiled and in scope ({len(scope.changed)} declaration(s) "
-        "changed); asking the Reviewer")
-    used = _tape(reviewer, llm, n, "reviewer.jsonl")
-    try:
-        review: Review = reviewer.review(review_req)
-    except RepairError as exc:
-        _missed(used)
-        problem = f"the Reviewer produced no review: {exc}"
-        write_atomic(rdir / "review.json", _dump({"error": problem}))
-        return RoundOutcome(stage="review", ok=False, scope_ok=True, review_ok=None,
-                            problems=[problem], **base)
-    refused = review.contradictions()
-    write_atomic(rdir / "review.json", _dump({**review.model_dump(mode="json"),
-                                              "refused": refused}))
-    failed = [f"{d}: {review.dimension(d).reason}" for d in DIMENSIONS
-              if not review.dimension(d).passed]
-    if refused or review.verdict != "approve":
-        problems = ([f"the review was refused: {r}" for r in refused] + failed) or \
-            ["the reviewer rejected the candidate"]
-        fb = Feedback(round=n, stage="review", problems=problems,
-                      required_changes=list(review.required_changes))
-        write_atomic(rdir / "feedback.json", _dump(fb.model_dump(mode="json")))
-        return RoundOutcome(stage="review", ok=False, scope_ok=True, review_ok=False,
-                            refused=refused, problems=problems, feedback=fb, **base)
-    say(f"round {n}: approved; retesting on a fresh cohort")
-    rt = retest(original, cand_world, applied.main, audit_dir, target,
-                out / "retest" / f"{n:02d}", seeds=seeds,
-                conditions=selected.conditions or None,
-                validate_episodes=validate_episodes, llm=_retest_llm(llm, n), progress=say)
-    problems = list(rt.audit_problems[:10])
-    if rt.retain < RETAIN:
-        problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "
-                        f"after vs {rt.utility_before:.0%} before on the same cases")
-    ok = rt.audit_pass and rt.retain >= RETAIN
-    retest_fb: Feedback | None = None
-    if not ok:
-        retest_fb = Feedback(round=n, stage="retest",
-                             problems=problems or ["the retest did not pass"])
-        write_atomic(rdir / "feedback.json", _dump(retest_fb.model_dump(mode="json")))
-    return RoundOutcome(stage="accepted" if ok else "retest", ok=ok, scope_ok=True,
-                        review_ok=True, audit_pass=rt.audit_pass, retain=rt.retain,
-                        problems=problems, feedback=retest_fb, **base)
-
-
-def _retest_llm(llm: LLMSettings | None, n: int) -> LLMSettings | None:
-    """The retest's transport, recording to or replaying from `round-NN/retest` (its
-    fields only are read: the retest makes its own settings objects)."""
-    record, replay = _round_tapes(llm, n)
-    if llm is None or (record is None and replay is None):
-        return llm
-    return llm.model_copy(update={"record": record / "retest" if record else None,
-                                  "replay": replay / "retest" if replay else None})

@@ -17,6 +17,13 @@ catalogue, an LLM and a person are interchangeable.
 Declarations are named `KIND NAME` everywhere (`tool issue_credit`,
 `participant specialist`, `policy compensation_cap`), the form repair plans'
 `may_change` uses and `diff.Change` gives as (kind, name).
+
+Below them, what a repair folder records (`eairdsl.repair.folder` reads and
+writes them): the selected finding and plan (`Selected`), each round's end
+(`RoundOutcome`), a retest's result (`RetestResult`, with its `Target`, `Case`,
+`Interval` and `Paired`), and the decision (`Acceptance`). They live here, beside
+the protocols and with no tool module imported, so a reader of a finished repair
+folder (the Signals store) loads neither the compiler nor the runtime.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from eairdsl.audit.contract import Finding, RepairPlan
 
 __all__ = ["Feedback", "RepairRequest", "Candidate", "RepairAgent", "Dimension",
            "DIMENSIONS", "DimensionVerdict", "ReviewRequest", "Review", "Reviewer",
-           "RepairError", "decl_name", "parse_entry", "canonical_key"]
+           "RepairError", "decl_name", "parse_entry", "canonical_key", "Selected", "Stage",
+           "RoundOutcome", "Acceptance", "Target", "Case", "Interval", "Paired",
+           "RetestResult"]
 
 
 class _Model(BaseModel):
@@ -183,3 +192,136 @@ class Reviewer(Protocol):
 class RepairError(RuntimeError):
     """A Repair Agent or Reviewer that could not answer (provider failure, bad output);
     the loop records it for the round instead of a candidate or review."""
+
+
+# ---------------------------------------------------------------- the folder's records
+
+
+class Selected(BaseModel):
+    """The finding a repair starts from, and where it came from (grader-side)."""
+
+    episode: str
+    finding: Finding
+    plan: RepairPlan
+    report: str
+    #: the conditions of the audited episodes with a supported finding of the same property
+    conditions: list[str] = Field(default_factory=list)
+
+
+#: the stage a round reached: the loop's stages in order, and `accepted` past the last
+Stage = Literal["propose", "compile", "scope", "review", "retest", "accepted"]
+
+
+class RoundOutcome(BaseModel):
+    """How a round ended: the stage it reached and whether it passed there."""
+
+    round: int
+    stage: Stage
+    ok: bool
+    compiled: bool = False
+    scope_ok: bool | None = None
+    review_ok: bool | None = None
+    #: a review refused because it contradicts itself
+    refused: list[str] = Field(default_factory=list)
+    audit_pass: bool | None = None
+    retain: float | None = None
+    problems: list[str] = Field(default_factory=list)
+    #: the candidate world's digest (when it compiled)
+    digest: str | None = None
+    feedback: Feedback | None = None
+
+
+class Acceptance(BaseModel):
+    accepted: bool
+    scope_ok: bool | None
+    review_ok: bool | None
+    audit_pass: bool | None
+    retain: float | None
+    rounds: int
+    target: dict[str, Any] | None
+    #: the round decided on (the accepted one, or the last that compiled)
+    round: int | None = None
+    reason: str = ""
+    finding: str = ""
+    retest: str | None = None
+    target_before: dict[str, Any] | None = None
+    realized_after: int | None = None
+    other_findings: int | None = None
+    world_digest: str = ""
+    candidate_digest: str | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Target(BaseModel):
+    """The targeted property: what a finding must share to be "the same failure"."""
+
+    risk: str
+    policy: str | None = None
+    text: str | None = None
+    boundary_kind: str
+
+
+class Case(BaseModel):
+    """One retest case: run under W and W′ alike."""
+
+    group: Literal["fresh", "regression"]
+    condition: str
+    instance: str
+    seed: int
+    #: the audited episode a regression case reruns
+    audited: str | None = None
+    #: content identity of the case's W trace (its bundle's episode id)
+    identity: str | None = None
+
+
+class Interval(BaseModel):
+    k: int
+    n: int
+    low: float
+    high: float
+
+
+class Paired(BaseModel):
+    """A measurement before (W) and after (W′) on the same cases, with McNemar's test."""
+
+    measurement: str
+    group: str
+    before: Interval
+    after: Interval
+    #: discordant pairs: true before and false after (b), false before and true after (c)
+    b: int
+    c: int
+    p: float
+
+
+class RetestResult(BaseModel):
+    about: str = ("the behavioural retest of an approved candidate (EAIR D.1): W and W' on a "
+                  "cohort disjoint from the audited episodes, W' audited again")
+    target: Target
+    profile: str
+    conditions: list[str]
+    cases: list[Case]
+    #: seeds of the audited episodes (never a fresh case's)
+    audited_seeds: list[int]
+    dropped_same_content: int = 0
+    audit_pass: bool
+    #: why AuditPass failed: episode -> what the audit found
+    audit_problems: list[str] = Field(default_factory=list)
+    #: supported findings of other properties in the fresh audit (beyond the target)
+    other_findings: int = 0
+    target_after: Interval
+    target_before: Interval
+    utility_before: float
+    utility_after: float
+    retain: float
+    paired: list[Paired] = Field(default_factory=list)
+    #: per case: (W realized, W utility, W′ realized, W′ utility) as 1/0/None
+    outcomes: list[dict[str, Any]] = Field(default_factory=list)
+    validation: dict[str, Any] = Field(default_factory=dict)
+    #: what ran: each party's agent in the retest traces' headers (W and W′)
+    agents: dict[str, list[str]] = Field(default_factory=dict)
+    #: LLM retests: the models and sampling options the retest traces record
+    llm: dict[str, Any] | None = None
+    #: the retest audit's auditor (from its reports), and the audit's it reran
+    auditor: dict[str, Any] = Field(default_factory=dict)
+    audit_auditor: dict[str, Any] = Field(default_factory=dict)

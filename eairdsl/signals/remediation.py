@@ -29,13 +29,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eairdsl.audit.contract import RepairPlan
+from eairdsl.repair.model import Acceptance, RetestResult
 from eairdsl.signals.occurrences import Occurrence, Status
 from eairdsl.signals.severity import SeverityCalculation, SignalSeverity, calculate, signal_severity
 
 if TYPE_CHECKING:
     from eairdsl.signals.store import SignalsStore
 
-__all__ = ["Action", "Check", "SignalView", "signal_view", "action_category", "NATURE_ORDER"]
+__all__ = ["Action", "Check", "RepairRecord", "SignalView", "signal_view", "action_category",
+           "repair_records", "NATURE_ORDER"]
 
 NATURE_ORDER = ("realized_defect", "risk_exposure", "inefficiency")
 Category = Literal["instructions", "context", "tool_integration", "world_declarations"]
@@ -64,6 +67,23 @@ class Action(_Model):
     must_not_change: list[str] = Field(default_factory=list)
     occurrences: int = 0
     repaired_by: str | None = None
+
+
+class RepairRecord(BaseModel):
+    """A repair the store recorded for a Signal (`SignalsStore.repairs`), typed: the
+    decision, the plan it carried out, and its retest (None when none ran) as the repair
+    folder holds them (`eairdsl.repair.folder`)."""
+
+    repair: str
+    accepted: bool
+    acceptance: Acceptance
+    plan: RepairPlan
+    retest: RetestResult | None = None
+
+
+def repair_records(store: SignalsStore, sid: str) -> list[RepairRecord]:
+    """The Signal's repairs in the order they were recorded."""
+    return [RepairRecord.model_validate(r) for r in store.repairs(sid)]
 
 
 class Check(_Model):
@@ -128,7 +148,7 @@ def _severity(occs: list[Occurrence], analysed: int
     return (signal_severity(calcs) if calcs else None), rules
 
 
-def _actions(occs: list[Occurrence], repairs: list[dict[str, Any]]) -> list[Action]:
+def _actions(occs: list[Occurrence], repairs: list[RepairRecord]) -> list[Action]:
     plans: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
     counts: dict[tuple[str, tuple[str, ...]], int] = {}
     for o in occs:
@@ -138,9 +158,8 @@ def _actions(occs: list[Occurrence], repairs: list[dict[str, Any]]) -> list[Acti
                tuple(sorted(o.repair_plan.get("may_change") or [])))
         plans.setdefault(key, o.repair_plan)
         counts[key] = counts.get(key, 0) + 1
-    repaired = {(str(r["plan"].get("objective", "")),
-                 tuple(sorted(r["plan"].get("may_change") or []))): r for r in repairs
-                if r.get("accepted")}
+    repaired = {(r.plan.objective, tuple(sorted(r.plan.may_change))): r for r in repairs
+                if r.accepted}
     out = []
     for key in sorted(plans, key=lambda k: (-counts[k], k)):
         plan = plans[key]
@@ -150,46 +169,40 @@ def _actions(occs: list[Occurrence], repairs: list[dict[str, Any]]) -> list[Acti
                           requirements=list(plan.get("requirements") or []),
                           must_not_change=list(plan.get("must_not_change") or []),
                           occurrences=counts[key],
-                          repaired_by=repaired[key]["repair"] if key in repaired else None))
+                          repaired_by=repaired[key].repair if key in repaired else None))
     return out
 
 
-def _checks(affected: int, succeeded: int, repairs: list[dict[str, Any]], state: str,
+def _checks(affected: int, succeeded: int, repairs: list[RepairRecord], state: str,
             regression: str | None) -> list[Check]:
-    done = [r for r in repairs if r.get("retest")]
+    done = [(r, r.retest) for r in repairs if r.retest is not None]
     if not done:
-        tried = [r for r in repairs if not r.get("accepted")]
-        why = (f"; repair {tried[-1]['repair']} not accepted: "
-               f"{tried[-1]['acceptance'].get('reason', '')}" if tried else "")
+        tried = [r for r in repairs if not r.accepted]
+        why = (f"; repair {tried[-1].repair} not accepted: "
+               f"{tried[-1].acceptance.reason}" if tried else "")
         return [Check(cohort="affected", cases=affected, status="pending",
                       detail="no retest yet: rerun the affected cases after a change" + why),
                 Check(cohort="previously_succeeding", cases=succeeded, status="pending",
                       detail="no retest yet: rerun cases that kept the property")]
-    last = done[-1]
-    rt = last["retest"]
-    after = rt.get("target_after") or {}
-    fresh = sum(1 for c in rt.get("cases") or [] if c.get("group") == "fresh")
-    regress = sum(1 for c in rt.get("cases") or [] if c.get("group") == "regression")
-    ok_a = bool(rt.get("audit_pass")) and after.get("k") == 0
-    detail_a = (f"retest {last['repair']}: target realized {after.get('k')}/{after.get('n')} "
-                f"after the repair (before {rt.get('target_before', {}).get('k')}/"
-                f"{rt.get('target_before', {}).get('n')}), AuditPass {rt.get('audit_pass')}")
-    if not last.get("accepted"):
-        detail_a += (f" (repair not accepted: {last['acceptance'].get('reason', '')}; the "
+    last, rt = done[-1]
+    after, before = rt.target_after, rt.target_before
+    regress = sum(1 for c in rt.cases if c.group == "regression")
+    ok_a = rt.audit_pass and after.k == 0
+    detail_a = (f"retest {last.repair}: target realized {after.k}/{after.n} "
+                f"after the repair (before {before.k}/{before.n}), AuditPass {rt.audit_pass}")
+    if not last.accepted:
+        detail_a += (f" (repair not accepted: {last.acceptance.reason}; the "
                      "world is unchanged)")
         ok_a = False
     if state == "regressed" and regression:
         ok_a, detail_a = False, f"regressed after the repair: {regression}"
-    retain = rt.get("retain")
-    ok_b = isinstance(retain, int | float) and retain >= 0.95
-    n_after = after.get("n")
-    return [Check(cohort="affected", cases=n_after if isinstance(n_after, int) else
-                  fresh or affected,
+    ok_b = rt.retain >= 0.95
+    return [Check(cohort="affected", cases=after.n,
                   status="passed" if ok_a else "failed", detail=detail_a),
             Check(cohort="previously_succeeding", cases=regress or succeeded,
                   status="passed" if ok_b else "failed",
-                  detail=f"retest {last['repair']}: Retain {retain} (utility "
-                         f"{rt.get('utility_before')} -> {rt.get('utility_after')}) on "
+                  detail=f"retest {last.repair}: Retain {rt.retain} (utility "
+                         f"{rt.utility_before} -> {rt.utility_after}) on "
                          f"{regress} regression case(s); needs >= 0.95")]
 
 
@@ -217,7 +230,7 @@ def signal_view(store: SignalsStore, sid: str) -> SignalView:
     def seen(seq: int | None) -> str:
         return "—" if seq is None else f"{studies.get(seq, '') or '?'} (update {seq})"
 
-    repairs = store.repairs(sid)
+    repairs = repair_records(store, sid)
     regression = next((t["reason"] for t in reversed(store.transitions(sid))
                        if t["to_state"] == "regressed"), None)
     return SignalView(

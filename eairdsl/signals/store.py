@@ -175,7 +175,9 @@ class SignalsStore:
             raise SignalsStoreError(f"{target} is not a folder; give an audit folder "
                                     "(index.json), a study folder or a repair folder "
                                     "(acceptance.json)")
-        if (target / "acceptance.json").is_file():
+        from eairdsl.repair.folder import RepairFolder
+
+        if RepairFolder(target).is_finished():
             return []
         found = audit_dirs(target)
         # a study's grader-side audits (the oracle reads the witness steps) are the answer
@@ -300,23 +302,23 @@ class SignalsStore:
     # ------------------------------------------------------------ repairs
     def _update_repair(self, folder: Path) -> UpdateSummary:
         from eairdsl.audit.folder import AuditFolder
-        from eairdsl.repair.loop import ACCEPTANCE, LOOP, PLAN, Acceptance, Selected
+        from eairdsl.repair.folder import RepairFolder
 
+        repair = RepairFolder(folder)
         try:
-            acc = Acceptance.model_validate_json((folder / ACCEPTANCE).read_bytes())
-            loop = json.loads((folder / LOOP).read_text(encoding="utf-8"))
-            plan = Selected.model_validate_json((folder / PLAN).read_bytes())
+            acc = repair.read_acceptance()
+            audit = repair.read_audit_dir()
+            plan = repair.read_plan()
         except (OSError, ValueError) as exc:
             raise SignalsStoreError(f"{folder} is not a finished repair folder "
                                     f"({str(exc).splitlines()[0]})") from None
-        audit = Path(str(loop.get("audit") or ""))
         summary = UpdateSummary(source=folder.resolve().as_posix(), kind="repair")
         reads = []
         if AuditFolder(audit).has_index():
             reads = [read_audit(audit, self.known_types())]
         retest: dict[str, Any] | None = None
-        if acc.retest and (folder / acc.retest / "result.json").is_file():
-            retest = json.loads((folder / acc.retest / "result.json").read_text("utf-8"))
+        if acc.retest and repair.retest_at(acc.retest).is_done():
+            retest = repair.retest_at(acc.retest).read_result().model_dump(mode="json")
         with _transaction(self.conn):
             seq = self._next_seq()
             for read in reads:
