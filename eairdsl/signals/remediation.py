@@ -25,7 +25,7 @@ and nothing is cached that could disagree with the evidence:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,8 +34,18 @@ from eairdsl.repair.model import Acceptance, RetestResult
 from eairdsl.signals.occurrences import Occurrence, Status
 from eairdsl.signals.severity import SeverityCalculation, SignalSeverity, calculate, signal_severity
 
-if TYPE_CHECKING:
-    from eairdsl.signals.store import SignalsStore
+
+class SignalsStore(Protocol):
+    """What a Signal's view reads of the store (`signals.store.SignalsStore`): a protocol,
+    since the store calls `signal_view` to cache each Signal's severity after an update
+    and so imports this module, which must not import it back."""
+
+    def signal_row(self, sid: str) -> dict[str, Any]: ...
+    def occurrences(self, sid: str) -> list[tuple[Occurrence, int]]: ...
+    def analysed(self, worlds: set[str | None]) -> set[str]: ...
+    def studies_by_seq(self) -> dict[int, str]: ...
+    def transitions(self, sid: str) -> list[dict[str, Any]]: ...
+    def repairs(self, sid: str) -> list[dict[str, Any]]: ...
 
 __all__ = ["Action", "Check", "RepairRecord", "SignalView", "signal_view", "action_category",
            "repair_records", "NATURE_ORDER"]

@@ -39,6 +39,7 @@ from typing import Any
 from eairdsl.errors import UsageError
 from eairdsl.signals.grouping import GROUPING_VERSION, explain, fingerprint, fingerprint_inputs
 from eairdsl.signals.occurrences import AuditRead, Occurrence, Session, audit_dirs, read_audit
+from eairdsl.signals.remediation import signal_view
 from eairdsl.study.sqlite_file import FileKind, connect
 from eairdsl.study.sqlite_file import transaction as _transaction
 
@@ -502,8 +503,6 @@ class SignalsStore:
 
     def _cache_severity(self) -> None:
         """Keep each Signal's current severity in `signals.severity` (for SQL readers)."""
-        from eairdsl.signals.remediation import signal_view
-
         for sid in self.signal_ids():
             view = signal_view(self, sid)
             sev = view.severity
