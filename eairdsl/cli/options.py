@@ -42,8 +42,9 @@ class LLMOptions:
     an option gets its default here, which is also LLMSettings' default.
     """
 
-    #: Model of the roles under test (`run`); the auditor's and the Repair Agent's
-    #: models are those commands' own options, not these.
+    #: Model of the roles under test (`run`). The auditor's and the Repair Agent's
+    #: `--model` stay those commands' own parameters: they name the arm (with
+    #: `--auditor`, `--contract`; `--agent`, `--reviewer-model`), not the transport.
     model: str | None = None
     counterpart_model: str | None = None
     judge_model: str | None = None
