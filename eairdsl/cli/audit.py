@@ -27,6 +27,7 @@ from eairdsl.cli.options import (
     option,
 )
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, err, fail, interrupted, refuse
+from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
@@ -74,7 +75,6 @@ def audit(
     Each auditor sees only the episode's sanitized bundle. Rerun the same command
     to resume; reports already written are kept.
     """
-    from eairdsl.api import UsageError
     from eairdsl.audit.auditors import arm_name, make_auditor
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.runner import audit_episodes
@@ -120,6 +120,8 @@ def auditor_settings(model: str | None, llm: LLMOptions, out: Path,
 
 def _audit_summary(index: AuditIndex, arm: str, out: Path) -> None:
     """Reports, verdicts and resolvable rates of an audit; exit 1 if an episode has none."""
+    from eairdsl.audit.folder import AuditFolder
+
     entries = index.entries
     valid = sum(e.status == "valid" for e in entries)
     failed = [e for e in entries if e.status == "failed"]
@@ -138,7 +140,8 @@ def _audit_summary(index: AuditIndex, arm: str, out: Path) -> None:
     typer.echo("verdicts: " + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
                                or "none"))
     typer.echo(f"resolvable findings {f_ok}/{f_all}, evidence units {u_ok}/{u_all}")
-    typer.echo(f"reports: {out / 'reports'}/; index: {out / 'index.json'} (grader-side)")
+    folder = AuditFolder(out)
+    typer.echo(f"reports: {folder.reports_dir}/; index: {folder.index_path} (grader-side)")
     for e in failed[:5]:
         err(f"no report for {e.episode}: {e.reason}")
     raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
@@ -175,10 +178,10 @@ def audit_study_command(
     Run again with another --auditor/--model/--contract/--graph to add an arm on the
     same cohort.
     """
-    from eairdsl.api import UsageError
     from eairdsl.audit.auditors import arm_name, make_auditor
     from eairdsl.audit.cohort import audit_study
     from eairdsl.audit.evidence import BundleError
+    from eairdsl.audit.folder import AuditStudyFolder
     from eairdsl.cli.progress import AuditBar
 
     if auditor == "oracle":
@@ -187,7 +190,7 @@ def audit_study_command(
              EXIT_USAGE)
     out = out if out is not None else study_dir / "audit-study"
     arm = arm_name(auditor, model, contract, graph)
-    arm_dir = out / "arms" / arm
+    arm_dir = AuditStudyFolder(out).arm(arm).path
     try:
         settings = auditor_settings(model if auditor == "llm" else None, llm, arm_dir, arm)
         agent, describe = make_auditor(auditor, arm_dir, model=model, contract=contract,
@@ -202,7 +205,9 @@ def audit_study_command(
     except KeyboardInterrupt:
         interrupted(f"rerun the same command to resume ({out})")
     _audit_study_table(summary, arm)
-    typer.echo(f"summary: {out / 'summary.json'}; cohort (grader-side): {out / 'cohort.json'}")
+    study_folder = AuditStudyFolder(out)
+    typer.echo(f"summary: {study_folder.summary_path}; cohort (grader-side): "
+               f"{study_folder.cohort_path}")
     missing = int(summary.totals.get("seeded", 0) + summary.totals.get("negatives", 0)
                   - summary.totals.get("reports", 0))
     if missing:

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from eairdsl.cli.output import EXIT_OK, err, fail, refuse
+from eairdsl.errors import UsageError
 
 __all__ = ["bundle", "check_report"]
 
@@ -35,7 +36,7 @@ def check_report(
     Prints located V8xx diagnostics, then the resolvable-finding and resolvable-unit
     rates; exit 0 when the report is valid (warnings allowed), 1 when it is not.
     """
-    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.api import resolve_world
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.validate import validate_report
     from eairdsl.diagnostics import render_all
@@ -81,7 +82,6 @@ def bundle(
         "default: found from each trace's header, digest checked).")] = None,
 ) -> None:
     """Write the sanitized audit bundle of each trace: what an auditor may see (docs/audit.md)."""
-    from eairdsl.api import UsageError
     from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
 
     try:

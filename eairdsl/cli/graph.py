@@ -14,13 +14,14 @@ import typer
 
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, fail, refuse
 from eairdsl.cli.world import report_diagnostics
+from eairdsl.errors import UsageError
 
 __all__ = ["graph"]
 
 
 def _audit_graph(source: Path, layer: str, world: Path | None, output: Path) -> None:
     """`eairc graph BUNDLE|TRACE --layer ...`: the audit graph as node-link JSON or a drawing."""
-    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.api import resolve_world
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.graph import LAYERS, build_graph, node_link, open_episode, summary
     from eairdsl.graph import draw, to_dot

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from eairdsl.errors import UsageError
+
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
@@ -86,8 +88,6 @@ class LLMOptions:
 
     def roles(self) -> dict[str, str]:
         """`--role-model ROLE=MODEL` options as {role: model}; a malformed one is refused."""
-        from eairdsl.api import UsageError
-
         roles: dict[str, str] = {}
         for item in self.role_model:
             role, sep, name = item.partition("=")
@@ -98,8 +98,6 @@ class LLMOptions:
 
     def check_cassettes(self) -> None:
         """Recording a cassette while replaying one is refused (study, audit, repair)."""
-        from eairdsl.api import UsageError
-
         if self.record and self.replay is not None:
             raise UsageError("--record and --replay exclude each other")
 

@@ -13,6 +13,8 @@ from typing import NoReturn
 
 import typer
 
+from eairdsl.errors import WorldHasErrors
+
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 #: What a shell reports for Ctrl-C; typer would exit with it without a word.
 EXIT_INTERRUPTED = 130
@@ -25,8 +27,6 @@ def err(text: str) -> None:
 
 def usage_message(exc: Exception) -> str:
     """Compile diagnostics print as they are; other usage errors get an `error:` prefix."""
-    from eairdsl.api import WorldHasErrors
-
     return str(exc) if isinstance(exc, WorldHasErrors) else f"error: {exc}"
 
 

@@ -24,6 +24,7 @@ from eairdsl.cli.options import (
     option,
 )
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, fail, interrupted, refuse
+from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
@@ -74,12 +75,12 @@ def repair(
     auditor (the endpoint and limits are these LLM options). Rerun the same command
     to resume after an interruption.
     """
-    from eairdsl.api import UsageError
+    from eairdsl.audit.folder import AUDIT_INDEX, AuditFolder
     from eairdsl.repair.loop import repair as run_repair
     from eairdsl.repair.make import describe, make_agent, make_reviewer
 
-    if not (audit_dir / "index.json").is_file():
-        fail(f"error: {audit_dir} is not an audit folder (no index.json); run `eairc audit "
+    if not AuditFolder(audit_dir).has_index():
+        fail(f"error: {audit_dir} is not an audit folder (no {AUDIT_INDEX}); run `eairc audit "
              "… -o AUDIT_DIR` first")
 
     def role(kind: str, name: str | None) -> dict[str, object]:
@@ -106,13 +107,12 @@ def repair(
 def _transport(llm: LLMOptions, out: Path) -> LLMSettings:
     """The retest's LLMSettings: the endpoint and limits, and the repair's cassettes
     (REPAIR_DIR/cassettes, or the folder replayed)."""
-    from eairdsl.repair.loop import CASSETTES
+    from eairdsl.repair.folder import RepairFolder
 
     llm.check_cassettes()
-    replay_dir = None
-    if llm.replay is not None:
-        replay_dir = llm.replay / CASSETTES if (llm.replay / CASSETTES).is_dir() else llm.replay
-    return llm.settings(record=out / CASSETTES if llm.record else None, replay=replay_dir)
+    replay_dir = None if llm.replay is None else RepairFolder(llm.replay).replay_source()
+    return llm.settings(record=RepairFolder(out).cassettes if llm.record else None,
+                        replay=replay_dir)
 
 
 def _decision(acc: Acceptance, out: Path) -> None:
@@ -124,6 +124,9 @@ def _decision(acc: Acceptance, out: Path) -> None:
                f"{acc.rounds} round(s)"
                + (f"; target realized {t['k']}/{t['n']} [{t['low']:.2f}, {t['high']:.2f}]"
                   if t else ""))
-    typer.echo(f"decision: {out / 'acceptance.json'}; review: {out / 'review.html'}"
-               + (f"; repaired world: {out / 'world.eair'}" if acc.accepted else ""))
+    from eairdsl.repair.folder import RepairFolder
+
+    folder = RepairFolder(out)
+    typer.echo(f"decision: {folder.acceptance_path}; review: {folder.review_page}"
+               + (f"; repaired world: {folder.accepted_world}" if acc.accepted else ""))
     raise typer.Exit(EXIT_OK if acc.accepted else EXIT_INPUT)

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, err, fail, refuse, usage_message
+from eairdsl.errors import UsageError
 
 __all__ = ["export", "report", "rescore"]
 
@@ -28,7 +29,6 @@ def export(
     """Export every episode attempt of a study (with a `retained` column) to CSV or Parquet."""
     if format_ not in _EXPORT_FORMATS:
         fail(f"error: unknown format '{format_}'; choose csv or parquet", EXIT_USAGE)
-    from eairdsl.api import UsageError
     from eairdsl.study.store import STORE_FILE, Store, export_csv, export_parquet
 
     target = output or study_dir / f"results.{format_}"
@@ -61,7 +61,7 @@ def rescore(
     with `eairc export OUT` or `eairc report OUT`). Judged metrics are not rejudged
     (no --judge-model yet): they come out unassessed.
     """
-    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.api import resolve_world
     from eairdsl.study.rescore import RescoreError, default_out
     from eairdsl.study.rescore import rescore as run_rescore
 
@@ -103,7 +103,6 @@ def report(
         "--traces/--no-traces", help="Write the trace viewer (trace.html and its data).")] = True,
 ) -> None:
     """Write a static HTML report of a study (opens from disk; no server)."""
-    from eairdsl.api import UsageError
     from eairdsl.study.report import write_report
 
     try:

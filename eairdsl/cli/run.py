@@ -26,6 +26,7 @@ from eairdsl.cli.options import (
     option,
 )
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, fail, interrupted, refuse
+from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
@@ -75,7 +76,7 @@ def run(
 ) -> None:
     """Run episodes (offline sim agents, or LLMs with --model); print the six measurements."""
     from eairdsl.agents.cassette import CassetteError, check_recordable
-    from eairdsl.api import UsageError, resolve_world, run_episodes
+    from eairdsl.api import resolve_world, run_episodes
     from eairdsl.names import safe_filename
 
     folder: Path | None = out
@@ -138,8 +139,6 @@ def run_settings(agents: str, llm: LLMOptions) -> LLMSettings | None:
 
     Importing LLMSettings does not import litellm, so a sim run never does.
     """
-    from eairdsl.api import UsageError
-
     for flag, value in (("--model", llm.model), ("--counterpart-model", llm.counterpart_model),
                         ("--judge-model", llm.judge_model)):
         if value is not None and not value.strip():  # "" used to mean a silent sim run
@@ -184,7 +183,7 @@ def validate(
              "utility.")] = None,
 ) -> None:
     """World self-test: sim:compliant keeps property and utility; sim:reckless realizes the risk."""
-    from eairdsl.api import UsageError, resolve_world, validate_world
+    from eairdsl.api import resolve_world, validate_world
 
     if conditions is not None:
         _validate_conditions(world, conditions, condition, episodes)
@@ -211,7 +210,7 @@ def validate(
 def _validate_conditions(world: Path | None, conditions: str, condition: str | None,
                          episodes: int | None) -> None:
     """`validate --conditions`: one line per condition, the reasons and seeds of a failure."""
-    from eairdsl.api import UsageError, resolve_world, validate_conditions
+    from eairdsl.api import resolve_world, validate_conditions
 
     if condition is not None:
         fail("error: give either --condition or --conditions, not both", EXIT_USAGE)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from eairdsl.cli.output import err, refuse
+from eairdsl.errors import UsageError
 
 __all__ = ["signals_app"]
 
@@ -40,8 +41,6 @@ def _signals_store(path: Path, create: bool = False) -> Any:
 
 def _signals_call(action: Any) -> Any:
     """Run a store operation; a refused request is a located message and exit 1."""
-    from eairdsl.api import UsageError
-
     try:
         return action()
     except UsageError as exc:
@@ -190,7 +189,6 @@ def signals_match(
     Same session, component type and normalised name, a shared type id; a maximum
     one-to-one matching; occurrence, Signal and session precision, recall and F1.
     """
-    from eairdsl.api import UsageError
     from eairdsl.signals.match_inputs import match_paths
     from eairdsl.signals.matcher import result_json, summary_lines
 

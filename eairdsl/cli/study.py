@@ -28,6 +28,7 @@ from eairdsl.cli.options import (
 )
 from eairdsl.cli.output import EXIT_OK, EXIT_USAGE, err, fail, interrupted, refuse
 from eairdsl.cli.world import world_paths
+from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,7 +114,6 @@ def study(
     _check_placement(out, executor, scheduler)
     from rich.console import Console
 
-    from eairdsl.api import UsageError
     from eairdsl.cli.progress import StudyBar
     from eairdsl.study.executor import Budget, run_study, warm_llm
     from eairdsl.study.grid import GridError, parse_models
@@ -174,7 +174,6 @@ def study_settings(out: Path, llm: LLMOptions, chosen: Sequence[Model]) -> LLMSe
     `model` is set per model column by the executor; cassettes are folders: one
     <model>.jsonl per model under OUT/cassettes (record) or the folder replayed.
     """
-    from eairdsl.api import UsageError
     from eairdsl.study.executor import CASSETTES_DIR
 
     llm.check_cassettes()

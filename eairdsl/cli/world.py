@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, err, fail, refuse
+from eairdsl.errors import UsageError
 
 __all__ = ["check", "compile", "diff", "fmt", "report_diagnostics", "world_paths"]
 
@@ -188,7 +189,7 @@ def diff(
     (a `let`, a lever, a data file, a card or partial), changed, or when the new
     world stops protecting it.
     """
-    from eairdsl.api import UsageError, resolve_world
+    from eairdsl.api import resolve_world
     from eairdsl.diff import diff_worlds
 
     try:

@@ -67,6 +67,8 @@ AGENT_TAPE, REVIEWER_TAPE, RETEST_TAPES = "agent.jsonl", "reviewer.jsonl", "rete
 #: inside a retest's cassette folder: W's study, W′'s study, the re-audit's auditor
 BEFORE_TAPES, AFTER_TAPES, AUDIT_TAPE = "before", "after", "audit.jsonl"
 REVIEW_PAGE = "review.html"
+#: the accepted round's main file, ready to compile beside `world/`
+ACCEPTED_WORLD = "world.eair"
 ROUNDS = "rounds"
 RETESTS = "retest"
 WORLD = "world"
@@ -292,6 +294,26 @@ class RepairFolder:
         """Where `eairc repair --record` records the repair's exchanges."""
         return self.path / CASSETTES
 
+    @property
+    def acceptance_path(self) -> Path:
+        """`acceptance.json`'s path, for messages and links."""
+        return self.path / ACCEPTANCE
+
+    @property
+    def review_page(self) -> Path:
+        """`review.html`'s path, for messages and links."""
+        return self.path / REVIEW_PAGE
+
+    @property
+    def accepted_world(self) -> Path:
+        """The accepted world's main file, `world.eair`, for messages and links."""
+        return self.path / ACCEPTED_WORLD
+
+    def replay_source(self) -> Path:
+        """The cassettes a replay of this folder reads: its `cassettes/`, or the folder
+        itself when it is a cassettes folder already."""
+        return self.cassettes if self.cassettes.is_dir() else self.path
+
     def create(self) -> None:
         """Make the folder (a `UsageError` when it cannot be made)."""
         try:
@@ -410,7 +432,7 @@ class RepairFolder:
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
-        write_atomic(self.path / "world.eair", (folder / main).read_bytes())
+        write_atomic(self.path / ACCEPTED_WORLD, (folder / main).read_bytes())
 
     def write_review_page(self, html: str) -> Path:
         path = self.path / REVIEW_PAGE
