@@ -263,22 +263,16 @@ async def run_episode_async(world: World | CompiledWorld | Path | str,
     exhausts its evaluation budget anywhere from setup to measurement — gives
     an execution-invalid episode with the reason, never an exception; only
     usage errors (an unknown condition or instance, bad agents) raise.
+
+    In stages: set up (`_set_up`: condition, instance, agents, the trace's
+    header), play (`_play`), measure (`_measure_played`), account for the LLM
+    calls (`_llm_accounting`), then write the trace (`_finish`).
     """
     world = as_world(world)
     out = None if out is None else Path(out)
     w = world.world if isinstance(world, CompiledWorld) else world
     try:
-        compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
-        cond = _condition(w, condition)
-        inst = _instance(w, instance, seed)
-        agent_map, traits = _agents(compiled, cond, inst, seed, agents, llm)
-        header = TraceHeader(world=str(w.meta.name), digest=str(w.digest), condition=cond,
-                             levers=dict(compiled.conditions[cond].levers),
-                             instance=str(inst.get("id")), seed=seed,
-                             agents={p: getattr(agent_map[p], "label", agents)
-                                     for p in sorted(agent_map)},
-                             eairdsl_version=__version__,
-                             llm=(llm.header() or None) if llm is not None else None)
+        setup = _set_up(world, w, condition, instance, seed, agents, llm)
     except UsageError:
         raise
     except Exception as exc:  # a malformed IR: nothing to run, but a recorded episode
@@ -289,10 +283,61 @@ async def run_episode_async(world: World | CompiledWorld | Path | str,
         trace = Trace(header)
         trace.result = _failed_result([f"malformed world: {_why(exc)}"], trace)
         return _finish(w, trace, seed, agents, out, {})
-    trace = Trace(header)
+    trace = Trace(setup.header)
+    episode = await _play(setup, seed, agents, trace)
+    judge_usage: Any = None
+    judge_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if episode is not None:
+        judge_usage = await _measure_played(episode, llm, trace, judge_calls)
+    usage: dict[str, Any] = {}
+    sidecar: list[dict[str, Any]] = []
+    if llm is not None:
+        usage, sidecar = _llm_accounting(llm, trace, setup.agent_map, judge_usage, judge_calls)
+        if llm.active:
+            agents = f"llm:{llm.model or 'per-role'}"
+    return _finish(w, trace, seed, agents, out, usage, sidecar)
+
+
+class _Setup:
+    """An episode ready to play: the world compiled, the condition and instance chosen,
+    the agents built and the trace's header; what `_set_up` hands `_play`."""
+
+    __slots__ = ("agent_map", "compiled", "cond", "header", "inst", "traits")
+
+    def __init__(self, compiled: CompiledWorld, cond: str, inst: dict[str, Any],
+                 agent_map: dict[str, Agent], traits: dict[str, dict[str, float]],
+                 header: TraceHeader) -> None:
+        self.compiled, self.cond, self.inst = compiled, cond, inst
+        self.agent_map, self.traits, self.header = agent_map, traits, header
+
+
+def _set_up(world: World | CompiledWorld, w: World, condition: str | None,
+            instance: str | None, seed: int, agents: str,
+            llm: LLMSettings | None) -> _Setup:
+    """Everything before the first event. Raises `UsageError` for the caller's mistakes
+    (an unknown condition or instance, bad agents) and anything else for a world that
+    cannot be set up, which the caller records as a malformed-world episode."""
+    compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
+    cond = _condition(w, condition)
+    inst = _instance(w, instance, seed)
+    agent_map, traits = _agents(compiled, cond, inst, seed, agents, llm)
+    header = TraceHeader(world=str(w.meta.name), digest=str(w.digest), condition=cond,
+                         levers=dict(compiled.conditions[cond].levers),
+                         instance=str(inst.get("id")), seed=seed,
+                         agents={p: getattr(agent_map[p], "label", agents)
+                                 for p in sorted(agent_map)},
+                         eairdsl_version=__version__,
+                         llm=(llm.header() or None) if llm is not None else None)
+    return _Setup(compiled, cond, inst, agent_map, traits, header)
+
+
+async def _play(setup: _Setup, seed: int, agents: str, trace: Trace) -> Episode | None:
+    """Build and run the episode; a failure is recorded, never raised: as the episode's
+    invalidity once it exists, else as the trace's failed result (None returned)."""
     episode: Episode | None = None
     try:
-        episode = Episode(compiled, cond, inst, seed, agent_map, traits, trace,
+        episode = Episode(setup.compiled, setup.cond, setup.inst, seed, setup.agent_map,
+                          setup.traits, trace,
                           # inducers move the default sim profile's traits, never a
                           # self-test's nor a mechanics twin's
                           shift_traits=_shifts_traits(agents))
@@ -307,56 +352,64 @@ async def run_episode_async(world: World | CompiledWorld | Path | str,
             episode.invalid.append(f"runtime error: {_why(exc)}")
         else:
             trace.result = _failed_result([f"setup failed: {_why(exc)}"], trace)
+    return episode
+
+
+async def _measure_played(episode: Episode, llm: LLMSettings | None, trace: Trace,
+                          judge_calls: list[tuple[dict[str, Any], dict[str, Any]]]) -> Any:
+    """The trace's result for an episode that ran: measured (with the judge, when one is
+    set), or failed; the judge's usage, if it was asked (its calls go to `judge_calls`)."""
     judge_usage: Any = None
-    judge_calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    failed = episode.failed_decisions if episode is not None else []
-    if episode is not None and failed:
+    if episode.failed_decisions:
         # A decision that failed (the provider gave up, a timeout, a replay miss, an agent
         # that raised) leaves an episode nobody played to the end: never measured.
         trace.result = _failed_result(episode.invalid, trace, float(episode.env.now))
-    elif episode is not None:
-        try:
-            if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge
-                trace.result, judge_usage = await _measure_with_judge(episode, llm, header,
-                                                                      judge_calls)
-            else:
-                trace.result = measure_episode(episode)
-        except Exception as exc:  # the budget, or a measurement over a malformed IR
-            reason = str(exc) if isinstance(exc, BudgetExceeded) else \
-                f"measurement failed: {_why(exc)}"
-            trace.result = _failed_result([*episode.invalid, reason], trace,
-                                          float(episode.env.now))
-        exceeded = episode.scope().budget.exceeded
-        if exceeded and trace.result.valid:  # spent where an error was caught and went on
-            trace.result.valid = False
-            trace.result.validity_reason = exceeded
-    usage: dict[str, Any] = {}
-    sidecar: list[dict[str, Any]] = []
-    if llm is not None:
-        from eairdsl.agents.llm import episode_calls, episode_usage
-
-        if llm.replay_error():
-            raise UsageError(str(llm.replay_error()))
-        usage = episode_usage(agent_map) or {}
-        if judge_usage is not None and judge_usage.calls:  # judge calls count in the totals
-            from eairdsl.agents.llm import Usage
-
-            total = Usage(**usage["total"]) if usage else Usage()
-            total.add(judge_usage)
-            usage = {"total": total.model_dump(), "agents": usage.get("agents", {}),
-                     "judge": judge_usage.model_dump()}
-        if usage:
-            trace.header.usage = usage
-        records, sidecar = episode_calls(agent_map)
-        records = [*records, *(r for r, _ in judge_calls)]
-        sidecar = [*sidecar, *(c for _, c in judge_calls)]
-        if records:
-            trace.header.model_calls = records
-        if llm.active:
-            agents = f"llm:{llm.model or 'per-role'}"
-    return _finish(w, trace, seed, agents, out, usage, sidecar)
+        return judge_usage
+    try:
+        if llm is not None and llm.judge_model:  # judging needs an explicit, fixed judge
+            trace.result, judge_usage = await _measure_with_judge(episode, llm, trace.header,
+                                                                  judge_calls)
+        else:
+            trace.result = measure_episode(episode)
+    except Exception as exc:  # the budget, or a measurement over a malformed IR
+        reason = str(exc) if isinstance(exc, BudgetExceeded) else \
+            f"measurement failed: {_why(exc)}"
+        trace.result = _failed_result([*episode.invalid, reason], trace,
+                                      float(episode.env.now))
+    exceeded = episode.scope().budget.exceeded
+    if exceeded and trace.result.valid:  # spent where an error was caught and went on
+        trace.result.valid = False
+        trace.result.validity_reason = exceeded
+    return judge_usage
 
 
+def _llm_accounting(llm: LLMSettings, trace: Trace, agent_map: dict[str, Agent],
+                    judge_usage: Any,
+                    judge_calls: list[tuple[dict[str, Any], dict[str, Any]]],
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The episode's LLM usage (the judge's counted in the totals) and call records into
+    the trace's header; the usage and the calls' sidecar lines. A replay miss raises:
+    the episode was answered from nowhere and must not be recorded."""
+    from eairdsl.agents.llm import episode_calls, episode_usage
+
+    if llm.replay_error():
+        raise UsageError(str(llm.replay_error()))
+    usage: dict[str, Any] = episode_usage(agent_map) or {}
+    if judge_usage is not None and judge_usage.calls:  # judge calls count in the totals
+        from eairdsl.agents.llm import Usage
+
+        total = Usage(**usage["total"]) if usage else Usage()
+        total.add(judge_usage)
+        usage = {"total": total.model_dump(), "agents": usage.get("agents", {}),
+                 "judge": judge_usage.model_dump()}
+    if usage:
+        trace.header.usage = usage
+    records, sidecar = episode_calls(agent_map)
+    records = [*records, *(r for r, _ in judge_calls)]
+    sidecar = [*sidecar, *(c for _, c in judge_calls)]
+    if records:
+        trace.header.model_calls = records
+    return usage, sidecar
 
 
 def _shifts_traits(agents: str) -> bool:

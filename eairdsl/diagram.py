@@ -241,35 +241,16 @@ def _edge(kind: str, x1: float, y1: float, x2: float, y2: float, bend: float) ->
 
 
 def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
-    """An SVG of `graph` (nodes with `kind`/`label`, edges with `kind`/`label`/`via`)."""
-    names = sorted(graph.nodes)
-    kinds = {n: graph.nodes[n].get("kind", "actor") for n in names}
-    labels = {n: str(graph.nodes[n].get("label", n)) for n in names}
-    edges = sorted(((a, b, d) for a, b, d in graph.edges(data=True)),
-                   key=lambda e: (e[0], e[1], e[2].get("kind", ""), str(e[2].get("label", ""))))
-    pairs = [(a, b) for a, b, _ in edges]
-    rank = layer_ranks(names, pairs)
-    layers = layer_order(rank, pairs)
+    """An SVG of `graph` (nodes with `kind`/`label`, edges with `kind`/`label`/`via`).
 
-    width = {n: max(60.0, len(labels[n]) * _CHAR_W + 24) for n in names}
-    col_w = [max((width[n] for n in layer), default=60.0) for layer in layers]
-    top = _MARGIN + (26.0 if title else 0.0)
-    tallest = max((len(layer) for layer in layers), default=1)
-    body_h = tallest * (_NODE_H + _ROW_GAP)
-    pos: dict[str, tuple[float, float]] = {}
-    x = _MARGIN + 6
-    for i, layer in enumerate(layers):
-        offset = (body_h - len(layer) * (_NODE_H + _ROW_GAP)) / 2
-        for k, node in enumerate(layer):
-            cx = x + (col_w[i] - width[node]) / 2
-            pos[node] = (cx, top + offset + k * (_NODE_H + _ROW_GAP))
-        x += col_w[i] + _RANK_GAP
-
-    present = [k for k in LEGEND_EDGES if any(d.get("kind") == k for _, _, d in edges)]
-    node_kinds = sorted(set(kinds.values()))
-    legend_y = top + body_h + 10
+    Laid out first (`_layout`: ranks, order, boxes, positions), then drawn in
+    painting order: the frame and title, the edges under the nodes, the nodes,
+    and the legend of the node and edge kinds present."""
+    lay = _layout(graph, title)
+    present = [k for k in LEGEND_EDGES if any(d.get("kind") == k for _, _, d in lay.edges)]
+    legend_y = lay.top + lay.body_h + 10
     legend_rows = max(1, (len(present) + 3) // 4) + 1
-    total_w = max(x - _RANK_GAP + _MARGIN, 560.0)
+    total_w = max(lay.right - _RANK_GAP + _MARGIN, 560.0)
     total_h = legend_y + legend_rows * 24 + 30 + _MARGIN
 
     out = ['<?xml version="1.0" encoding="UTF-8" standalone="no"?>']
@@ -284,9 +265,64 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
     if title:
         out.append(f'<text x="{total_w / 2:.1f}" y="{_MARGIN + 6:.1f}" text-anchor="middle" '
                    f'font-size="13">{escape(title)}</text>')
+    out += _edge_lines(lay)
+    out += _node_lines(lay)
+    out += _legend_lines(sorted(set(lay.kinds.values())), present, legend_y)
+    out.append("</svg>")
+    return ("\n".join(out) + "\n").encode("utf-8")
 
+
+@dataclass
+class _Layout:
+    """Where everything goes: the sorted nodes and edges, each node's kind, label, box
+    width and top-left corner, and the extent of the drawing's body."""
+
+    names: list[str]
+    kinds: dict[str, str]
+    labels: dict[str, str]
+    edges: list[tuple[str, str, dict[str, Any]]]
+    width: dict[str, float]
+    pos: dict[str, tuple[float, float]]
+    #: where the body starts (below the title, if any) and how tall it is
+    top: float
+    body_h: float
+    #: the x past the last rank (its gap included)
+    right: float
+
+
+def _layout(graph: _Drawable, title: str) -> _Layout:
+    """Ranks and order by name-broken ties (`layer_ranks`, `layer_order`), then each
+    rank a column as wide as its widest box, its nodes centred vertically."""
+    names = sorted(graph.nodes)
+    kinds = {n: graph.nodes[n].get("kind", "actor") for n in names}
+    labels = {n: str(graph.nodes[n].get("label", n)) for n in names}
+    edges = sorted(((a, b, d) for a, b, d in graph.edges(data=True)),
+                   key=lambda e: (e[0], e[1], e[2].get("kind", ""), str(e[2].get("label", ""))))
+    pairs = [(a, b) for a, b, _ in edges]
+    layers = layer_order(layer_ranks(names, pairs), pairs)
+    width = {n: max(60.0, len(labels[n]) * _CHAR_W + 24) for n in names}
+    col_w = [max((width[n] for n in layer), default=60.0) for layer in layers]
+    top = _MARGIN + (26.0 if title else 0.0)
+    tallest = max((len(layer) for layer in layers), default=1)
+    body_h = tallest * (_NODE_H + _ROW_GAP)
+    pos: dict[str, tuple[float, float]] = {}
+    x = _MARGIN + 6
+    for i, layer in enumerate(layers):
+        offset = (body_h - len(layer) * (_NODE_H + _ROW_GAP)) / 2
+        for k, node in enumerate(layer):
+            cx = x + (col_w[i] - width[node]) / 2
+            pos[node] = (cx, top + offset + k * (_NODE_H + _ROW_GAP))
+        x += col_w[i] + _RANK_GAP
+    return _Layout(names, kinds, labels, edges, width, pos, top, body_h, x)
+
+
+def _edge_lines(lay: _Layout) -> list[str]:
+    """Each edge from the right side of its source to the left (or, going back, the
+    right) side of its target; parallel edges bend apart, a self-loop is a small hook."""
+    out: list[str] = []
     seen: dict[tuple[str, str], int] = {}
-    for a, b, data in edges:
+    width, pos = lay.width, lay.pos
+    for a, b, data in lay.edges:
         kind = data.get("kind", "direct")
         if kind not in EDGE_STYLES:
             kind = "direct"
@@ -307,16 +343,27 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
         if text:
             out.append(f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 + bend * 0.75 - 3:.1f}" '
                        f'text-anchor="middle" font-size="9" fill="#444">{escape(str(text))}</text>')
+    return out
 
-    for node in names:
-        nx_, ny = pos[node]
+
+def _node_lines(lay: _Layout) -> list[str]:
+    """Each node as its kind's shape with its label, titled by its name (a tooltip)."""
+    out: list[str] = []
+    for node in lay.names:
+        nx_, ny = lay.pos[node]
+        w = lay.width[node]
         out.append(f'<g class="node"><title>{escape(node)}</title>'
-                   + node_shape(kinds[node], nx_, ny, width[node], _NODE_H)
-                   + f'<text x="{nx_ + width[node] / 2:.1f}" y="{ny + _NODE_H / 2 + 4:.1f}" '
-                   f'text-anchor="middle" font-size="11">{escape(labels[node])}</text></g>')
+                   + node_shape(lay.kinds[node], nx_, ny, w, _NODE_H)
+                   + f'<text x="{nx_ + w / 2:.1f}" y="{ny + _NODE_H / 2 + 4:.1f}" '
+                   f'text-anchor="middle" font-size="11">{escape(lay.labels[node])}</text></g>')
+    return out
 
-    out.append(f'<g class="legend"><text x="{_MARGIN:.1f}" y="{legend_y + 12:.1f}" '
-               f'font-size="10" fill="#555">legend</text>')
+
+def _legend_lines(node_kinds: list[str], present: list[str], legend_y: float) -> list[str]:
+    """The legend under the body: one row of the node kinds drawn, then the edge kinds
+    present, four to a row."""
+    out = [f'<g class="legend"><text x="{_MARGIN:.1f}" y="{legend_y + 12:.1f}" '
+           f'font-size="10" fill="#555">legend</text>']
     lx = _MARGIN + 50
     for kind in node_kinds:
         w = max(54.0, len(kind) * _CHAR_W + 18)
@@ -332,5 +379,4 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
                    + f'<text x="{ex + 58:.1f}" y="{ey + 4:.1f}" font-size="10">'
                    f"{escape(kind)}</text>")
     out.append("</g>")
-    out.append("</svg>")
-    return ("\n".join(out) + "\n").encode("utf-8")
+    return out

@@ -252,21 +252,21 @@ def _study_measure(world: CheckedWorld, m: A.StudyMeasureDecl) -> StudyMeasureIR
     """A checked `study measure`: its cells resolved, `routed` defaulting to every condition
     that is not a calibration cell (in the world's condition order)."""
     calibration = [CalibrationCellIR(condition=r.name, party=r.to or "")
-                   for r in m.refs("calibration")]
+                   for r in m.refs(A.CalibrationClause)]
     solo = {c.condition for c in calibration}
-    routed = [r.name for r in m.refs("routed")] if m.clause("routed") is not None else [
-        c for c in world.condition_values if c not in solo]
-    score = m.refs("score")[0].name
+    routed = ([r.name for r in m.refs(A.RoutedClause)] if m.clause(A.RoutedClause) is not None
+              else [c for c in world.condition_values if c not in solo])
+    score = m.refs(A.ScoreClause)[0].name
     if m.kind == "regret":
         return RegretMeasure(name=m.name, doc=m.doc, score=score, calibration=calibration,
                              routed=routed, at=_at(m.span),
-                             selected=m.refs("selected")[0].name,
-                             expert=m.refs("expert")[0].name)
+                             selected=m.refs(A.SelectedClause)[0].name,
+                             expert=m.refs(A.ExpertClause)[0].name)
     if m.kind == "rating_gap":
         return RatingGapMeasure(name=m.name, doc=m.doc, score=score, calibration=calibration,
                                 routed=routed, at=_at(m.span),
                                 ratings=[RatingIR(party=r.name, metric=r.to or "")
-                                         for r in m.refs("rating")])
+                                         for r in m.refs(A.RatingClause)])
     raise ValueError(f"unchecked study measure kind {m.kind!r}")  # the checker's E505
 
 

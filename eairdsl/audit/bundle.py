@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -401,7 +402,13 @@ def _event_line(event: TraceEvent, pattern: re.Pattern[str]) -> str:
 
 
 def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
-    """Every file of the trace's bundle but the manifest, by relative path."""
+    """Every file of the trace's bundle but the manifest, by relative path.
+
+    In the order the files are added: the events, the tools the participants held
+    (`_held_tools`, `_tool_cards`), the participants and their cards
+    (`_participant_files`), the records and documents those tools reach with the
+    authorization matrix over them (`_knowledge_files`), and the policies with
+    what they name withheld (`_policy_cards`)."""
     compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
     w = compiled.world
     episode = _start(compiled, trace)
@@ -409,8 +416,34 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     sources = _source_pattern(w)
     files: dict[str, bytes] = {
         EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
+    tools = _held_tools(compiled, episode, steps)
+    rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
+    levers = episode.state.levers
+    files["tools.json"] = _dump([c.model_dump(mode="json")
+                                 for c in _tool_cards(w, tools, levers, rubrics)])
+    _participant_files(w, episode, tools, files)
+    records, documents = _knowledge_files(w, episode, _reach(w, tools.held, levers, rubrics),
+                                          files)
+    files["policies.json"] = _dump([p.model_dump(mode="json")
+                                    for p in _policy_cards(w, records, documents)])
+    return files
 
-    # tools: those each participant could hold in this episode, and any it called
+
+@dataclass
+class _HeldTools:
+    """The tools of one episode the participants held: who was offered (or called)
+    each, its spec as the runtime made it, and the held ones in declaration order."""
+
+    offered: dict[str, list[str]]
+    specs: dict[str, ToolSpec]
+    held: list[ToolIR]
+
+
+def _held_tools(compiled: CompiledWorld, episode: Episode,
+                steps: list[TraceEvent]) -> _HeldTools:
+    """Those each participant could hold in this episode, and any it called: an auditor
+    sees a tool the trace shows in use even where the start did not tell it was held."""
+    w = compiled.world
     offered: dict[str, list[str]] = {}
     specs: dict[str, ToolSpec] = {}
     try:
@@ -430,20 +463,28 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     except Exception as exc:
         raise UsageError(f"cannot list the tools the participants held: "
                          f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return _HeldTools(offered, specs, [t for t in w.tools if t.name in specs])
+
+
+def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
+                rubrics: set[str]) -> list[ToolCard]:
+    """Each held tool as an LLM agent was offered it (the agents' schema builder), with
+    the roles that held it and the documents it reaches."""
     order = [p.name for p in w.parties]
-    held = [t for t in w.tools if t.name in specs]
     cards: list[ToolCard] = []
-    rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
-    levers = episode.state.levers
-    for tool in held:
-        fn = tool_definition(specs[tool.name], w)["function"]
+    for tool in tools.held:
+        fn = tool_definition(tools.specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
-                              roles=sorted(offered[tool.name], key=order.index),
+                              roles=sorted(tools.offered[tool.name], key=order.index),
                               documents=_reach(w, [tool], levers, rubrics)[1]))
-    files["tools.json"] = _dump([c.model_dump(mode="json") for c in cards])
+    return cards
 
-    # participants and the cards they saw
+
+def _participant_files(w: World, episode: Episode, tools: _HeldTools,
+                       files: dict[str, bytes]) -> None:
+    """Each participant's card as it saw it (`cards/<name>.md`) and `participants.json`:
+    names, ranks and principals from the started episode, so nothing is re-derived."""
     participants: list[Participant] = []
     for party in w.parties:
         card = episode.card(party.name)
@@ -455,13 +496,19 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
             name=party.name, kind=party.kind, display=episode.names.get(party.name),
             authority=episode.authority.get(party.name), principal=principal,
             tools=[t for t in dict.fromkeys([*(r.name for r in party.tools),
-                                             *(x.name for x in held)])
-                   if party.name in offered.get(t, ())],
+                                             *(x.name for x in tools.held)])
+                   if party.name in tools.offered.get(t, ())],
             card=card_file))
     files["participants.json"] = _dump([p.model_dump(mode="json") for p in participants])
 
-    # records, documents and who may see which field
-    records, documents = _reach(w, held, levers, rubrics)
+
+def _knowledge_files(w: World, episode: Episode, reach: tuple[list[str], list[str]],
+                     files: dict[str, bytes]) -> tuple[list[str], list[str]]:
+    """The records and documents the held tools reach (`reach`), and who may see which
+    field: `authorization.json`, each record's visible fields, each document's text.
+    Returns `reach` for the policies, which show only what is shown here."""
+    records, documents = reach
+    order = [p.name for p in w.parties]
     auth = episode.state.authorizer
     entries = [AuthorizationEntry(principal=p, record=r, fields=list(auth.allowed(p, r)))
                for p in sorted(order) for r in sorted(records)]
@@ -483,8 +530,12 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     for doc in w.documents:
         if doc.name in documents:
             files[f"documents/{safe_filename(doc.name)}"] = doc.text.encode()
+    return records, documents
 
-    # policies
+
+def _policy_cards(w: World, records: list[str], documents: list[str]) -> list[PolicyCard]:
+    """Each policy's text and, where it can be printed without naming a measurement,
+    lever, condition or a record or document the bundle does not show, its rule."""
     hidden_names = frozenset({m.name for m in w.measures} | {lv.name for lv in w.levers}
                              | {c.name for c in w.conditions})
     shown_records, shown_docs = set(records), set(documents)
@@ -509,8 +560,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
                 rule = None
         policies.append(PolicyCard(name=pol.name, text=pol.text, enforced=pol.enforced,
                                    document=pol.document, rule=rule))
-    files["policies.json"] = _dump([p.model_dump(mode="json") for p in policies])
-    return files
+    return policies
 
 
 def _episode_id(files: dict[str, bytes]) -> str:

@@ -116,103 +116,132 @@ def load_program(entry: Path, diagnostics: Diagnostics,
 
     A depth-first walk with an explicit stack (an import chain is input, so its
     length must not become Python recursion); modules are appended after their
-    imports, so `program.modules` is in dependency order.
+    imports, so `program.modules` is in dependency order. The walk's state (what
+    is open, done, counted against the limits) lives in a `_Loader`.
     """
     program = Program(entry=entry)
     if sources is not None:
         program.sources = sources
-    stdlib = stdlib_root()
-    ok = True
-    done: set[Path] = set()
-    active: list[Path] = []
-    loaded_bytes = 0
-    seen_files = 0
+    loader = _Loader(program, diagnostics, stdlib_root())
+    loader.walk()
+    return program if loader.ok else None
 
-    def ref_of(path: Path) -> str:
-        if _within(path, stdlib):
-            return "stdlib/" + path.resolve().relative_to(stdlib.resolve()).as_posix()
+
+@dataclass
+class _Open:
+    """A module being loaded: parsed, its imports followed one at a time (`next`)."""
+
+    path: Path
+    key: Path
+    source: SourceFile
+    module: A.Module
+    imports: list[A.ImportDecl]
+    next: int = 0
+
+
+@dataclass
+class _Loader:
+    """One `load_program` walk: the modules open on the import chain (`active`, to tell
+    a cycle), those done, and the running counts the limits are checked against; `ok`
+    turns False at the first error, though the walk goes on to report the others."""
+
+    program: Program
+    diagnostics: Diagnostics
+    stdlib: Path
+    ok: bool = True
+    done: set[Path] = field(default_factory=set)
+    active: list[Path] = field(default_factory=list)
+    loaded_bytes: int = 0
+    seen_files: int = 0
+
+    def walk(self) -> None:
+        """Depth first from the entry: each module is appended once its imports are."""
+        first = self.open_module(self.program.entry, None)
+        stack = [first] if first is not None else []
+        while stack:
+            top = stack[-1]
+            if top.next < len(top.imports):
+                decl = top.imports[top.next]
+                top.next += 1
+                target = _resolve_import(top.path, decl, self.stdlib, self.diagnostics)
+                if target is None:
+                    self.ok = False
+                    continue
+                child = self.open_module(target, decl.span)
+                if child is not None:
+                    stack.append(child)
+                continue
+            stack.pop()
+            self.active.pop()
+            self.done.add(top.key)
+            self.program.modules.append(LoadedModule(
+                path=top.path, ref=self.ref_of(top.path), source=top.source,
+                module=top.module, is_stdlib=_within(top.path, self.stdlib)))
+
+    def ref_of(self, path: Path) -> str:
+        """A module's stable name: `stdlib/...`, else relative to the entry's folder."""
+        if _within(path, self.stdlib):
+            return "stdlib/" + path.resolve().relative_to(self.stdlib.resolve()).as_posix()
         try:
-            return path.resolve().relative_to(entry.parent.resolve()).as_posix()
+            return path.resolve().relative_to(self.program.entry.parent.resolve()).as_posix()
         except (ValueError, OSError):
             return path.name
 
-    @dataclass
-    class Open:
-        path: Path
-        key: Path
-        source: SourceFile
-        module: A.Module
-        imports: list[A.ImportDecl]
-        next: int = 0
-
-    def open_module(path: Path, span: Span | None) -> Open | None:
-        nonlocal ok, loaded_bytes, seen_files
+    def open_module(self, path: Path, span: Span | None) -> _Open | None:
+        """Read and parse a module the chain reaches, unless it is done already or
+        refused (a link loop, a cycle, a limit, unreadable, unparsable: reported)."""
         key = real_path(path)
         if key is None:
-            diagnostics.error("E202", _LOOP.format(display_name(path)), span, _LOOP_HINT)
-            ok = False
+            self._fail("E202", _LOOP.format(display_name(path)), span, _LOOP_HINT)
             return None
-        if key in done:
+        if key in self.done:
             return None
-        if key in active:
-            cycle = " -> ".join(ref_of(p) for p in [*active[active.index(key):], key])
-            diagnostics.error("E203", f"import cycle: {cycle}", span,
-                              "move the shared declarations into a module both can import")
-            ok = False
+        refused = self._refused(key, span)
+        if refused:
+            self._fail(*refused)
             return None
-        if len(active) >= MAX_IMPORT_DEPTH:
-            diagnostics.error("E209", f"imports nest more than {MAX_IMPORT_DEPTH} modules deep",
-                              span, "import the modules from fewer levels")
-            ok = False
-            return None
-        seen_files += 1
-        if seen_files > MAX_MODULES:
-            diagnostics.error("E209", f"the world imports more than {MAX_MODULES} modules", span,
-                              "merge small modules")
-            ok = False
-            return None
-        source = _read(path, diagnostics, span)
+        source = _read(path, self.diagnostics, span)
         if source is None:
-            ok = False
+            self.ok = False
             return None
-        loaded_bytes += len(source.text)
-        if loaded_bytes > MAX_PROGRAM_BYTES:
-            diagnostics.error("E209", f"the world's modules together hold more than "
-                              f"{MAX_PROGRAM_BYTES // (1024 * 1024)} MB", span,
-                              "a world is a small program; move bulk text into documents")
-            ok = False
+        self.loaded_bytes += len(source.text)
+        if self.loaded_bytes > MAX_PROGRAM_BYTES:
+            self._fail("E209", f"the world's modules together hold more than "
+                       f"{MAX_PROGRAM_BYTES // (1024 * 1024)} MB", span,
+                       "a world is a small program; move bulk text into documents")
             return None
-        program.sources[source.name] = source
-        module = parse_source(source, diagnostics)
+        self.program.sources[source.name] = source
+        module = parse_source(source, self.diagnostics)
         if module is None:
-            ok = False
+            self.ok = False
             return None
-        active.append(key)
+        self.active.append(key)
         imports = [d for d in module.decls if isinstance(d, A.ImportDecl)]
-        return Open(path, key, source, module, imports)
+        return _Open(path, key, source, module, imports)
 
-    first = open_module(entry, None)
-    stack = [first] if first is not None else []
-    while stack:
-        top = stack[-1]
-        if top.next < len(top.imports):
-            decl = top.imports[top.next]
-            top.next += 1
-            target = _resolve_import(top.path, decl, stdlib, diagnostics)
-            if target is None:
-                ok = False
-                continue
-            child = open_module(target, decl.span)
-            if child is not None:
-                stack.append(child)
-            continue
-        stack.pop()
-        active.pop()
-        done.add(top.key)
-        program.modules.append(LoadedModule(path=top.path, ref=ref_of(top.path),
-                                            source=top.source, module=top.module,
-                                            is_stdlib=_within(top.path, stdlib)))
-    return program if ok else None
+    def _refused(self, key: Path,
+                 span: Span | None) -> tuple[str, str, Span | None, str] | None:
+        """Why a module may not be opened before it is read (a cycle, nesting too deep,
+        too many modules), as the error's code, message, span and hint; None if it may.
+        A module that passes counts against the number of modules."""
+        if key in self.active:
+            cycle = " -> ".join(self.ref_of(p)
+                                for p in [*self.active[self.active.index(key):], key])
+            return ("E203", f"import cycle: {cycle}", span,
+                    "move the shared declarations into a module both can import")
+        if len(self.active) >= MAX_IMPORT_DEPTH:
+            return ("E209", f"imports nest more than {MAX_IMPORT_DEPTH} modules deep", span,
+                    "import the modules from fewer levels")
+        self.seen_files += 1
+        if self.seen_files > MAX_MODULES:
+            return ("E209", f"the world imports more than {MAX_MODULES} modules", span,
+                    "merge small modules")
+        return None
+
+    def _fail(self, code: str, message: str, span: Span | None, hint: str) -> None:
+        """Report the error; the program is not returned."""
+        self.diagnostics.error(code, message, span, hint)
+        self.ok = False
 
 
 def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,

@@ -159,6 +159,9 @@ class ToolRunner:
         exception: its callee's task runs between the guards and the effects, so
         the guards are read again, atomically with the effects, when the callee
         answers. `plain_args`: `to_json(call.args)` when the caller has it already.
+
+        Helpers refuse by raising `_Refused`; the delegation's `yield from` stays
+        here, so a chain of delegations nests no deeper than it did.
         """
         event = self.trace.add(t=float(self.env.now), kind="tool_call", actor=task.party,
                                tool=call.tool, task=task.id,
@@ -176,15 +179,9 @@ class ToolRunner:
         context = {"caller": task.party, "requester": task.root, "principal": task.principal,
                    "delegator": task.delegator, "time": float(self.env.now)}
         try:
-            spent = tool.cost
-            # a constant cost (the common case) needs no scope to be read in
-            cost = float((spent.value if type(spent) is Lit else self.compiled.eval(
-                spent, self.state.scope(context, args), 0)) or 0)
-        except EvalError as exc:
-            return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
-        if not math.isfinite(cost):  # `inf` left the call waiting for ever, unanswered
-            return self._reject(task, event.step, tool.name,
-                                f"tool failed: its cost is {cost} min, not a finite duration")
+            cost = self._cost(tool, context, args)
+        except _Refused as no:
+            return self._reject(task, event.step, tool.name, no.reason)
         if cost > 0:
             yield self.env.timeout(cost)
         # The commit: nothing below yields to simpy before the effects are applied,
@@ -210,62 +207,103 @@ class ToolRunner:
                 return self._reject(task, event.step, tool.name,
                                     ensured.message or "rejected by a policy check", ensured.at)
             if tool.delegates_to:
-                propagate = tool.propagates is not None and (
-                    tool.propagates_when is None
-                    or truthy(self.compiled.eval(tool.propagates_when, scope)))
-                principal = self.compiled.eval(tool.propagates, scope) if propagate else None
-                question = _handoff_text(args)
+                request, principal = self._handoff(task, party, tool, args, scope)
                 callee = tool.delegates_to[0]
                 result: Any = yield from self.host.handle(
-                    callee, Request(sender=task.party, text=question,
-                                    sender_authority=self.host.authority[party.name],
-                                    via="delegation", sender_kind=party.kind),
-                    principal=principal, root=task.root, delegator=task.party,
-                    depth=task.depth + 1)
-                # The callee's task took time and changed state: the outer call
-                # commits only if it still may, at the instant of its effects.
-                scope = self.state.scope(context, args)
-                if not self.holds(party, tool):
-                    return self._reject(task, event.step, tool.name,
-                                        f"tool '{tool.name}' is no longer available "
-                                        f"when {callee} answered")
-                guard = self._failing_guard(tool, scope)
-                if guard is not None:
-                    return self._reject(task, event.step, tool.name, guard.message
-                                        or f"rejected by a guard when {callee} answered",
-                                        guard.at)
-                ensured = self._failing_ensure(tool, context, args, scope)
-                if ensured is not None:
-                    return self._reject(task, event.step, tool.name, ensured.message
-                                        or f"rejected by a policy check when {callee} answered",
-                                        ensured.at)
+                    callee, request, principal=principal, root=task.root,
+                    delegator=task.party, depth=task.depth + 1)
+                scope = self._recheck(party, tool, context, args, callee)
             elif tool.sends_to is not None:
-                target = self.compiled.eval(tool.sends_to, scope)
-                if target not in self.compiled.parties:
-                    return self._reject(task, event.step, tool.name,
-                                        f"no participant named {target!r} to send to")
-                text = _handoff_text({k: v for k, v in args.items() if v != target})
-                self.host.deliver(party, str(target), text, task.root)
-                result = self.compiled.eval(tool.result, scope, f"sent to {target}")
+                result = self._send(task, party, tool, args, scope)
             else:
                 result = self.compiled.eval(tool.result, scope, "done")
-            if tool.acl is not None and (tool.acl_when is None or truthy(
-                    self.compiled.eval(tool.acl_when, scope))):
-                principal = self.compiled.eval(tool.acl, scope)
-                if principal is None:
-                    return self._reject(task, event.step, tool.name,
-                                        "no trusted principal accompanies this request")
-                result = self._filter(result, principal)
-            for effect in tool.effects:
-                if effect.when is not None and not truthy(self.compiled.eval(effect.when, scope)):
-                    continue
-                self._apply(task, tool, effect, scope)
-                scope = self.state.scope(context, args)
+            result = self._filtered(tool, scope, result)
+            scope = self._apply_effects(task, tool, context, args, scope)
         except EvalError as exc:
             return self._reject(task, event.step, tool.name, f"tool failed: {exc}")
+        except _Refused as no:
+            return self._reject(task, event.step, tool.name, no.reason, no.at)
         recorded = self._result(task, event.step, tool.name, result)
         self.inducers.after_call(tool.name, scope)
         return recorded
+
+    def _cost(self, tool: ToolIR, context: dict[str, Any], args: dict[str, Any]) -> float:
+        """The minutes a call takes, read as it is made: a cost that fails or is not a
+        finite duration refuses the call before any time passes."""
+        try:
+            spent = tool.cost
+            # a constant cost (the common case) needs no scope to be read in
+            cost = float((spent.value if type(spent) is Lit else self.compiled.eval(
+                spent, self.state.scope(context, args), 0)) or 0)
+        except EvalError as exc:
+            raise _Refused(f"tool failed: {exc}") from None
+        if not math.isfinite(cost):  # `inf` left the call waiting for ever, unanswered
+            raise _Refused(f"tool failed: its cost is {cost} min, not a finite duration")
+        return cost
+
+    def _handoff(self, task: Task, party: PartyIR, tool: ToolIR, args: dict[str, Any],
+                 scope: Scope) -> tuple[Request, str | None]:
+        """A delegation's request to its callee (the arguments as text) and the principal
+        it carries: the tool's `propagates`, where its `when` holds, else none."""
+        propagate = tool.propagates is not None and (
+            tool.propagates_when is None
+            or truthy(self.compiled.eval(tool.propagates_when, scope)))
+        principal = self.compiled.eval(tool.propagates, scope) if propagate else None
+        question = _handoff_text(args)
+        return Request(sender=task.party, text=question,
+                       sender_authority=self.host.authority[party.name],
+                       via="delegation", sender_kind=party.kind), principal
+
+    def _recheck(self, party: PartyIR, tool: ToolIR, context: dict[str, Any],
+                 args: dict[str, Any], callee: str) -> Scope:
+        """After a delegation: the callee's task took time and changed state, so the outer
+        call commits only if it still may, at the instant of its effects (held, guards,
+        `ensure`). The scope the effects are then read in."""
+        scope = self.state.scope(context, args)
+        if not self.holds(party, tool):
+            raise _Refused(f"tool '{tool.name}' is no longer available when {callee} answered")
+        guard = self._failing_guard(tool, scope)
+        if guard is not None:
+            raise _Refused(guard.message or f"rejected by a guard when {callee} answered",
+                           guard.at)
+        ensured = self._failing_ensure(tool, context, args, scope)
+        if ensured is not None:
+            raise _Refused(ensured.message
+                           or f"rejected by a policy check when {callee} answered", ensured.at)
+        return scope
+
+    def _send(self, task: Task, party: PartyIR, tool: ToolIR, args: dict[str, Any],
+              scope: Scope) -> Any:
+        """A `sends` tool: the arguments (the target's name aside) go to the participant
+        it names as a new message; the tool's result, `sent to TARGET` by default."""
+        target = self.compiled.eval(tool.sends_to, scope)
+        if target not in self.compiled.parties:
+            raise _Refused(f"no participant named {target!r} to send to")
+        text = _handoff_text({k: v for k, v in args.items() if v != target})
+        self.host.deliver(party, str(target), text, task.root)
+        return self.compiled.eval(tool.result, scope, f"sent to {target}")
+
+    def _filtered(self, tool: ToolIR, scope: Scope, result: Any) -> Any:
+        """The result as the tool's `acl` lets its principal see it (as it is without an
+        acl, or when the acl's `when` does not hold); no principal refuses the call."""
+        if tool.acl is not None and (tool.acl_when is None or truthy(
+                self.compiled.eval(tool.acl_when, scope))):
+            principal = self.compiled.eval(tool.acl, scope)
+            if principal is None:
+                raise _Refused("no trusted principal accompanies this request")
+            return self._filter(result, principal)
+        return result
+
+    def _apply_effects(self, task: Task, tool: ToolIR, context: dict[str, Any],
+                       args: dict[str, Any], scope: Scope) -> Scope:
+        """The tool's effects in order, each read in the state the previous one left;
+        the scope after the last (what the inducers then see)."""
+        for effect in tool.effects:
+            if effect.when is not None and not truthy(self.compiled.eval(effect.when, scope)):
+                continue
+            self._apply(task, tool, effect, scope)
+            scope = self.state.scope(context, args)
+        return scope
 
     def holds(self, party: PartyIR, tool: ToolIR) -> bool:
         """Whether the participant holds the tool now (its `tools … when` read again)."""
@@ -413,6 +451,15 @@ class ToolRunner:
 
 
 _type_name = type_name
+
+
+class _Refused(Exception):
+    """A step of `ToolRunner.call` refuses the call: `call` records it as rejected with
+    this reason (and the guard's `at`, if a guard refused)."""
+
+    def __init__(self, reason: str, at: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.at = reason, at
 
 
 def _handoff_text(args: dict[str, Any]) -> str:

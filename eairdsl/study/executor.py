@@ -566,9 +566,74 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     and role models, endpoint, limits, and `record`/`replay` as cassette
     *folders* (see the module docstring); its `model` is set per model column.
     `budget` stops scheduling once the study's LLM spend reaches it.
+
+    The stages, in order: check the arguments, make the folder, lock it and open
+    the store, prepare the store (LLM options, cassettes, worlds), plan the open
+    cells' attempts, run the sim episodes on their backend, then the LLM ones on
+    the event loop, and finish (study measures; in any case stop the transport,
+    merge the cassettes, close the store and drop the lock).
     """
     started = time.perf_counter()
-    progress = progress or _Silent()
+    by_name = _check_arguments(worlds, plans, workers=workers, executor=executor,
+                               scheduler=scheduler, max_attempts=max_attempts)
+    root = _make_folder(out)
+    settings = _llm_settings(models, llm)
+    run = _Run(worlds=by_name, models=models, out=out, root=root, workers=workers,
+               executor=executor, scheduler=scheduler, max_attempts=max_attempts,
+               progress=progress or _Silent(), task=task or run_task, llm=llm,
+               budget=budget, settings=settings,
+               live=bool(settings) and (llm is None or llm.replay is None),
+               summary=StudySummary(store=out / STORE_FILE, cells=0, skipped=0))
+    lock, store = _lock_and_open(out)
+    try:
+        _prepare_store(run, store, worlds, plans)
+        todo, llm_todo = _plan_attempts(run, store, plans)
+        _run_sim(run, store, todo, llm_todo)
+        _run_llm(run, store, llm_todo, after_sim=bool(todo))
+        run.summary.study_measures = record_study_measures(store)
+    finally:
+        _finish(run, store, lock)
+    run.summary.seconds = time.perf_counter() - started
+    return run.summary
+
+
+@dataclass
+class _Run:
+    """One `run_study` call's settled inputs and what it has done so far.
+
+    The stages of `run_study` take this one object rather than a dozen parameters
+    each, so a stage's signature says which store or queue it works on and the
+    rest is the run's."""
+
+    worlds: dict[str, World]
+    models: Sequence[Model]
+    out: Path
+    #: `out` resolved: traces are recorded relative to it
+    root: Path
+    workers: int
+    executor: str
+    scheduler: str | None
+    max_attempts: int
+    progress: StudyProgress
+    task: TaskFn
+    llm: LLMSettings | None
+    budget: Budget | None
+    #: one settings object per LLM model column (`_llm_settings`)
+    settings: dict[str, LLMSettings]
+    #: LLM episodes will call a provider (not replayed from cassettes)
+    live: bool
+    summary: StudySummary
+    #: the part files this run records its cassettes to (merged when it ends)
+    parts: dict[str, Path] = field(default_factory=dict)
+
+
+def _check_arguments(worlds: Sequence[World], plans: Sequence[WorldPlan], *, workers: int,
+                     executor: str, scheduler: str | None,
+                     max_attempts: int) -> dict[str, World]:
+    """Refuse bad settings before anything is created on disk; the worlds by name.
+
+    Every refusal here is a usage error a front end shows as one line, and none
+    may leave a folder or lock behind."""
     if executor not in EXECUTORS:
         raise StudyError(f"unknown executor '{executor}'; choose {' or '.join(EXECUTORS)}")
     if workers < 1:
@@ -580,111 +645,154 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     names = [w.meta.name for w in worlds]
     if len(set(names)) != len(names):
         raise StudyError(f"the same world is given twice ({', '.join(names)})")
-    by_name = {w.meta.name: w for w in worlds}
     if [p.name for p in plans] != names:
         raise StudyError("one plan per world, in the same order")
+    return {w.meta.name: w for w in worlds}
+
+
+def _make_folder(out: Path) -> Path:
+    """Create the study folder (a file in its place is refused); its resolved path.
+
+    The traces are recorded relative to the resolved folder, so a study run
+    through a symlink or a relative path stores the same rows."""
     if out.exists() and not out.is_dir():
         raise StudyError(f"{out} exists and is not a folder; choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StudyError(f"cannot create the study folder {out}: {exc.strerror or exc}") from None
-    root = out.resolve()
-    settings = _llm_settings(models, llm)
-    live = bool(settings) and (llm is None or llm.replay is None)
+    return out.resolve()
+
+
+def _lock_and_open(out: Path) -> tuple[_StudyLock, Store]:
+    """Lock the folder, then open its store; a store that cannot open drops the lock
+    (and the lock file if this run made it), so a failed start leaves nothing behind."""
     lock = _lock_study(out)
     try:
         store = Store.open(out / STORE_FILE)
     except BaseException:
         lock.release(remove=True)
         raise
-    summary = StudySummary(store=out / STORE_FILE, cells=0, skipped=0)
-    parts: dict[str, Path] = {}
+    return lock, store
+
+
+def _prepare_store(run: _Run, store: Store, worlds: Sequence[World],
+                   plans: Sequence[WorldPlan]) -> None:
+    """Before any episode: refuse LLM options other than the first run's, settle the
+    cassettes (merge what a killed run left, open this run's part files or the replay
+    cassettes, so a missing one is refused now) and register the worlds."""
+    llm = run.llm
+    if run.settings:
+        check_llm_options(store, llm_options(run.models, llm))
+    if llm is not None and llm.record is not None:
+        _merge_cassettes(Path(llm.record), store)  # what a killed run left behind
+        run.parts = _open_cassettes(run.settings, Path(llm.record), replay=False)
+    elif llm is not None and llm.replay is not None:
+        _open_cassettes(run.settings, Path(llm.replay), replay=True)
+    for w, plan in zip(worlds, plans, strict=True):
+        store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
+                             plan.conditions, w.conditions, w.study_measures)
+
+
+def _plan_attempts(run: _Run, store: Store,
+                   plans: Sequence[WorldPlan]) -> tuple[deque[Attempt], deque[Attempt]]:
+    """The open cells' next attempts, sim and LLM apart (resuming: a cell with a valid
+    attempt, or with its attempts used up, is skipped). The budget is charged with the
+    stored episodes' spend, so a resumed study's limit covers every run."""
+    grid = cells(plans, run.models)
+    agents_of = {m.name: m.agents for m in run.models}
+    history = store.attempts()
+    todo: deque[Attempt] = deque()
+    for cell in grid:
+        past = history.get(cell, [])
+        if any(valid for _, valid in past) or len(past) >= run.max_attempts:
+            run.summary.skipped += 1
+        else:
+            todo.append(Attempt(cell, len(past), agents_of[cell.model]))
+    run.summary.cells = len(grid)
+    if run.budget is not None:
+        for row in store.rows():
+            run.budget.add(json.loads(row["usage"]) if row.get("usage") else None)
+    run.progress.start(len(grid), run.summary.skipped, len(todo))
+    llm_todo = deque(a for a in todo if a.agents.startswith(LLM_PREFIX))
+    return deque(a for a in todo if not a.agents.startswith(LLM_PREFIX)), llm_todo
+
+
+def _texts(run: _Run, todo: deque[Attempt]) -> dict[str, str]:
+    """The worlds the attempts need, as world.json text keyed by digest (what a backend
+    ships to its workers)."""
+    needed = {a.cell.world for a in todo}
+    return {run.worlds[n].digest: dump_world(run.worlds[n]) for n in needed}
+
+
+def _run_sim(run: _Run, store: Store, todo: deque[Attempt], llm_todo: deque[Attempt]) -> None:
+    """The sim episodes on the chosen backend, starting litellm's import (when LLM
+    episodes follow) where it overlaps them: before the backend, or after the pool's
+    fork, since forking in the middle of the import is unsafe."""
+    pool_first = bool(todo) and run.executor == "local" and run.workers > 1
+    begin = run.live and bool(llm_todo)
+    if begin and not pool_first:
+        begin_llm(run.llm)  # litellm's import overlaps the setup and the sim episodes
+    if not todo:
+        return
+    texts = _texts(run, todo)
+    backend: _Serial | _Pool | _Dask | _Async
+    if run.executor == "dask":
+        backend = _Dask(texts, run.workers, run.scheduler)
+    elif run.workers == 1:
+        backend = _Serial(texts, run.task)
+    else:
+        backend = _Pool(texts, min(run.workers, len(todo)), run.task)
+    if begin and pool_first:
+        begin_llm(run.llm)  # after the fork: the pool's workers have started
+    run.summary.executor, run.summary.workers = backend.name, run.workers
+    chunk = 1 if backend.name == "serial" else max(
+        1, min(MAX_CHUNK, len(todo) // (8 * run.workers)))
+    _drive_then_close(run, backend, store, todo, chunk=chunk)
+
+
+def _run_llm(run: _Run, store: Store, llm_todo: deque[Attempt], *, after_sim: bool) -> None:
+    """The LLM episodes on one event loop, as many at once as the first model's
+    settings allow (`max_episodes`, else max(64, 8 × max_connections))."""
+    if not llm_todo:
+        return
+    texts = _texts(run, llm_todo)
+    first = next(iter(run.settings.values()))
+    capacity = first.max_episodes or max(64, 8 * first.max_connections)
+    # Episodes set up only once litellm is in: 200 episodes setting up beside the
+    # import share the GIL with it and the first request left at 8 s, not 3.
+    _litellm_settled()
+    backend = _Async(texts, run.settings, capacity)
+    run.summary.executor = f"{run.summary.executor}+async" if after_sim else "async"
+    _drive_then_close(run, backend, store, llm_todo, chunk=1)
+
+
+def _drive_then_close(run: _Run, backend: _Serial | _Pool | _Dask | _Async, store: Store,
+                      todo: deque[Attempt], chunk: int) -> None:
+    """Drive the backend through the queue and close it, cancelling what is in flight
+    if driving failed (an interrupt, a stop), so no worker outlives the run."""
+    cancel = True
     try:
-        if settings:
-            check_llm_options(store, llm_options(models, llm))
-        if llm is not None and llm.record is not None:
-            _merge_cassettes(Path(llm.record), store)  # what a killed run left behind
-            parts = _open_cassettes(settings, Path(llm.record), replay=False)
-        elif llm is not None and llm.replay is not None:
-            _open_cassettes(settings, Path(llm.replay), replay=True)
-        for w, plan in zip(worlds, plans, strict=True):
-            store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
-                                 plan.conditions, w.conditions, w.study_measures)
-        grid = cells(plans, models)
-        agents_of = {m.name: m.agents for m in models}
-        history = store.attempts()
-        todo: deque[Attempt] = deque()
-        for cell in grid:
-            past = history.get(cell, [])
-            if any(valid for _, valid in past) or len(past) >= max_attempts:
-                summary.skipped += 1
-            else:
-                todo.append(Attempt(cell, len(past), agents_of[cell.model]))
-        summary.cells = len(grid)
-        if budget is not None:
-            for row in store.rows():
-                budget.add(json.loads(row["usage"]) if row.get("usage") else None)
-        progress.start(len(grid), summary.skipped, len(todo))
-        llm_todo = deque(a for a in todo if a.agents.startswith(LLM_PREFIX))
-        todo = deque(a for a in todo if not a.agents.startswith(LLM_PREFIX))
-        pool_first = bool(todo) and executor == "local" and workers > 1
-        if live and llm_todo and not pool_first:
-            begin_llm(llm)  # litellm's import overlaps the setup and the sim episodes
-        if todo:
-            needed = {a.cell.world for a in todo}
-            texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
-            fn = task or run_task
-            backend: _Serial | _Pool | _Dask | _Async
-            if executor == "dask":
-                backend = _Dask(texts, workers, scheduler)
-            elif workers == 1:
-                backend = _Serial(texts, fn)
-            else:
-                backend = _Pool(texts, min(workers, len(todo)), fn)
-            if live and llm_todo and pool_first:
-                begin_llm(llm)  # after the fork: the pool's workers have started
-            summary.executor, summary.workers = backend.name, workers
-            cancel = True
-            try:
-                chunk = 1 if backend.name == "serial" else max(
-                    1, min(MAX_CHUNK, len(todo) // (8 * workers)))
-                _drive(backend, todo, store, root=root, worlds=by_name,
-                       max_attempts=max_attempts, chunk=chunk, progress=progress,
-                       summary=summary, budget=budget)
-                cancel = False
-            finally:
-                backend.close(cancel=cancel)
-        if llm_todo:
-            needed = {a.cell.world for a in llm_todo}
-            texts = {by_name[n].digest: dump_world(by_name[n]) for n in needed}
-            first = next(iter(settings.values()))
-            capacity = first.max_episodes or max(64, 8 * first.max_connections)
-            # Episodes set up only once litellm is in: 200 episodes setting up beside the
-            # import share the GIL with it and the first request left at 8 s, not 3.
-            _litellm_settled()
-            backend = _Async(texts, settings, capacity)
-            summary.executor = "async" if not todo else f"{summary.executor}+async"
-            cancel = True
-            try:
-                _drive(backend, llm_todo, store, root=root, worlds=by_name,
-                       max_attempts=max_attempts, chunk=1, progress=progress,
-                       summary=summary, budget=budget)
-                cancel = False
-            finally:
-                backend.close(cancel=cancel)
-        summary.study_measures = record_study_measures(store)
+        _drive(backend, todo, store, root=run.root, worlds=run.worlds,
+               max_attempts=run.max_attempts, chunk=chunk, progress=run.progress,
+               summary=run.summary, budget=run.budget)
+        cancel = False
     finally:
-        try:
-            if live:  # the transport this run or its front end started (`begin_llm`)
-                _stop_transport()
-            if parts and llm is not None and llm.record is not None:
-                _merge_cassettes(Path(llm.record), store)
-        finally:
-            store.close()
-            lock.release()
-    summary.seconds = time.perf_counter() - started
-    return summary
+        backend.close(cancel=cancel)
+
+
+def _finish(run: _Run, store: Store, lock: _StudyLock) -> None:
+    """Whatever happened: stop the transport this run or its front end started
+    (`begin_llm`), append the recorded exchanges of stored episodes to the cassettes,
+    then close the store and drop the lock, even if the first two fail."""
+    try:
+        if run.live:
+            _stop_transport()
+        if run.parts and run.llm is not None and run.llm.record is not None:
+            _merge_cassettes(Path(run.llm.record), store)
+    finally:
+        store.close()
+        lock.release()
 
 
 #: locked (lockf) by the one `eairc study` writing a study folder; empty, left in place

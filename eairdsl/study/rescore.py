@@ -158,8 +158,62 @@ def _own_trace(root: Path, home: Path, stored: Path) -> Path:
 
 
 def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreSummary:
-    """Rescore `study_dir`'s episodes of world `new.meta.name` into `out/results.sqlite`."""
+    """Rescore `study_dir`'s episodes of world `new.meta.name` into `out/results.sqlite`.
+
+    In stages: check that the study ran `original` and that only measures, metrics
+    and lets changed (`_stored_digest`), copy its store to a part file in `out`
+    (`_copy_store`), rescore the rows in one transaction (`_rescore_rows`), then
+    rename the part file into place; a failure removes the part file."""
     source = study_dir / STORE_FILE
+    digest = _stored_digest(source, original, new)
+    target = out / STORE_FILE
+    if target.exists() or out.resolve() == study_dir.resolve():
+        raise RescoreError(f"{target} exists (or is the original); choose another --out")
+    part, sidecars = _copy_store(source, out, target)
+    job = _Rescoring(compiled=CompiledWorld(new), new=new, root=study_dir.resolve(),
+                     home=out.resolve(), summary=RescoreSummary(store=target))
+    conn = sqlite3.connect(part, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        _rescore_rows(conn, job)
+        name = new.meta.name
+        conn.execute("UPDATE worlds SET digest = ? WHERE name = ?", (new.digest, name))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                     (f"rescored_from:{name}", json.dumps(
+                         {"study": str(job.root), "digest": digest, "new_digest": new.digest})))
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()
+        for stale in (part, *sidecars):
+            stale.unlink(missing_ok=True)
+        raise
+    conn.close()
+    for stale in sidecars:
+        stale.unlink(missing_ok=True)
+    os.replace(part, target)
+    return job.summary
+
+
+@dataclass
+class _Rescoring:
+    """What rescoring each row needs: the new world compiled, the original study's
+    folder (`root`) and the rescored one's (`home`), and the summary being filled."""
+
+    compiled: CompiledWorld
+    new: World
+    root: Path
+    home: Path
+    summary: RescoreSummary
+
+
+def _stored_digest(source: Path, original: World, new: World) -> str:
+    """The digest the study stored for the world, once it is known that `original` is
+    the world the study ran and that `new` changes only what a rescore can recompute;
+    each refusal says which, so the user knows whether to fix the arguments or rerun."""
     with Store.open(source, create=False) as store:
         stored = {w["name"]: w["digest"] for w in store.worlds()}
     name = new.meta.name
@@ -174,12 +228,16 @@ def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreS
     if refused:
         raise RescoreError(f"world {name} changed beyond measures, metrics and lets; rescoring "
                            "needs the episodes to be the same — run a new study", refused)
-    target = out / STORE_FILE
-    if target.exists() or out.resolve() == study_dir.resolve():
-        raise RescoreError(f"{target} exists (or is the original); choose another --out")
-    # Built as a part file renamed into place at the end: an interrupted rescore leaves no
-    # unrescored copy behind that a rerun would refuse as "exists" and a reader take for
-    # the rescored results.
+    return str(stored[name])
+
+
+def _copy_store(source: Path, out: Path, target: Path) -> tuple[Path, list[Path]]:
+    """Copy the study's store (with its committed WAL pages) to a part file beside
+    `target`; the part file and its WAL/SHM sidecars' paths.
+
+    Built as a part file renamed into place at the end: an interrupted rescore leaves
+    no unrescored copy behind that a rerun would refuse as "exists" and a reader take
+    for the rescored results."""
     part = target.with_name(f".{target.name}.part")
     sidecars = [part.with_name(part.name + suffix) for suffix in ("-wal", "-shm")]
     try:
@@ -192,65 +250,51 @@ def rescore(study_dir: Path, original: World, new: World, out: Path) -> RescoreS
             shutil.copyfile(wal, sidecars[0])
     except OSError as exc:
         raise RescoreError(f"cannot write {out}: {exc.strerror or exc}") from None
-    compiled = CompiledWorld(new)
-    summary = RescoreSummary(store=target)
-    root = study_dir.resolve()
-    home = out.resolve()
-    conn = sqlite3.connect(part, isolation_level=None)
-    conn.row_factory = sqlite3.Row
+    return part, sidecars
+
+
+def _rescore_rows(conn: sqlite3.Connection, job: _Rescoring) -> None:
+    """Every episode row: the world's rows get new measurements from their traces, or
+    are kept as stored with why (no trace, never measured, unreadable); every row with
+    a trace points at the rescored folder's own copy, so OUT is a study of its own."""
+    name = job.new.meta.name
+    rows = conn.execute("SELECT id, world, valid, validity_reason, trace_path FROM "
+                        "episodes ORDER BY id").fetchall()
+    for r in rows:
+        ident = f"episode row {r['id']}"
+        if not r["trace_path"]:
+            if r["world"] == name:
+                job.summary.kept.append(f"{ident}: no trace")
+            continue
+        path = _own_trace(job.root, job.home, Path(r["trace_path"]))
+        kept = _rescore_row(conn, job, r, path) if r["world"] == name else None
+        if kept is not None:
+            job.summary.kept.append(f"{ident}: {kept}")
+        if r["world"] != name or kept is not None:  # as stored, the trace beside
+            conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?",
+                         (str(path), r["id"]))
+
+
+def _rescore_row(conn: sqlite3.Connection, job: _Rescoring, r: sqlite3.Row,
+                 path: Path) -> str | None:
+    """Measure one of the world's episodes anew from its trace and write the row; or,
+    when it cannot be (the agent failed before measuring, the trace is unreadable),
+    leave it and say why (the caller keeps the row as stored)."""
+    reason = r["validity_reason"] or ""
+    if AGENT_FAILED in reason:
+        return f"never measured ({reason})"
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        rows = conn.execute("SELECT id, world, valid, validity_reason, trace_path FROM "
-                            "episodes ORDER BY id").fetchall()
-        for r in rows:
-            ident = f"episode row {r['id']}"
-            if not r["trace_path"]:
-                if r["world"] == name:
-                    summary.kept.append(f"{ident}: no trace")
-                continue
-            path = _own_trace(root, home, Path(r["trace_path"]))
-            if r["world"] != name:  # another world's rows: as stored, their traces beside
-                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?",
-                             (str(path), r["id"]))
-                continue
-            reason = r["validity_reason"] or ""
-            if AGENT_FAILED in reason:
-                summary.kept.append(f"{ident}: never measured ({reason})")
-                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?", (str(path),
-                                                                                 r["id"]))
-                continue
-            try:
-                trace = read_trace(path)
-                episode = _Replayed(compiled, trace, [] if r["valid"] else [reason])
-                result = measure_episode(episode)  # type: ignore[arg-type]
-            except (OSError, ValueError) as exc:
-                summary.kept.append(f"{ident}: trace {path} unreadable ({exc})")
-                conn.execute("UPDATE episodes SET trace_path = ? WHERE id = ?", (str(path),
-                                                                                 r["id"]))
-                continue
-            m = result.measurements
-            conn.execute(
-                f"UPDATE episodes SET {', '.join(f'{k} = ?' for k in MEASUREMENTS)},"
-                " unassessed = ?, metrics = ?, digest = ?, trace_path = ? WHERE id = ?",
-                (*(None if m.get(k) is None else int(bool(m.get(k))) for k in MEASUREMENTS),
-                 json.dumps(result.unassessed, sort_keys=True),
-                 json.dumps(result.metrics, sort_keys=True), new.digest, str(path), r["id"]))
-            summary.rescored += 1
-        conn.execute("UPDATE worlds SET digest = ? WHERE name = ?", (new.digest, name))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                     (f"rescored_from:{name}", json.dumps(
-                         {"study": str(root), "digest": stored[name], "new_digest": new.digest})))
-        conn.execute("COMMIT")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.close()
-        for stale in (part, *sidecars):
-            stale.unlink(missing_ok=True)
-        raise
-    conn.close()
-    for stale in sidecars:
-        stale.unlink(missing_ok=True)
-    os.replace(part, target)
-    return summary
+        trace = read_trace(path)
+        episode = _Replayed(job.compiled, trace, [] if r["valid"] else [reason])
+        result = measure_episode(episode)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        return f"trace {path} unreadable ({exc})"
+    m = result.measurements
+    conn.execute(
+        f"UPDATE episodes SET {', '.join(f'{k} = ?' for k in MEASUREMENTS)},"
+        " unassessed = ?, metrics = ?, digest = ?, trace_path = ? WHERE id = ?",
+        (*(None if m.get(k) is None else int(bool(m.get(k))) for k in MEASUREMENTS),
+         json.dumps(result.unassessed, sort_keys=True),
+         json.dumps(result.metrics, sort_keys=True), job.new.digest, str(path), r["id"]))
+    job.summary.rescored += 1
+    return None

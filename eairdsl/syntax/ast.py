@@ -34,6 +34,8 @@ __all__ = [
     "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
     "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
     "InstanceDecl", "MeasureDecl", "StudyRef", "StudyClause", "StudyKey", "STUDY_KEYS",
+    "StudyClauseNode", "ScoreClause", "CalibrationClause", "RoutedClause", "SelectedClause",
+    "ExpertClause", "RatingClause", "UnknownStudyClause", "STUDY_CLAUSE_CLASSES",
     "StudyMeasureDecl",
     "LetDecl", "ProtectedDecl", "Decl", "Comment", "Module",
     "strip_spans", "walk_exprs", "first_clause", "last_clause",
@@ -920,13 +922,78 @@ STUDY_KEYS: tuple[StudyKey, ...] = ("score", "calibration", "routed", "selected"
                                     "rating")
 
 
-class StudyClause(Node):
-    """`KEY ref, ref, ...` inside a study measure. The key is parsed as a name (so none of
-    the words is reserved); the checker refuses one outside `STUDY_KEYS` (E506) and says
-    which keys each kind takes."""
+class StudyClauseNode(Node):
+    """Base of a study measure's clauses, `KEY ref, ref, ...`, one class per keyword (as
+    the other blocks' clauses), so the checker and the lowering match on the class and
+    not on the keyword's spelling. `key` is the keyword a clause is written with."""
 
+    key: ClassVar[StudyKey]
+    refs: list[StudyRef]
+
+
+class ScoreClause(StudyClauseNode):
+    """`score METRIC`: the per-episode metric the measure compares."""
+
+    key: ClassVar[StudyKey] = "score"
+    clause: Literal["score"] = "score"
+
+
+class CalibrationClause(StudyClauseNode):
+    """`calibration COND -> PARTY, ...`: each participant's solo calibration cell."""
+
+    key: ClassVar[StudyKey] = "calibration"
+    clause: Literal["calibration"] = "calibration"
+
+
+class RoutedClause(StudyClauseNode):
+    """`routed COND, ...`: the conditions compared with the calibration cells (default:
+    every condition that is not one)."""
+
+    key: ClassVar[StudyKey] = "routed"
+    clause: Literal["routed"] = "routed"
+
+
+class SelectedClause(StudyClauseNode):
+    """`selected METRIC`: the metric naming the participant a routed episode chose."""
+
+    key: ClassVar[StudyKey] = "selected"
+    clause: Literal["selected"] = "selected"
+
+
+class ExpertClause(StudyClauseNode):
+    """`expert PARTY`: the participant routing regret measures against."""
+
+    key: ClassVar[StudyKey] = "expert"
+    clause: Literal["expert"] = "expert"
+
+
+class RatingClause(StudyClauseNode):
+    """`rating PARTY -> METRIC, ...`: each participant's self-rating metric."""
+
+    key: ClassVar[StudyKey] = "rating"
+    clause: Literal["rating"] = "rating"
+
+
+class UnknownStudyClause(Node):
+    """A clause whose keyword is none of `STUDY_KEYS`. The key is parsed as a name (so
+    none of the words is reserved); this keeps the word written so the checker can
+    refuse it (E506) where it stands and suggest a spelling."""
+
+    clause: Literal["unknown"] = "unknown"
     key: str
     refs: list[StudyRef]
+
+
+StudyClause = Annotated[
+    ScoreClause | CalibrationClause | RoutedClause | SelectedClause | ExpertClause
+    | RatingClause | UnknownStudyClause,
+    Field(discriminator="clause"),
+]
+#: the known clause classes, in `STUDY_KEYS` order (the parser looks a keyword up here)
+STUDY_CLAUSE_CLASSES: tuple[type[StudyClauseNode], ...] = (
+    ScoreClause, CalibrationClause, RoutedClause, SelectedClause, ExpertClause, RatingClause)
+
+_S = TypeVar("_S", bound=StudyClauseNode)
 
 
 class StudyMeasureDecl(Node):
@@ -943,13 +1010,13 @@ class StudyMeasureDecl(Node):
     doc: str | None = None
     clauses: list[StudyClause]
 
-    def clause(self, key: StudyKey) -> StudyClause | None:
-        """The first clause with this keyword, if any (a second one is E302)."""
-        return next((c for c in self.clauses if c.key == key), None)
+    def clause(self, cls: type[_S]) -> _S | None:
+        """The first clause of this class, if any (a second one is E302)."""
+        return next((c for c in self.clauses if isinstance(c, cls)), None)
 
-    def refs(self, key: StudyKey) -> list[StudyRef]:
-        """The refs of the clause with this keyword ([] when it is absent)."""
-        found = self.clause(key)
+    def refs(self, cls: type[StudyClauseNode]) -> list[StudyRef]:
+        """The refs of the clause of this class ([] when it is absent)."""
+        found = self.clause(cls)
         return list(found.refs) if found is not None else []
 
 

@@ -45,6 +45,11 @@ DURATION_UNITS: dict[str, float] = {
 }
 
 
+#: a study measure's clause class by its keyword (`A.UnknownStudyClause` for any other)
+_STUDY_CLAUSES: dict[str, type[A.StudyClauseNode]] = {
+    cls.key: cls for cls in A.STUDY_CLAUSE_CLASSES}
+
+
 def decode_string(raw: str) -> str:
     """Decode a string token: JSON escapes for "...", verbatim (dedented) for triple quotes."""
     if raw.startswith('"""'):
@@ -676,8 +681,13 @@ class AstBuilder(Transformer[Token, Any]):
                                   doc=c[2], clauses=c[3:])
 
     @v_args(meta=True)
-    def study_clause(self, meta: Meta, c: list[Any]) -> A.StudyClause:
-        return A.StudyClause(span=self._span(meta), key=str(c[0]), refs=c[1:])
+    def study_clause(self, meta: Meta,
+                     c: list[Any]) -> A.StudyClauseNode | A.UnknownStudyClause:
+        # the keyword is parsed as a name; past the parser, a clause is its class
+        cls = _STUDY_CLAUSES.get(str(c[0]))
+        if cls is None:
+            return A.UnknownStudyClause(span=self._span(meta), key=str(c[0]), refs=c[1:])
+        return cls(span=self._span(meta), refs=c[1:])
 
     @v_args(meta=True)
     def study_ref(self, meta: Meta, c: list[Any]) -> A.StudyRef:
