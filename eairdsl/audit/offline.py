@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from eairdsl.audit.auditor import AuditorIdentity
 from eairdsl.audit.contract import (
     Auditor,
     Boundary,
@@ -76,6 +77,12 @@ def hits(bundle: Bundle) -> tuple[list[Hit], list[QueryRecord]]:
 
 class RulesAuditor:
     """The offline Auditor Agent (kind `rules`): `audit(bundle) -> Report`."""
+
+    @property
+    def identity(self) -> AuditorIdentity:
+        """Which auditor this is (`IdentifiedAuditor`): kind `rules`, the rule set's
+        version as its prompt version."""
+        return AuditorIdentity(kind="rules", prompt_version=PROMPT_VERSION)
 
     def audit(self, bundle: Bundle) -> Report:
         episode = bundle.manifest.episode
