@@ -53,6 +53,7 @@ def test_auditor_kinds_are_registered() -> None:
 
     assert AUDITOR_KINDS == get_args(AuditorKind) == AUDITORS.names()
     assert [k for k in AUDITOR_KINDS if AUDITORS.get(k).arms] == ["llm"]
+    assert [k for k in AUDITOR_KINDS if AUDITORS.get(k).grader_side] == ["oracle"]
     assert arm_name("nobody", None, "full", "annotated") == "nobody"  # refused later
 
 

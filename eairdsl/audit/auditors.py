@@ -59,23 +59,26 @@ Build = Callable[[AuditorRequest], tuple[AuditorAgent, dict[str, Any]]]
 
 @dataclass(frozen=True)
 class KindEntry:
-    """One auditor kind: its factory, and whether it has arms (`--model`, `--contract`,
-    `--graph`: an arm per model and reading) and a cassette (`--record`, `--replay`)."""
+    """One auditor kind: its factory, whether it has arms (`--model`, `--contract`,
+    `--graph`: an arm per model and reading) and a cassette (`--record`, `--replay`),
+    and whether it reads the grader's side (then it is no arm of an audit study)."""
 
     build: Build
     arms: bool = False
     cassette: bool = False
+    grader_side: bool = False
 
 
 #: the auditor kinds `--auditor` chooses from, in the order the help lists them
 AUDITORS: Registry[KindEntry] = Registry("auditor", option="--auditor")
 
 
-def auditor_kind(name: str, *, arms: bool = False, cassette: bool = False
-                 ) -> Callable[[Build], Build]:
+def auditor_kind(name: str, *, arms: bool = False, cassette: bool = False,
+                 grader_side: bool = False) -> Callable[[Build], Build]:
     """Register the decorated factory as auditor kind `name` (Inspect's `@scorer`)."""
     def add(build: Build) -> Build:
-        AUDITORS.add(name, KindEntry(build, arms=arms, cassette=cassette))
+        AUDITORS.add(name, KindEntry(build, arms=arms, cassette=cassette,
+                                     grader_side=grader_side))
         return build
     return add
 
@@ -110,7 +113,7 @@ def _llm(request: AuditorRequest) -> tuple[AuditorAgent, dict[str, Any]]:
                      "graph": request.graph}
 
 
-@auditor_kind("oracle")
+@auditor_kind("oracle", grader_side=True)
 def _oracle(request: AuditorRequest) -> tuple[AuditorAgent, dict[str, Any]]:
     from eairdsl.audit.oracle import OracleAuditor
 
