@@ -241,7 +241,6 @@ def has_word(text: str, word: str) -> bool:
     return re.search(rf"(?<![a-z0-9_]){w}(?![a-z0-9_])", text.casefold()) is not None
 
 
-
 # ------------------------------------------------------------------ the rule shape
 
 @dataclass(frozen=True)

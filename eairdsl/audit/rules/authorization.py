@@ -110,5 +110,4 @@ def authorization(ctx: Context) -> list[Hit]:
         shape="field_scope", surfaces=surfaces)]
 
 
-
 RULE = FindRule(NAME, authorization)

@@ -32,9 +32,9 @@ unassessed (no failure is found).
 from __future__ import annotations
 
 from eairdsl.audit.contract import QueryRecord
-from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, track_rule
+from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, parse_rule, track_rule
 from eairdsl.audit.rules._common import Cite, Context, Hit, Outcome, cite, present
-from eairdsl.ir import Agg
+from eairdsl.ir import Agg, Comp, walk_expr
 
 __all__ = ["NAME", "RULE", "PolicyRule", "policy_rules"]
 
@@ -42,9 +42,8 @@ NAME = "policy_rule"
 
 
 def _aggregate_rule(text: str, ctx: Context) -> bool:
-    from eairdsl.audit.policy_eval import parse_rule
-    from eairdsl.ir import Comp, walk_expr
-
+    """Whether the rule aggregates (an aggregate, or a comprehension grouped by a key):
+    a cumulative property, which two actors can break together (risk A1)."""
     try:
         expr = parse_rule(text, ctx.bundle)
     except Unevaluable:
@@ -117,7 +116,6 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
         effect_step=None if restored else effect, cites=cites, supported=supported,
         confidence=0.95 if supported else 0.6, resolved_later=track.restored,
         shape="cumulative" if aggregate else "invariant", surfaces=surfaces)
-
 
 
 class PolicyRule:

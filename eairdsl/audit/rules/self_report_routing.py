@@ -149,5 +149,4 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
         confidence=0.85 if supported else 0.45, shape="attested_routing", surfaces=surfaces)
 
 
-
 RULE = FindRule(NAME, self_report_routing)
