@@ -53,6 +53,7 @@ class Registry(Generic[T]):
         self._load = load
         self._loaded = not load
         self._entries: dict[str, T] = {}
+        self._origins: dict[str, str | None] = {}
 
     # ---------------------------------------------------------------- registering
     def register(self, name: str) -> Callable[[T], T]:
@@ -61,15 +62,17 @@ class Registry(Generic[T]):
             return self.add(name, entry)
         return add
 
-    def add(self, name: str, entry: T) -> T:
-        """Register `entry` under `name`. A name taken by an entry of another module is
-        an error (two plug-ins claiming one name); the same module registering again (a
-        reload) replaces its entry."""
-        old = self._entries.get(name)
-        if old is not None and _module(old) != _module(entry):
-            raise ValueError(f"{self.what} {name!r} is registered twice ({_module(old)} "
-                             f"and {_module(entry)})")
+    def add(self, name: str, entry: T, *, origin: str | None = None) -> T:
+        """Register `entry` under `name`. `origin` is the module that declares it (by
+        default the entry's own `__module__`, for a function or class). A name taken by
+        an entry of another module is an error (two plug-ins claiming one name); the
+        same module registering again (a reload) replaces its entry."""
+        where = origin if origin is not None else _module(entry)
+        if name in self._entries and self._origins.get(name) != where:
+            raise ValueError(f"{self.what} {name!r} is registered twice "
+                             f"({self._origins.get(name)} and {where})")
         self._entries[name] = entry
+        self._origins[name] = where
         return entry
 
     # ---------------------------------------------------------------- looking up
@@ -132,6 +135,6 @@ class Registry(Generic[T]):
 
 
 def _module(entry: object) -> str | None:
-    """Where an entry was declared: a function's or class's module; for an instance (an
-    importer record), None: instances are not told apart by module."""
+    """Where an entry was declared: a function's or class's module; None for an instance
+    (its class's module says nothing of who registered it: pass `origin`)."""
     return getattr(entry, "__module__", None) if callable(entry) else None

@@ -41,6 +41,9 @@ def test_one_name_from_two_modules_is_refused() -> None:
     reg.add("x", test_choices_read_as_a_list)  # the same module again (a reload)
     with pytest.raises(ValueError, match="registered twice"):
         reg.add("x", Path)
+    reg.add("y", 1, origin="plugin_a")
+    with pytest.raises(ValueError, match="registered twice"):
+        reg.add("y", 2, origin="plugin_b")
 
 
 def test_plug_in_modules_load_on_first_lookup() -> None:

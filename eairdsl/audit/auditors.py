@@ -78,7 +78,7 @@ def auditor_kind(name: str, *, arms: bool = False, cassette: bool = False,
     """Register the decorated factory as auditor kind `name` (Inspect's `@scorer`)."""
     def add(build: Build) -> Build:
         AUDITORS.add(name, KindEntry(build, arms=arms, cassette=cassette,
-                                     grader_side=grader_side))
+                                     grader_side=grader_side), origin=build.__module__)
         return build
     return add
 

@@ -398,7 +398,7 @@ IMPORTERS: Registry[Importer] = Registry("format", option="FORMAT", load=tuple(
 
 def register(importer: Importer) -> Importer:
     """Register `importer` under its format name (an importer module's last line)."""
-    return IMPORTERS.add(importer.format, importer)
+    return IMPORTERS.add(importer.format, importer, origin=importer.read.__module__)
 
 
 def importers() -> dict[str, Importer]:

@@ -43,7 +43,7 @@ REPAIR_REVIEWERS: Registry[Maker] = Registry("reviewer", option="--reviewer")
 def repair_agent(name: str, *, needs_model: bool = False) -> Callable[[Load], Load]:
     """Register the decorated loader as Repair Agent `name`."""
     def add(load: Load) -> Load:
-        REPAIR_AGENTS.add(name, Maker(load, needs_model))
+        REPAIR_AGENTS.add(name, Maker(load, needs_model), origin=load.__module__)
         return load
     return add
 
@@ -51,7 +51,7 @@ def repair_agent(name: str, *, needs_model: bool = False) -> Callable[[Load], Lo
 def repair_reviewer(name: str, *, needs_model: bool = False) -> Callable[[Load], Load]:
     """Register the decorated loader as Repair Reviewer `name`."""
     def add(load: Load) -> Load:
-        REPAIR_REVIEWERS.add(name, Maker(load, needs_model))
+        REPAIR_REVIEWERS.add(name, Maker(load, needs_model), origin=load.__module__)
         return load
     return add
 
