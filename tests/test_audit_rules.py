@@ -132,3 +132,20 @@ def test_each_rule_module_documents_its_reading(rule: Rule) -> None:
     assert doc.startswith(f"Rule `{rule.name}`"), doc[:60]
     for part in ("R1 boundary", "R2 path", "R3 effect", "R4 evidence", "Limits"):
         assert part in doc, f"{rule.name}: the docstring does not say its {part}"
+
+
+def test_a_rule_the_bundle_defeats_is_recorded_as_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any rule of `RULES`, the policy rule too, that raises on an untrusted bundle is
+    listed in coverage as failed and the others still run (never a traceback)."""
+    from eairdsl.audit import offline
+
+    def broken(ctx: Context) -> list[Any]:
+        raise KeyError("hostile")
+
+    monkeypatch.setattr(offline, "RULES", (FindRule("policy_rule", broken), *RULES[1:]))
+    bundle = Bundle.load(FIXTURES / "authorization" / "positive" / "bundle")
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    ran = [(q.name, q.args) for q in report.coverage.queries]
+    assert ("policy_rule", {"failed": "KeyError"}) in ran
+    assert ("authorization", {}) in ran and report.verdict == "findings"
