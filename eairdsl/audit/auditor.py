@@ -27,7 +27,7 @@ from eairdsl.audit.contract import Report
 from eairdsl.audit.evidence import Bundle
 
 __all__ = ["AuditBudgets", "AuditorAgent", "AuditError", "AuditorIdentity", "AuditorSettings",
-           "IdentifiedAuditor", "SampledAuditor"]
+           "IdentifiedAuditor", "SampledAuditor", "identity_of"]
 
 
 class AuditError(RuntimeError):
@@ -206,9 +206,21 @@ class AuditorIdentity(BaseModel):
 
 @runtime_checkable
 class IdentifiedAuditor(Protocol):
-    """An auditor that says which auditor (and arm) it is (the LLM auditor): the runner
-    refuses to resume a folder whose reports another one made."""
+    """An auditor that says which auditor (and arm) it is (the rules auditor, the oracle,
+    the LLM auditor): the runner refuses to resume a folder whose reports another one
+    made."""
 
     @property
     def identity(self) -> AuditorIdentity:  # pragma: no cover - protocol
         ...
+
+
+def identity_of(agent: AuditorAgent) -> AuditorIdentity | None:
+    """Which auditor `agent` is, as its reports' `auditor` blocks will name it: each of
+    the package's auditors says so itself (`IdentifiedAuditor`: its kind and prompt
+    version, and the LLM auditor its arm); any other auditor (a test's, a person's) is
+    unknown (None) and its folders are not checked.
+
+    Asking the agent, not testing its class, keeps this module (and the runner that
+    calls it) free of imports of the auditors, which import the runner."""
+    return agent.identity if isinstance(agent, IdentifiedAuditor) else None

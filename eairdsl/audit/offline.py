@@ -1,6 +1,6 @@
 """The offline policy auditor (`--auditor offline`): deterministic rules, a bundle in, a report out.
 
-`RulesAuditor.audit(bundle)` runs the rules of `eairdsl.audit.rules` over the
+`RulesAuditor.audit(bundle)` runs the rules of `eairdsl.audit.rules.RULES` over the
 bundle alone (no network, no world, no trace path), turns each hit into a
 realization certificate c = (b, π, m, E, ρ) of report contract v1 with a
 repair plan from `eairdsl.audit.repairs`, and returns one report:
@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import Literal
 
+from eairdsl.audit.auditor import AuditorIdentity
 from eairdsl.audit.contract import (
     Auditor,
     Boundary,
@@ -45,16 +46,7 @@ from eairdsl.audit.contract import (
 )
 from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, normalize, sha256_file
 from eairdsl.audit.repairs import plan_for
-from eairdsl.audit.rules import (
-    Context,
-    Hit,
-    authorization,
-    evidence_not_sought,
-    hedges_dropped,
-    policy_rules,
-    self_report_routing,
-    status_drift,
-)
+from eairdsl.audit.rules import RULES, Context, Hit
 
 __all__ = ["PROMPT_VERSION", "RulesAuditor", "hits"]
 
@@ -65,30 +57,32 @@ _UNTRUSTED = (ValueError, TypeError, KeyError, IndexError, AttributeError, Recur
 
 
 def hits(bundle: Bundle) -> tuple[list[Hit], list[QueryRecord]]:
-    """Every rule's hits on the bundle, and the queries (rules run) for coverage."""
+    """Every rule's hits on the bundle, in `RULES` order, and the queries (rules run)
+    for coverage."""
     ctx = Context(bundle)
-    found, ran = policy_rules(ctx)
+    found: list[Hit] = []
     queries = [QueryRecord(name="build_graph", args={"layer": "annotated"})]
-    queries += [QueryRecord(name="policy_rule",
-                            args={"policy": p} if why is None else {"policy": p,
-                                                                     "unevaluable": why})
-                for p, why in ran]
-    for name, rule in (("authorization", authorization), ("status_drift", status_drift),
-                       ("hedge", hedges_dropped), ("evidence_not_sought", evidence_not_sought),
-                       ("self_report_routing", self_report_routing)):
+    for rule in RULES:
         try:
-            found += rule(ctx)
+            outcome = rule.run(ctx)
         except _UNTRUSTED as exc:
             # a bundle is untrusted input: a rule it defeats is recorded as not run,
             # never a traceback and never a silent pass
-            queries.append(QueryRecord(name=name, args={"failed": type(exc).__name__}))
+            queries.append(QueryRecord(name=rule.name, args={"failed": type(exc).__name__}))
             continue
-        queries.append(QueryRecord(name=name, args={}))
+        found += outcome.hits
+        queries += outcome.queries
     return found, queries
 
 
 class RulesAuditor:
     """The offline Auditor Agent (kind `rules`): `audit(bundle) -> Report`."""
+
+    @property
+    def identity(self) -> AuditorIdentity:
+        """Which auditor this is (`IdentifiedAuditor`): kind `rules`, the rule set's
+        version as its prompt version."""
+        return AuditorIdentity(kind="rules", prompt_version=PROMPT_VERSION)
 
     def audit(self, bundle: Bundle) -> Report:
         episode = bundle.manifest.episode

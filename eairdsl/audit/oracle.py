@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Literal
 
 from eairdsl.audit import query
-from eairdsl.audit.auditor import AuditError
+from eairdsl.audit.auditor import AuditError, AuditorIdentity
 from eairdsl.audit.bundle import GRADER_INDEX, SOURCE_MARK, find_world
 from eairdsl.audit.contract import (
     AUDIT_SCHEMA,
@@ -558,6 +558,12 @@ class OracleAuditor:
         self.world = world
         self.names = (realized, anomaly, harm)
         self._worlds: dict[str, World | None] = {}
+
+    @property
+    def identity(self) -> AuditorIdentity:
+        """Which auditor this is (`IdentifiedAuditor`): the oracle, its witness reading
+        its prompt version."""
+        return AuditorIdentity(kind="oracle", prompt_version=ORACLE)
 
     @classmethod
     def for_audit(cls, out: Path, world: Path | None = None) -> OracleAuditor:

@@ -33,7 +33,7 @@ does not already say them (a rules or oracle audit's index is as it always was).
 A folder holds the reports of one auditor, arm, sampling and budget. Resuming into a
 folder that keeps reports is refused, never reused, with one `UsageError` naming
 every difference, when the recorded auditor (the index's `auditor` block and every
-kept report's) differs from this one (`auditors.identity_of`) in kind, model,
+kept report's) differs from this one (`auditor.identity_of`) in kind, model,
 prompt version, contract or graph; when its sampling differs (another model,
 temperature, max_tokens, seed or extra provider parameter, or an LLM auditor into
 an index whose sampling was not recorded); or when any budget differs
@@ -58,8 +58,8 @@ from eairdsl.audit.auditor import (
     AuditorIdentity,
     AuditorSettings,
     SampledAuditor,
+    identity_of,
 )
-from eairdsl.audit.auditors import identity_of
 from eairdsl.audit.bundle import bundle_run
 from eairdsl.audit.contract import Report
 from eairdsl.audit.evidence import Bundle

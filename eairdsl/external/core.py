@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from eairdsl import __version__
+from eairdsl.registry import Registry
 from eairdsl.runtime.trace import Event, Trace, TraceHeader
 
 __all__ = ["EdgeBasis", "SourceError", "ImportedTrace", "Importer", "IMPORTERS",
@@ -388,29 +389,21 @@ class Importer:
     accepts: Callable[[Path], bool]
 
 
-IMPORTERS: dict[str, Importer] = {}
+#: the source formats, filled by the importer modules as they are imported (each calls
+#: `register`); the first lookup imports them all (`eairdsl.registry`)
+IMPORTERS: Registry[Importer] = Registry("format", option="FORMAT", load=tuple(
+    f"eairdsl.external.{name}" for name in ("who_and_when", "trail", "openinference",
+                                            "tau_bench", "chatdev", "mad", "otel")))
 
 
 def register(importer: Importer) -> Importer:
-    IMPORTERS[importer.format] = importer
-    return importer
-
-
-def _load_all() -> None:
-    """Importer modules register themselves; import them on first use."""
-    from importlib import import_module
-    for name in ("who_and_when", "trail", "openinference", "tau_bench", "chatdev", "mad",
-                 "otel"):
-        try:
-            import_module(f"eairdsl.external.{name}")
-        except ModuleNotFoundError as exc:  # a format still being written (otel.py)
-            if exc.name != f"eairdsl.external.{name}":
-                raise
+    """Register `importer` under its format name (an importer module's last line)."""
+    return IMPORTERS.add(importer.format, importer, origin=importer.read.__module__)
 
 
 def importers() -> dict[str, Importer]:
-    _load_all()
-    return IMPORTERS
+    """Every source format, by name (the modules imported on first use)."""
+    return IMPORTERS.as_dict()
 
 
 def source_files(importer: Importer, src: Path, out: Path | None = None) -> list[Path]:
