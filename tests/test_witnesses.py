@@ -32,7 +32,7 @@ from eairdsl.api import resolve_world, run_episode
 from eairdsl.ir import Call, Ref, World, walk_expr
 from eairdsl.runtime.builtins import BUILTINS, SPECIAL
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.witness_eval import RULES
+from eairdsl.runtime.witness import RULES
 
 WORLDS = ("a1", "b1", "c1", "d1", "f1")
 PROFILES = ("sim", "sim:compliant", "sim:reckless")
@@ -355,14 +355,14 @@ def test_a_failing_witness_is_dropped_with_its_dependents_and_changes_no_value(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Witnessing never changes a result: a witness rule that raises loses the witnesses of
     the measurements that read `final` (and of those that refer to them), nothing else."""
-    from eairdsl.runtime import witness_eval
+    from eairdsl.runtime import witness
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug in a witness rule")
 
     fresh = CompiledWorld(compiled("d1").world)  # witness closures are compiled per world
     clean = episode(fresh, "canonical", "hr-1", 0, tmp_path / "clean")
-    monkeypatch.setitem(witness_eval.RULES, "final", broken)
+    monkeypatch.setitem(witness.RULES, "final", broken)
     ep = episode(CompiledWorld(compiled("d1").world), "canonical", "hr-1", 0,
                  tmp_path / "broken")
     assert {k: v for k, v in ep.result.items() if k != "witnesses"} == \
