@@ -44,7 +44,6 @@ from eairdsl.runtime.values import (
 from eairdsl.runtime.witness import (
     EMPTY,
     Entry,
-    Quantified,
     Recorder,
     StepFree,
     Why,
@@ -56,6 +55,7 @@ from eairdsl.runtime.witness import (
     contains_why,
     element_why,
     field_why,
+    flat_of,
     flat_why,
     group_why,
     index_why,
@@ -63,6 +63,8 @@ from eairdsl.runtime.witness import (
     list_why,
     or_why,
     plus_why,
+    quant_decided,
+    quant_why,
     record_why,
     row_entry,
 )
@@ -328,20 +330,18 @@ class LetTable:
         builds no argument list."""
         return self._callers(name)[1]
 
-    def answer(self, name: str) -> Callable[[list[Entry], Scope], Entry]:
-        """For a recording table: `(argument entries, scope) -> (value, Why)` of one
-        definition, memoised in the recorder (`witness.let_answer`)."""
+    def body(self, name: str) -> Callable[[list[Any], list[Why], Scope], Entry]:
+        """For a recording table: `(values, whys, scope) -> (value, Why)`, one definition's
+        body with its parameters bound to `values` and their witnesses to `whys`
+        (not memoised: `witness.let_answer` keeps the answers with their witnesses)."""
         run = self._callers(name)[2]
 
-        def answer(pairs: list[Entry], s: Scope) -> Entry:
+        def body(values: list[Any], whys: list[Why], s: Scope) -> Entry:
+            value = run(values, (), None, s, whys)
             rec = s.rec
             assert rec is not None
-
-            def evaluate(values: list[Any], whys: list[Why]) -> Entry:
-                value = run(values, (), None, s, whys)
-                return value, rec.stack.pop()[1]  # the body's entry
-            return let_answer(rec.memo, name, pairs, _memo_key, evaluate)
-        return answer
+            return value, rec.stack.pop()[1]  # the body's entry
+        return body
 
     def _callers(self, name: str) -> tuple[Callable[[list[Any], Scope], Any],
                                            Callable[[Any, Scope], Any],
@@ -658,8 +658,7 @@ def _compile_node(e: Expr, lets: LetTable | None) -> Fn:
         case Ref():
             return _compile_ref(e)
         case Attr(obj=obj_expr, name=name):
-            # fused when plain; recording, the local's own closure gives its witness
-            fused = _compile_field_of_ref(obj_expr, name) if not _recording(lets) else None
+            fused = _compile_field_of_ref(obj_expr, name)
             if fused is not None:
                 return fused
             obj = compile_expr(obj_expr, lets)
@@ -703,7 +702,7 @@ def _compile_node(e: Expr, lets: LetTable | None) -> Fn:
                 raise ValueError("a `let` call needs the world's let table")
             params = [compile_expr(a, lets) for a in e.args]
             if lets.plain is not None:
-                return _recording_let(lets.answer(e.name), params)
+                return _recording_let(e.name, lets.body(e.name), params)
             call = lets.caller(e.name)
             if not params:
                 return lambda s: call([], s)
@@ -921,7 +920,7 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
             s.budget.charge(len(values))
             return _aggregate(func, values, s.budget)
         if record:
-            return _recorded(over_list, lambda v, kids, rec: _list_agg_why(func, v, *kids[0]))
+            return _recorded1(over_list, lambda v, kid: _list_agg_why(func, v, *kid))
         return over_list
     source = compile_expr(e.source, lets) if e.source is not None else (lambda s: [])
     where = compile_expr(e.where, lets) if e.where is not None else None
@@ -1008,15 +1007,15 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
         def listed(s: Scope) -> Any:
             return [value for value, _ in rows(s)]
         if record:
-            return _recorded(listed, lambda v, kids, rec: Why(
-                kids[0][1].steps, items=tuple(w for _, w in kids[0][0])))
+            return _recorded1(listed, lambda v, kid: Why(
+                kid[1].steps, items=tuple([w for _, w in kid[0]])))
         return listed
 
     def aggregated(s: Scope) -> Any:
         return _aggregate(func, [value for value, _ in rows(s)], s.budget)
     if record:
-        return _recorded(aggregated, lambda v, kids, rec: agg_why(
-            func, [x for x, _ in kids[0][0]], [w for _, w in kids[0][0]], kids[0][1].steps, v))
+        return _recorded1(aggregated, lambda v, kid: agg_why(
+            func, [x for x, _ in kid[0]], [w for _, w in kid[0]], kid[1].steps, v))
     return aggregated
 
 
@@ -1084,7 +1083,7 @@ def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
         if rec is not None:  # recording: the source's witness, the elements' as they go
             stack, i = rec.stack, 0
             ws = stack.pop()[1]
-            seen = Quantified(ws)
+            seen: list[tuple[Any, Why, Why]] = []
             outer_lw = rec.lw
             lw = rec.lw = {**outer_lw, var: EMPTY}
         s.budget.charge(len(items))
@@ -1100,9 +1099,9 @@ def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
                 if rec is not None:
                     wb = stack.pop()[1]
                     if (value is True and kind != "all") or (value is False and kind == "all"):
-                        stack.append((value, seen.decided(wb, wi)))
+                        stack.append((value, quant_decided(ws, wb, wi)))
                     else:
-                        seen.add(value, wb, wi)
+                        seen.append((value, wb, wi))
                 if value is True and kind != "all":
                     return True  # any/exists: decided by the first witness
                 if value is False and kind == "all":
@@ -1119,7 +1118,7 @@ def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
             result = True if any(v is True for v in values) else (
                 None if any(v is None for v in values) else False)
         if rec is not None:
-            stack.append((result, seen.result()))
+            stack.append((result, quant_why(ws, seen)))
         return result
     return quant
 
@@ -1196,22 +1195,24 @@ def _compile_recording(e: Expr, lets: LetTable) -> Fn:
     match e:
         case Ref(kind=kind, name=name):
             return _recorded_ref(fn, kind, name)
+        case Attr(obj=Ref(kind="local" | "param", name=var), name=name):
+            return _recorded_local(fn, var, name)
         case Attr(name=name):
-            return _recorded(fn, lambda v, kids, rec: field_why(kids[0][1], name))
+            return _recorded1(fn, lambda v, kid: field_why(kid[1], name))
         case Index():
-            return _recorded(fn, lambda v, kids, rec: index_why(*kids[0], *kids[1]))
+            return _recorded2(fn, index_why)
         case Unary():
-            return _recorded(fn, lambda v, kids, rec: kids[0][1])
-        case Binary(operator=op):
-            return _recorded(fn, _BINARY_RULES.get(op, _flat_rule))
+            return _recorded1(fn, lambda v, kid: kid[1])
+        case Binary():
+            return _recorded_binary(e, fn)
         case ListExpr():
             return _recorded(fn, lambda v, kids, rec: list_why(kids))
         case RecordExpr(keys=keys):
             return _recorded(fn, lambda v, kids, rec: record_why(keys, kids))
         case Call():
-            return _recorded(fn, _call_rule(e))
+            return _recorded_call(e, fn)
         case Lit():  # step-free, so not reached: for completeness
-            return _recorded(fn, lambda v, kids, rec: EMPTY)
+            return _recorded0(fn, lambda v, rec: EMPTY)
         case Comp() | Agg() | Quant() | LetCall():
             return fn  # they record themselves (their loops bind witnesses as they go)
         case _:
@@ -1219,7 +1220,8 @@ def _compile_recording(e: Expr, lets: LetTable) -> Fn:
 
 
 def _recorded(fn: Fn, rule: Rule) -> Fn:
-    """`fn`, pushing `rule(value, entries its operands pushed, recorder)`."""
+    """`fn`, pushing `rule(value, entries its operands pushed, recorder)` (any number of
+    operands: `and`, `or`, lists, records, calls)."""
     def recorded(s: Scope) -> Any:
         rec = s.rec
         assert rec is not None
@@ -1233,75 +1235,182 @@ def _recorded(fn: Fn, rule: Rule) -> Fn:
     return recorded
 
 
+def _recorded0(fn: Fn, why: Callable[[Any, Recorder], Why]) -> Fn:
+    """`fn`, an operand-less node, pushing `why(value, recorder)`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        rec.stack.append((value, why(value, rec)))
+        return value
+    return recorded
+
+
+def _recorded1(fn: Fn, rule: Callable[[Any, Entry], Why]) -> Fn:
+    """`fn`, a node that always evaluates exactly one operand, whose entry it replaces by
+    `(value, rule(value, operand's entry))`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        stack[-1] = (value, rule(value, stack[-1]))
+        return value
+    return recorded
+
+
+def _recorded2(fn: Fn, rule: Callable[[Any, Entry, Entry], Why]) -> Fn:
+    """`fn`, a node that always evaluates exactly two operands, in order: their entries
+    become `(value, rule(value, first's entry, second's))`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        b = stack.pop()
+        stack[-1] = (value, rule(value, stack[-1], b))
+        return value
+    return recorded
+
+
+def _recorded_logic(fn: Fn, rule: Callable[[Any, Entry, Entry | None], Why]) -> Fn:
+    """`and` / `or`: one operand evaluated (the first decided) or two, in order."""
+    def recorded(s: Scope) -> Any:
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        n = len(stack)
+        value = fn(s)
+        b = stack.pop() if len(stack) > n + 1 else None
+        stack[-1] = (value, rule(value, stack[-1], b))
+        return value
+    return recorded
+
+
 def _recorded_ref(fn: Fn, kind: str, name: str) -> Fn:
     """A name: a local's witness is bound beside it, a state variable's and a ledger's
     come from the trace, a measurement's from the witnesses so far (anything else is
     step-free)."""
     if kind in ("local", "param"):
-        return _recorded(fn, lambda v, kids, rec: rec.lw.get(name, EMPTY))
+        return _recorded_local(fn, name, None)
     if kind == "state":
-        return _recorded(fn, lambda v, kids, rec: rec.prov.state(name))
+        return _recorded0(fn, lambda v, rec: rec.prov.state(name))
     if kind == "record":
-        return _recorded(fn, lambda v, kids, rec: rec.prov.record(name, v))
+        return _recorded0(fn, lambda v, rec: rec.prov.record(name, v))
     if kind == "measure":
-        return _recorded(fn, lambda v, kids, rec: rec.measures.get(name, EMPTY))
-    return _recorded(fn, lambda v, kids, rec: EMPTY)
+        return _recorded0(fn, lambda v, rec: rec.measures.get(name, EMPTY))
+    return _recorded0(fn, lambda v, rec: EMPTY)
 
 
-def _flat_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
-    return flat_why(kids)
+def _recorded_local(fn: Fn, var: str, name: str | None) -> Fn:
+    """A local (`name` None) or `x.name` of one (the plain fused closure): the witness
+    bound beside the local, or its field's — the commonest reads, kept to one call."""
+    if name is None:
+        def local(s: Scope) -> Any:
+            value = fn(s)
+            rec = s.rec
+            assert rec is not None
+            rec.stack.append((value, rec.lw.get(var, EMPTY)))
+            return value
+        return local
+
+    def local_field(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        w = rec.lw.get(var, EMPTY)
+        rec.stack.append((value, w if w.items is None and w.fields is None
+                          else field_why(w, name)))
+        return value
+    return local_field
 
 
-#: `contains` and `in` both evaluate the container first (`in` its right side)
-_BINARY_RULES: dict[str, Rule] = {
-    "and": lambda v, kids, rec: and_why(v, kids),
-    "or": lambda v, kids, rec: or_why(v, kids),
-    "contains": lambda v, kids, rec: contains_why(*kids[0], *kids[1]),
-    "in": lambda v, kids, rec: contains_why(*kids[0], *kids[1]),
-    "contains_any": lambda v, kids, rec: contains_any_why(v, *kids[0], *kids[1]),
-    "+": lambda v, kids, rec: plus_why(*kids[0], *kids[1]),
-}
+def _flat1(value: Any, kid: Entry) -> Why:
+    return flat_of(kid[1])
 
 
-def _call_rule(e: Call) -> Rule:
-    """A call's witness rule: `choose` the condition and the branch taken, `text` and
-    `join` their operands, a builtin its rule in `witness.RULES` (read now: a world's
-    recording closures are compiled once), with its arguments bound by name."""
+def _flat2(value: Any, a: Entry, b: Entry) -> Why:
+    return flat_of(a[1], b[1])
+
+
+def _recorded_binary(e: Binary, fn: Fn) -> Fn:
+    """A binary operator's recording closure (`contains` and `in` both evaluate the
+    container first: `in` its right side)."""
+    op = e.operator
+    if op in ("and", "or"):
+        return _recorded_logic(fn, and_why if op == "and" else or_why)
+    if op in ("contains", "in"):
+        return _recorded2(fn, contains_why)
+    if op == "contains_any":
+        return _recorded2(fn, contains_any_why)
+    if op == "+":
+        return _recorded2(fn, plus_why)
+    if op in ("==", "!=") and (isinstance(e.left, Lit) or isinstance(e.right, Lit)):
+        return _recorded1(fn, _flat1)  # the literal side is read as a constant
+    return _recorded2(fn, _flat2)
+
+
+def _recorded_call(e: Call, fn: Fn) -> Fn:
+    """A call's recording closure: `choose` the condition and the branch taken, `text`
+    and `join` their operands, a builtin its rule in `witness.RULES` (read now: a
+    world's recording closures are compiled once), with its arguments bound by name."""
     name = e.func
     if name == "choose":
-        return lambda v, kids, rec: choose_why(kids)
-    if name in ("text", "join"):
-        return _flat_rule
+        return _recorded2(fn, choose_why)
+    if name == "text":
+        return _recorded1(fn, _flat1)
+    if name == "join":  # its separator is not evaluated when the list is none
+        return _recorded(fn, lambda v, kids, rec: flat_why(kids))
     from eairdsl.runtime.builtins import BUILTINS  # it imports this module
     rule = args_rule(name)
     params = [p.name for p in BUILTINS[name].params]
     keys = list(e.keys)
-    # the plain closure evaluates positional arguments first, then keyword ones
-    order = [i for i, k in enumerate(keys) if not k] + [i for i, k in enumerate(keys) if k]
-    keyword = any(keys)
+    count = len(e.args)
+    if any(keys):
+        # the plain closure evaluates positional arguments first, then keyword ones
+        order = [i for i, k in enumerate(keys) if not k] + [i for i, k in enumerate(keys) if k]
 
-    if rule is None:
-        return _flat_rule
-
-    def call_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
-        assert rule is not None
-        if keyword:
+        def keyword_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
+            if rule is None:
+                return flat_why(kids)
             entries: list[Entry] = [(None, EMPTY)] * len(kids)
             for j, i in enumerate(order):
                 entries[i] = kids[j]
             pos = [v for (v, _), k in zip(entries, keys, strict=True) if not k]
             bound = dict(zip(params, pos, strict=False)) | {
                 k: v for (v, _), k in zip(entries, keys, strict=True) if k}
-        else:
-            entries = kids
-            bound = dict(zip(params, [v for v, _ in kids], strict=False))
-        return rule(value, bound, [w for _, w in entries], rec.prov)
-    return call_rule
+            return rule(value, bound, [w for _, w in entries], rec.prov)
+        return _recorded(fn, keyword_rule)
+    if rule is None:
+        if count == 1:
+            return _recorded1(fn, _flat1)
+        if count == 2:
+            return _recorded2(fn, _flat2)
+        return _recorded(fn, lambda v, kids, rec: flat_why(kids))
+    found = rule
+    if count == 1:
+        first = params[0]
+
+        def call_rule1(s: Scope) -> Any:
+            value = fn(s)
+            rec = s.rec
+            assert rec is not None
+            stack = rec.stack
+            arg, why = stack[-1]
+            stack[-1] = (value, found(value, {first: arg}, [why], rec.prov))
+            return value
+        return call_rule1
+
+    def call_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
+        bound = dict(zip(params, [v for v, _ in kids], strict=False))
+        return found(value, bound, [w for _, w in kids], rec.prov)
+    return _recorded(fn, call_rule)
 
 
-def _recording_let(answer: Callable[[list[Entry], Scope], Entry], params: list[Fn]) -> Fn:
+def _recording_let(name: str, body: Callable[[list[Any], list[Why], Scope], Entry],
+                   params: list[Fn]) -> Fn:
     """A recording `let` call: the arguments' entries, then the body's answer for them
-    (`LetTable.answer`, memoised with its witness)."""
+    (`LetTable.body`, memoised with its witness by `witness.let_answer`)."""
     def let_call(s: Scope) -> Any:
         rec = s.rec
         assert rec is not None
@@ -1311,7 +1420,7 @@ def _recording_let(answer: Callable[[list[Entry], Scope], Entry], params: list[F
             f(s)
         pairs = stack[n:]
         del stack[n:]
-        value, why = answer(pairs, s)
+        value, why = let_answer(rec.memo, name, pairs, _memo_key, body, s)
         stack.append((value, why))
         return value
     return let_call

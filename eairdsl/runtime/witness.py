@@ -87,7 +87,7 @@ from eairdsl.ir import EXPR_NODES, Call, Expr, LetCall, LetIR, Ref, walk_expr
 from eairdsl.runtime.values import Ledger, render_value
 
 __all__ = ["Why", "EMPTY", "Provenance", "Recorder", "StepFree", "RULES", "Entry",
-           "Quantified", "let_answer", "args_rule"]
+           "let_answer", "args_rule"]
 
 _NO_STEPS: frozenset[int] = frozenset()
 
@@ -431,36 +431,42 @@ def field_why(w: Why, name: str) -> Why:
     return w.bare() if w.fields is None else w.field(name)
 
 
-def index_why(items: Any, wl: Why, i: Any, wi: Why) -> Why:
+def index_why(value: Any, xs: Entry, index: Entry) -> Why:
     """`xs[i]`: the element picked and the index's steps."""
+    (items, wl), (i, wi) = xs, index
     if items is not None and i is not None and -len(items) <= i < len(items):
         return _plus(wl.item(i % len(items)), wi.all())
     return _flat(_steps(wl.steps), wi)
 
 
-def and_why(value: Any, kids: list[Entry]) -> Why:
-    """Kleene `and`: false → the side that was false (the last evaluated); unknown → the
-    unknown side(s); true → both."""
+def and_why(value: Any, a: Entry, b: Entry | None) -> Why:
+    """Kleene `and` of the sides evaluated (`b` None: only the first was): false → the
+    side that was false (the last evaluated); unknown → the unknown side(s); true → both."""
+    if b is None:
+        return a[1]
     if value is False:
-        return kids[-1][1]
+        return b[1]
     if value is None:
-        return _flat(*(w for v, w in kids if v is None))
-    return _flat(*(w for _, w in kids))
+        return _flat(*[w for v, w in (a, b) if v is None])
+    return _flat(a[1], b[1])
 
 
-def or_why(value: Any, kids: list[Entry]) -> Why:
-    """Kleene `or`: true → the side that was true (the last evaluated); unknown → the
-    unknown side(s); false → both."""
+def or_why(value: Any, a: Entry, b: Entry | None) -> Why:
+    """Kleene `or` of the sides evaluated (`b` None: only the first was): true → the side
+    that was true (the last evaluated); unknown → the unknown side(s); false → both."""
+    if b is None:
+        return a[1]
     if value is True:
-        return kids[-1][1]
+        return b[1]
     if value is None:
-        return _flat(*(w for v, w in kids if v is None))
-    return _flat(*(w for _, w in kids))
+        return _flat(*[w for v, w in (a, b) if v is None])
+    return _flat(a[1], b[1])
 
 
-def contains_why(container: Any, wc: Why, element: Any, we: Why) -> Why:
-    """`container contains element` (and `element in container`): a list's matching
-    element when found, else both sides."""
+def contains_why(value: Any, whole: Entry, part: Entry) -> Why:
+    """`container contains element` (and `element in container`; both evaluate the
+    container first): a list's matching element when found, else both sides."""
+    (container, wc), (element, we) = whole, part
     if isinstance(container, list) and element is not None:
         for i, x in enumerate(container):
             if x is element or x == element:
@@ -468,8 +474,9 @@ def contains_why(container: Any, wc: Why, element: Any, we: Why) -> Why:
     return _flat(wc, we)
 
 
-def contains_any_why(value: Any, text: Any, wt: Why, items: Any, wi: Why) -> Why:
+def contains_any_why(value: Any, whole: Entry, parts: Entry) -> Why:
     """`text contains_any items`: true → the text and the first item found in it."""
+    (text, wt), (items, wi) = whole, parts
     if value is True:
         folded = _plain(text).casefold()
         hit = next(i for i, x in enumerate(items) if _plain(x).casefold() in folded)
@@ -482,8 +489,9 @@ def _plain(value: Any) -> str:
     return value if isinstance(value, str) else render_value(value)
 
 
-def plus_why(a: Any, wa: Why, b: Any, wb: Why) -> Why:
+def plus_why(value: Any, left: Entry, right: Entry) -> Why:
     """`a + b`: a list concatenation keeps each element's witness; else both sides."""
+    (a, wa), (b, wb) = left, right
     if isinstance(a, list) and isinstance(b, list):
         return Why(items=tuple(wa.item(i) for i in range(len(a))) + tuple(
             wb.item(i) for i in range(len(b))))
@@ -492,14 +500,16 @@ def plus_why(a: Any, wa: Why, b: Any, wb: Why) -> Why:
 
 def flat_why(kids: list[Entry]) -> Why:
     """Every step the operands rest on (comparisons, arithmetic, `text`, `join`)."""
-    if len(kids) == 1:
-        return _flat(kids[0][1])
-    return _flat(*(w for _, w in kids))
+    return _flat(*[w for _, w in kids])
 
 
-def choose_why(kids: list[Entry]) -> Why:
+#: one shapeless Why holding every step of its arguments
+flat_of = _flat
+
+
+def choose_why(value: Any, cond: Entry, branch: Entry) -> Why:
     """`choose(c, a, b)`: the condition and the branch taken."""
-    return _plus(kids[1][1], kids[0][1].all())
+    return _plus(branch[1], cond[1].all())
 
 
 def list_why(kids: list[Entry]) -> Why:
@@ -549,34 +559,18 @@ def group_why(comp: bool, func: str, groups: list[list[Entry]], results: list[An
         for g, r in zip(groups, results, strict=True)))
 
 
-class Quantified:
-    """A quantifier's witness as its loop goes: the deciding element, or every element
-    consulted (or, when unknown, those whose predicate was unknown)."""
+def quant_decided(outer: Why, wb: Why, wi: Why) -> Why:
+    """A quantifier decided by one element (any/exists: the first witness; all: the first
+    counter-example): that element's steps and its predicate's."""
+    return _steps(wb.all() | wi.identity() | outer.steps)
 
-    __slots__ = ("consulted", "outer", "unknown")
 
-    def __init__(self, outer: Why) -> None:
-        self.outer = outer
-        self.consulted: list[frozenset[int]] = [outer.steps]
-        self.unknown: list[frozenset[int]] | None = None
-
-    def decided(self, wb: Why, wi: Why) -> Why:
-        """any/exists: the first witness; all: the first counter-example."""
-        return _steps(wb.all() | wi.identity() | self.outer.steps)
-
-    def add(self, value: Any, wb: Why, wi: Why) -> None:
-        if value is None:
-            if self.unknown is None:
-                self.unknown = [self.outer.steps]
-            self.unknown.append(wb.all())
-            self.unknown.append(wi.identity())
-        else:
-            self.consulted.append(wb.all())
-            self.consulted.append(wi.identity())
-
-    def result(self) -> Why:
-        return _steps(frozenset().union(*(self.consulted if self.unknown is None
-                                          else self.unknown)))
+def quant_why(outer: Why, seen: list[tuple[Any, Why, Why]]) -> Why:
+    """A quantifier no element decided: every element consulted, (predicate value, its
+    Why, the element's), or, when unknown, those whose predicate was unknown."""
+    unknown = [x for x in seen if x[0] is None]
+    return _steps(frozenset().union(outer.steps, *[
+        wb.all() | wi.identity() for _, wb, wi in (unknown or seen)]))
 
 
 def row_entry(stack: list[Entry], n_keys: int, wi: Why, tested: bool, wkey: Why) -> Entry:
@@ -693,11 +687,11 @@ def args_rule(name: str) -> Rule | None:
 
 def let_answer(memo: dict[tuple[Any, ...], Any], name: str, pairs: list[Entry],
                key_of: Callable[[Any], Any],
-               evaluate: Callable[[list[Any], list[Why]], Entry]) -> Entry:
+               body: Callable[[list[Any], list[Why], Any], Entry], scope: Any) -> Entry:
     """A recording `let` call: its body's (value, Why) for these arguments, memoised.
 
-    `evaluate(values, whys)` runs the body with the parameters bound to `values`
-    and their witnesses to `whys`. Arguments whose witnesses have no shape
+    `body(values, whys, scope)` runs the body with the parameters bound to
+    `values` and their witnesses to `whys`. Arguments whose witnesses have no shape
     (scalars, rows, messages: a set of steps each) are bound to *placeholder*
     witnesses, one per parameter, and the answer is memoised by the argument
     values alone (`key_of`, the plain memo's key), as the plain memo is; each
@@ -708,20 +702,18 @@ def let_answer(memo: dict[tuple[Any, ...], Any], name: str, pairs: list[Entry],
     Arguments with shape (lists, records, calls) key the memo by their witnesses
     as well.
     """
-    values = [v for v, _ in pairs]
-    whys = [w for _, w in pairs]
-    if all(w.items is None and w.fields is None for w in whys):
-        key: tuple[Any, ...] = (_BY_VALUE, name, *[key_of(v) for v in values])
+    if all(w.items is None and w.fields is None for _, w in pairs):
+        key: tuple[Any, ...] = (_BY_VALUE, name, *[key_of(v) for v, _ in pairs])
         hit = memo.get(key)
         if hit is None:
-            value, why = evaluate(values, [_placeholder(k) for k in range(len(values))])
+            value, why = body([v for v, _ in pairs], _placeholders(len(pairs)), scope)
             # held: identity keys stay unique; the last item says whether to substitute
             hit = memo[key] = (pairs, value, why, min(why.all(), default=0) < 0)
-        return hit[1], _substitute(hit[2], whys) if hit[3] else hit[2]
-    key = (name, *[key_of(v) for v in values], *[_why_key(w) for w in whys])
+        return hit[1], _substitute(hit[2], [w for _, w in pairs]) if hit[3] else hit[2]
+    key = (name, *[key_of(v) for v, _ in pairs], *[_why_key(w) for _, w in pairs])
     hit = memo.get(key)
     if hit is None:
-        value, why = evaluate(values, whys)
+        value, why = body([v for v, _ in pairs], [w for _, w in pairs], scope)
         hit = memo[key] = (pairs, value, why)
     return hit[1], hit[2]
 
@@ -750,10 +742,10 @@ _BY_VALUE = object()
 _PLACEHOLDERS: dict[int, Why] = {}
 
 
-def _placeholder(k: int) -> Why:
-    """The witness parameter `k` is bound to in a by-value evaluation: the step -(k+1),
-    never a trace position (made once per position; safe to race)."""
-    return _PLACEHOLDERS.setdefault(k, Why(frozenset((-(k + 1),))))
+def _placeholders(n: int) -> list[Why]:
+    """The witnesses `n` parameters are bound to in a by-value evaluation: parameter k's
+    is the step -(k+1), never a trace position (made once per position; safe to race)."""
+    return [_PLACEHOLDERS.setdefault(k, Why(frozenset((-(k + 1),)))) for k in range(n)]
 
 
 def _substitute(why: Why, args: list[Why]) -> Why:
