@@ -1073,11 +1073,13 @@ def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> tuple[l
 def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
     source = compile_expr(e.source, lets)
     body = compile_expr(e.body, lets)
-    var, kind = e.var, e.kind
+    var = e.var
+    # any/exists: decided by the first true; all: by the first false (a counter-example)
+    decides = e.kind != "all"
     record = _recording(lets)
 
     def quant(s: Scope) -> Any:
-        values = []
+        unknown = False
         rec = s.rec if record else None
         items = source(s) or []
         if rec is not None:  # recording: the source's witness, the elements' as they go
@@ -1098,25 +1100,19 @@ def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
                 value = body(s)
                 if rec is not None:
                     wb = stack.pop()[1]
-                    if (value is True and kind != "all") or (value is False and kind == "all"):
+                    if value is decides:
                         stack.append((value, quant_decided(ws, wb, wi)))
                     else:
                         seen.append((value, wb, wi))
-                if value is True and kind != "all":
-                    return True  # any/exists: decided by the first witness
-                if value is False and kind == "all":
-                    return False
-                values.append(value)
+                if value is decides:
+                    return decides
+                if value is None:
+                    unknown = True
         finally:
             s.locals = outer
             if rec is not None:
                 rec.lw = outer_lw
-        if kind == "all":
-            result = False if any(v is False for v in values) else (
-                None if any(v is None for v in values) else True)
-        else:
-            result = True if any(v is True for v in values) else (
-                None if any(v is None for v in values) else False)
+        result = None if unknown else not decides  # Kleene: no decider, then unknown wins
         if rec is not None:
             stack.append((result, quant_why(ws, seen)))
         return result

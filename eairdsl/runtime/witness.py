@@ -702,8 +702,14 @@ def let_answer(memo: dict[tuple[Any, ...], Any], name: str, pairs: list[Entry],
     Arguments with shape (lists, records, calls) key the memo by their witnesses
     as well.
     """
-    if all(w.items is None and w.fields is None for _, w in pairs):
-        key: tuple[Any, ...] = (_BY_VALUE, name, *[key_of(v) for v, _ in pairs])
+    shapeless = True
+    for _, w in pairs:
+        if w.items is not None or w.fields is not None:
+            shapeless = False
+            break
+    if shapeless:
+        key: tuple[Any, ...] = (_BY_VALUE, name, key_of(pairs[0][0])) if len(pairs) == 1 \
+            else (_BY_VALUE, name, *[key_of(v) for v, _ in pairs])
         hit = memo.get(key)
         if hit is None:
             value, why = body([v for v, _ in pairs], _placeholders(len(pairs)), scope)
