@@ -381,6 +381,72 @@ def test_every_builtin_has_a_witness_rule() -> None:
     assert set(BUILTINS) - SPECIAL == set(RULES)
 
 
+# ---------------------------------------------------------------- one evaluator
+
+def _closures(fn: Any) -> Iterator[Any]:
+    """Every function reachable from `fn` through closure cells (lists of them included)."""
+    seen: set[int] = set()
+    stack = [fn]
+    while stack:
+        f = stack.pop()
+        if id(f) in seen or not callable(f) or not hasattr(f, "__code__"):
+            continue
+        seen.add(id(f))
+        yield f
+        for cell in f.__closure__ or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            stack.extend(v if isinstance(v, list) else [v])
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_recording_closures_give_the_plain_values_and_balance_the_stack(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One evaluator (issue 25 item 5): on an episode of every condition, each measurement's
+    recording closure gives the plain closure's value and leaves exactly its own entry on
+    the recorder (no operand's entry left behind, every bound witness unbound); and the
+    plain closures hold no recording wrapper (nothing to pay when no witness is asked)."""
+    from eairdsl.runtime.witness_eval import WitnessRun, is_same
+
+    c = CompiledWorld(compiled(name).world)
+    kept: list[Any] = []
+    original = measure.measure_episode
+    monkeypatch.setattr(api, "measure_episode",
+                        lambda e, *a, **k: (kept.append(e), original(e, *a, **k))[1])
+    for condition in c.world.conditions:
+        run_episode(c, condition.name, None, 0, "sim", tmp_path / condition.name)
+    checked = 0
+    for ep in kept:
+        scope = ep.scope()
+        run = WitnessRun(c, ep.trace, ep.state.ledgers, scope, {})
+        for m in c.world.measures:
+            for expr in (m.when, m.expr):
+                if expr is None:
+                    continue
+                try:
+                    plain: Any = c.eval(expr, scope)
+                except Exception as exc:  # the recording pass must fail alike
+                    plain = type(exc)
+                try:
+                    value, _ = run._eval(expr)
+                except Exception as exc:
+                    value = type(exc)
+                else:  # its own entry taken: nothing left, every bound witness unbound
+                    assert run.rec.stack == [] and run.rec.lw == {}
+                assert value is plain if isinstance(plain, type) else is_same(value, plain), \
+                    (name, m.name, value, plain)
+                checked += 1
+            # the measurement as measure_episode keeps it (both passes read this dict)
+            scope.measures[m.name] = None if isinstance(plain, type) else plain
+        for m in c.world.measures:
+            names = {f.__qualname__ for e in (m.when, m.expr) if e is not None
+                     for f in _closures(c.fn(e))}
+            assert not any("_recorded" in q or "step_free" in q for q in names), names
+    assert checked
+
+
 # ---------------------------------------------------------------- properties
 
 def _reads_steps(world: World, expr: Any) -> bool:

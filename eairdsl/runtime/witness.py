@@ -7,30 +7,38 @@ wrong status. Writing that per world would drift from the measurements, so the
 witnesses are computed from the very expressions the measurements evaluate.
 
 Why one evaluator. The witnesses come from the evaluator that gives the
-values, not from a second compiler beside it: a second compiler is a second
-semantics, and one kept in step only by comparing values. `evaluate.compile_expr`
-compiles an expression either plain (guards, tool results, effects, channel
-`when`s, the measurements: thousands of evaluations per episode) or, for a
-`LetTable` made by `LetTable.recording()`, *recording*: the same node closures,
-computing the value with the same code, each wrapped so that it also pushes the
-value's `Why` on the scope's `Recorder` (`Scope.rec`) — its *recording scope*.
-A node's witness is a function of its value and of the (value, Why) entries its
-operands pushed while it ran, so short-circuits, `where`s and memo hits decide
-the witness exactly as they decided the value: an operand that was not
-evaluated pushed nothing. Loops (comprehensions, aggregates, quantifiers) and
-`let` calls bind their variables' witnesses beside their values (`Recorder.lw`),
-under a compile-time constant branch. Plain closures pay nothing for this: they
-are built without the wrappers, and the loops' recording branches test a
-closure constant. What can carry no step at all (`StepFree`: no trace query,
-state, ledger, measurement or local) is compiled plain even when recording, and
-pushes an empty witness.
+values, not from a second compiler beside it. A second compiler (what
+`witness_eval` was: every measurement compiled again into closures returning
+(value, Why), mirroring `evaluate` node for node) is a second semantics, kept
+in step with the first only by comparing the values it happened to give. Here
+`evaluate.compile_expr` compiles an expression either *plain* (guards, tool
+results, effects, channel `when`s, the measurements: thousands of evaluations
+per episode) or, for the `LetTable` that `LetTable.recording()` makes,
+*recording*: the very node closures, the value computed by the same code,
+each wrapped so that it also pushes (value, Why) on the scope's `Recorder`
+(`Scope.rec`, the *recording scope*). A node's witness is a rule applied to
+its value and to the entries its operands pushed while it ran; an operand
+that was not evaluated pushed nothing, so short-circuits, `where`s, `choose`
+and memo hits decide the witness exactly as they decided the value, by
+construction rather than by a mirror. Comprehensions, aggregates and
+quantifiers bind their variable's witness beside its value
+(`Recorder.lw`) and `let` calls keep their answers with their witnesses, in
+branches that test a compile-time constant. What can carry no step at all
+(`StepFree`: no trace query, state variable, ledger, measurement or local) is
+compiled plain even when recording, and pushes an empty witness.
 
-`measure_episode` still keeps the plain pass's value as the measurement and
-runs the recording closures after it, on a copy of the measurement scope with
-its own budget and a judge that replays the answers the plain pass got
-(`eairdsl.runtime.witness_eval.WitnessRun`): witnessing never spends the
-episode's budget, never asks a judge, and a witness whose value differs (it
-cannot, short of the budget) is dropped, never the value.
+Cost. Plain closures are built without the wrappers: evaluation when no
+witness is asked for pays a constant test per comprehension element and
+quantifier element at most. The recording pass pays a wrapper per node that
+can carry a step.
+
+`measure_episode` keeps the plain pass's value as the measurement and runs
+the recording closures after it (`eairdsl.runtime.witness_eval.WitnessRun`),
+on a copy of the measurement scope with its own budget and a judge that
+replays the answers the plain pass got: witnessing never spends the
+episode's budget, never asks a judge, never changes a value, and a witness
+whose value differs (short of a failure in the recording pass itself, it
+cannot) is dropped, never the value.
 
 Where steps come from (`Provenance`). Trace queries answer with values that
 came from events: `messages(...)` and `replies(...)` give each message's step,
