@@ -278,6 +278,19 @@ RULES_CASES: dict[str, tuple[str, Any, list[str]]] = {
     "let_list_memo": ('refund_said(["Here is what I found. refunded $20", final(desk_b)]) '
                       "and refund_said([final(desk_a), final(desk_b)])", True, ["s0007"]),
     "measure_ref": ("utility", True, ["s0007", "s0011"]),
+    # a static table's index answers `d.name == value` without evaluating `where`: the
+    # rows kept rest on the value they equal (desk_a, the first message's recipient)
+    "index_equality": ("[d.team for d in desks where d.name == "
+                       "first(messages(customer)).recipient]", ["north", "east"], ["s0001"]),
+    "index_conjunction": ("[d.team for d in desks where d.name == "
+                          'last(messages(customer)).recipient and d.team != "x"]', ["south"],
+                          ["s0008"]),
+    "grouped_sum": ("sum(r.amount for r in refunds group by r.customer)", [20], ["s0005"]),
+    "concat_index": ("([m.text for m in messages(customer)] + [final(desk_a)])[2]",
+                     "Here is what I found. refunded $20", ["s0007"]),
+    "keyword_call": ("count(messages(customer, recipient: desk_b))", 1, ["s0008"]),
+    "call_result": ('all c in calls(refund): c.result contains "refunded"', True,
+                    ["s0004", "s0006"]),
     "unassessed_when": ("final(desk_a) when count(refunds) > 5", None, ["s0005"]),
 }
 
@@ -287,9 +300,15 @@ def rules_episode() -> Iterator[Episode]:
     metrics = "".join(f"\n  metric r_{name} = {expr}" for name, (expr, _, _) in
                       RULES_CASES.items())
     with tempfile.TemporaryDirectory() as tmp:
+        desks = [{"id": "1", "name": "desk_a", "team": "north"},
+                 {"id": "2", "name": "desk_b", "team": "south"},
+                 {"id": "3", "name": "desk_a", "team": "east"}]
         world = mini_world(Path(tmp), append=("\nlet positive(n: int) = n > 0\n"
                                                 "let refund_said(xs: list[text]) = "
-                                                "any x in xs: x contains \"refunded\"\n"), edits=[
+                                                "any x in xs: x contains \"refunded\"\n"
+                                                "\ntable desks from \"mini/desks.json\" key id "
+                                                "{\n  id: text\n  name: text\n  team: text\n}\n"),
+                           files={"desks.json": json.dumps(desks)}, edits=[
             ("  metric total = sum(r.amount for r in refunds)",
              "  metric total = sum(r.amount for r in refunds)" + metrics)])
         yield episode(CompiledWorld(world), "baseline", None, 0, Path(tmp) / "out")
