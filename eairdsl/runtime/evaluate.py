@@ -1160,7 +1160,6 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
     return lambda s: impl(s, *[f(s) for f in args])
 
 
-
 # ---------------------------------------------------------------- recording (witnesses)
 # The same closures as above, each wrapped to push its value's witness on the scope's
 # Recorder; the rules are eairdsl.runtime.witness's. Loops and `let` calls record inline.
