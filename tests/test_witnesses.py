@@ -466,6 +466,14 @@ def test_recording_closures_give_the_plain_values_and_balance_the_stack(
     assert checked
 
 
+def test_step_free_knows_every_trace_query() -> None:
+    """The recording compiler compiles plain what reads no trace query: its list is the
+    builtins' (a query missing from it would lose its steps)."""
+    from eairdsl.runtime import builtins, witness
+
+    assert witness.TRACE_QUERIES == builtins.TRACE_QUERIES
+
+
 # ---------------------------------------------------------------- properties
 
 def _reads_steps(world: World, expr: Any) -> bool:

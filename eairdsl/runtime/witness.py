@@ -348,7 +348,8 @@ class Recorder:
 
 # ---------------------------------------------------------------- what carries no step
 
-#: trace queries: their values carry steps
+#: trace queries: their values carry steps (`builtins.TRACE_QUERIES`, which imports the
+#: evaluator, so it cannot be imported here; a test checks that the two agree)
 TRACE_QUERIES = frozenset({"messages", "calls", "replies", "final", "delegated"})
 
 
