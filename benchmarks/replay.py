@@ -17,8 +17,9 @@ guards, charges, executes and traces every call, and measures), the replay
 reads its list. Reported beside it, each against the replay too: the compiled
 runtime as `run_episode` runs it (sim agents deciding as they go, and the
 witness pass), and the witness pass's own cost (`measure_episode(...,
-witnesses=True)` less `witnesses=False`), which the hand-written program has
-no counterpart of. The top cProfile entries of the compiled runtime's replayed
+witnesses=True)` less `witnesses=False`: the measurements' recording closures
+run after the plain ones, eairdsl/runtime/witness.py), which the hand-written
+program has no counterpart of. The top cProfile entries of the compiled runtime's replayed
 episodes follow.
 
 A1 the same way: benchmarks/replay_a1.py is its hand-written program (five

@@ -32,7 +32,7 @@ from eairdsl.api import resolve_world, run_episode
 from eairdsl.ir import Call, Ref, World, walk_expr
 from eairdsl.runtime.builtins import BUILTINS, SPECIAL
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.witness_eval import RULES
+from eairdsl.runtime.witness import RULES
 
 WORLDS = ("a1", "b1", "c1", "d1", "f1")
 PROFILES = ("sim", "sim:compliant", "sim:reckless")
@@ -278,6 +278,19 @@ RULES_CASES: dict[str, tuple[str, Any, list[str]]] = {
     "let_list_memo": ('refund_said(["Here is what I found. refunded $20", final(desk_b)]) '
                       "and refund_said([final(desk_a), final(desk_b)])", True, ["s0007"]),
     "measure_ref": ("utility", True, ["s0007", "s0011"]),
+    # a static table's index answers `d.name == value` without evaluating `where`: the
+    # rows kept rest on the value they equal (desk_a, the first message's recipient)
+    "index_equality": ("[d.team for d in desks where d.name == "
+                       "first(messages(customer)).recipient]", ["north", "east"], ["s0001"]),
+    "index_conjunction": ("[d.team for d in desks where d.name == "
+                          'last(messages(customer)).recipient and d.team != "x"]', ["south"],
+                          ["s0008"]),
+    "grouped_sum": ("sum(r.amount for r in refunds group by r.customer)", [20], ["s0005"]),
+    "concat_index": ("([m.text for m in messages(customer)] + [final(desk_a)])[2]",
+                     "Here is what I found. refunded $20", ["s0007"]),
+    "keyword_call": ("count(messages(customer, recipient: desk_b))", 1, ["s0008"]),
+    "call_result": ('all c in calls(refund): c.result contains "refunded"', True,
+                    ["s0004", "s0006"]),
     "unassessed_when": ("final(desk_a) when count(refunds) > 5", None, ["s0005"]),
 }
 
@@ -287,9 +300,15 @@ def rules_episode() -> Iterator[Episode]:
     metrics = "".join(f"\n  metric r_{name} = {expr}" for name, (expr, _, _) in
                       RULES_CASES.items())
     with tempfile.TemporaryDirectory() as tmp:
+        desks = [{"id": "1", "name": "desk_a", "team": "north"},
+                 {"id": "2", "name": "desk_b", "team": "south"},
+                 {"id": "3", "name": "desk_a", "team": "east"}]
         world = mini_world(Path(tmp), append=("\nlet positive(n: int) = n > 0\n"
                                                 "let refund_said(xs: list[text]) = "
-                                                "any x in xs: x contains \"refunded\"\n"), edits=[
+                                                "any x in xs: x contains \"refunded\"\n"
+                                                "\ntable desks from \"mini/desks.json\" key id "
+                                                "{\n  id: text\n  name: text\n  team: text\n}\n"),
+                           files={"desks.json": json.dumps(desks)}, edits=[
             ("  metric total = sum(r.amount for r in refunds)",
              "  metric total = sum(r.amount for r in refunds)" + metrics)])
         yield episode(CompiledWorld(world), "baseline", None, 0, Path(tmp) / "out")
@@ -355,14 +374,14 @@ def test_a_failing_witness_is_dropped_with_its_dependents_and_changes_no_value(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Witnessing never changes a result: a witness rule that raises loses the witnesses of
     the measurements that read `final` (and of those that refer to them), nothing else."""
-    from eairdsl.runtime import witness_eval
+    from eairdsl.runtime import witness
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug in a witness rule")
 
     fresh = CompiledWorld(compiled("d1").world)  # witness closures are compiled per world
     clean = episode(fresh, "canonical", "hr-1", 0, tmp_path / "clean")
-    monkeypatch.setitem(witness_eval.RULES, "final", broken)
+    monkeypatch.setitem(witness.RULES, "final", broken)
     ep = episode(CompiledWorld(compiled("d1").world), "canonical", "hr-1", 0,
                  tmp_path / "broken")
     assert {k: v for k, v in ep.result.items() if k != "witnesses"} == \
@@ -379,6 +398,80 @@ def test_a_failing_witness_is_dropped_with_its_dependents_and_changes_no_value(
 def test_every_builtin_has_a_witness_rule() -> None:
     """A builtin added without a rule would silently fall back to its arguments' steps."""
     assert set(BUILTINS) - SPECIAL == set(RULES)
+
+
+# ---------------------------------------------------------------- one evaluator
+
+def _closures(fn: Any) -> Iterator[Any]:
+    """Every function reachable from `fn` through closure cells (lists of them included)."""
+    seen: set[int] = set()
+    stack = [fn]
+    while stack:
+        f = stack.pop()
+        if id(f) in seen or not callable(f) or not hasattr(f, "__code__"):
+            continue
+        seen.add(id(f))
+        yield f
+        for cell in f.__closure__ or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            stack.extend(v if isinstance(v, list) else [v])
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_recording_closures_give_the_plain_values_and_balance_the_stack(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One evaluator (issue 25 item 5): on an episode of every condition, each measurement's
+    recording closure gives the plain closure's value and leaves exactly its own entry on
+    the recorder (no operand's entry left behind, every bound witness unbound); and the
+    plain closures hold no recording wrapper (nothing to pay when no witness is asked)."""
+    from eairdsl.runtime.witness_eval import WitnessRun, is_same
+
+    c = CompiledWorld(compiled(name).world)
+    kept: list[Any] = []
+    original = measure.measure_episode
+    monkeypatch.setattr(api, "measure_episode",
+                        lambda e, *a, **k: (kept.append(e), original(e, *a, **k))[1])
+    for condition in c.world.conditions:
+        run_episode(c, condition.name, None, 0, "sim", tmp_path / condition.name)
+    checked = 0
+    for ep in kept:
+        scope = ep.scope()
+        run = WitnessRun(c, ep.trace, ep.state.ledgers, scope, {})
+        for m in c.world.measures:
+            for expr in (m.when, m.expr):
+                if expr is None:
+                    continue
+                try:
+                    plain: Any = c.eval(expr, scope)
+                except Exception as exc:  # the recording pass must fail alike
+                    plain = type(exc)
+                try:
+                    value, _ = run._eval(expr)
+                except Exception as exc:
+                    value = type(exc)
+                else:  # its own entry taken: nothing left, every bound witness unbound
+                    assert run.rec.stack == [] and run.rec.lw == {}
+                assert value is plain if isinstance(plain, type) else is_same(value, plain), \
+                    (name, m.name, value, plain)
+                checked += 1
+            # the measurement as measure_episode keeps it (both passes read this dict)
+            scope.measures[m.name] = None if isinstance(plain, type) else plain
+        for m in c.world.measures:
+            names = {f.__qualname__ for e in (m.when, m.expr) if e is not None
+                     for f in _closures(c.fn(e))}
+            assert not any("_recorded" in q or "step_free" in q for q in names), names
+    assert checked
+
+
+def test_step_free_knows_every_trace_query() -> None:
+    """The recording compiler compiles plain what reads no trace query: its list is the
+    builtins' (a query missing from it would lose its steps)."""
+    from eairdsl.runtime import builtins, witness
+
+    assert witness.TRACE_QUERIES == builtins.TRACE_QUERIES
 
 
 # ---------------------------------------------------------------- properties

@@ -41,6 +41,33 @@ from eairdsl.runtime.values import (
     add_days,
     render_value,
 )
+from eairdsl.runtime.witness import (
+    EMPTY,
+    Entry,
+    Recorder,
+    StepFree,
+    Why,
+    agg_why,
+    and_why,
+    args_rule,
+    choose_why,
+    contains_any_why,
+    contains_why,
+    element_why,
+    field_why,
+    flat_of,
+    flat_why,
+    group_why,
+    index_why,
+    let_answer,
+    list_why,
+    or_why,
+    plus_why,
+    quant_decided,
+    quant_why,
+    record_why,
+    row_entry,
+)
 
 __all__ = ["Scope", "TraceView", "compile_expr", "EvalError", "Authorizer",
            "AuthorizationMatrix", "LetTable", "truthy",
@@ -261,12 +288,30 @@ class LetTable:
     sharing `memo`), the same definition with the same arguments gives the same
     value, so repeated calls — `my_ticket(context.caller)` five times in one
     guard — are computed once.
+
+    A table made by `recording()` compiles *recording* closures (the witnesses,
+    see `eairdsl.runtime.witness`): `plain` is the table it records for, whose
+    closures it uses for step-free expressions, and `free` tells those apart.
     """
 
-    def __init__(self, lets: dict[str, LetIR], mutable_records: set[str] | None = None) -> None:
+    def __init__(self, lets: dict[str, LetIR], mutable_records: set[str] | None = None,
+                 plain: LetTable | None = None) -> None:
         self.lets = lets
+        self.mutable = mutable_records or set()
         self._fns: dict[str, Fn] = {}
-        self.stable = {name for name in lets if self._is_stable(name, mutable_records or set())}
+        self.stable = {name for name in lets if self._is_stable(name, self.mutable)}
+        self.plain = plain
+        self.free = StepFree(lets, self.mutable) if plain is not None else None
+        self._recording: LetTable | None = None
+
+    def recording(self) -> LetTable:
+        """The table compiling this one's expressions as recording closures (made once)."""
+        if self.plain is not None:
+            return self
+        found = self._recording
+        if found is None:
+            found = self._recording = LetTable(self.lets, self.mutable, plain=self)
+        return found
 
     def _is_stable(self, name: str, mutable: set[str]) -> bool:
         """Such a definition is computed once per episode for given arguments."""
@@ -285,8 +330,22 @@ class LetTable:
         builds no argument list."""
         return self._callers(name)[1]
 
+    def body(self, name: str) -> Callable[[list[Any], list[Why], Scope], Entry]:
+        """For a recording table: `(values, whys, scope) -> (value, Why)`, one definition's
+        body with its parameters bound to `values` and their witnesses to `whys`
+        (not memoised: `witness.let_answer` keeps the answers with their witnesses)."""
+        run = self._callers(name)[2]
+
+        def body(values: list[Any], whys: list[Why], s: Scope) -> Entry:
+            value = run(values, (), None, s, whys)
+            rec = s.rec
+            assert rec is not None
+            return value, rec.stack.pop()[1]  # the body's entry
+        return body
+
     def _callers(self, name: str) -> tuple[Callable[[list[Any], Scope], Any],
-                                           Callable[[Any, Scope], Any]]:
+                                           Callable[[Any, Scope], Any],
+                                           Callable[..., Any]]:
         let = self.lets[name]
         params = let.params
         episode = name in self.stable
@@ -296,9 +355,11 @@ class LetTable:
         bare = (name,)
         single = params[0] if len(params) == 1 else None
 
-        def run(args: list[Any], key: tuple[Any, ...], memo: dict[tuple[Any, ...], Any],
-                s: Scope) -> Any:
-            """A memo miss: evaluate the body and keep the value."""
+        def run(args: list[Any], key: tuple[Any, ...], memo: dict[tuple[Any, ...], Any] | None,
+                s: Scope, whys: list[Why] | None = None) -> Any:
+            """A memo miss: evaluate the body and keep the value (in `memo`, unless None:
+            a recording call keeps it with its witness). `whys`: the parameters' witnesses,
+            bound beside them when recording."""
             if not compiled:
                 fn = fns.get(name)
                 if fn is None:
@@ -317,13 +378,19 @@ class LetTable:
             # (evaluation is eager, so nothing keeps the scope past this call).
             outer = s.locals
             s.locals = {single: args[0]} if single else dict(zip(params, args, strict=False))
+            rec = s.rec if whys is not None else None
+            if rec is not None:
+                outer_lw, rec.lw = rec.lw, dict(zip(params, whys or (), strict=False))
             try:
                 value = compiled[0](s)
             finally:
                 s.locals = outer
+                if rec is not None:
+                    rec.lw = outer_lw
                 budget.depth -= 1
             # The arguments are kept with the value: an identity key stays unique while held.
-            memo[key] = (args, value)
+            if memo is not None:
+                memo[key] = (args, value)
             return value
 
         def call(args: list[Any], s: Scope) -> Any:
@@ -347,7 +414,7 @@ class LetTable:
             if hit is not _MISSING:
                 return hit[1]
             return run([a], key, memo, s)
-        return call, call1
+        return call, call1, run
 
 
 _MISSING = object()
@@ -446,6 +513,9 @@ class Scope:
     #: what this evaluation family may still spend (shared by every scope copied from it,
     #: so by all the scopes of an episode)
     budget: Budget = field(default_factory=Budget)
+    #: the recording scope of a witness pass (None: plain evaluation): recording closures
+    #: push each value's witness on it (eairdsl.runtime.witness)
+    rec: Recorder | None = None
 
     def bind(self, name: str, value: Any) -> Scope:
         child = Scope.__new__(Scope)
@@ -572,7 +642,16 @@ def _contains_any(s: Scope, a: Any, b: Any) -> Any:
 
 
 def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
-    """A closure evaluating `e` in a Scope."""
+    """A closure evaluating `e` in a Scope; a recording one (it also pushes the value's
+    witness on `Scope.rec`) when `lets` is a recording table (`LetTable.recording`)."""
+    if lets is not None and lets.plain is not None:
+        return _compile_recording(e, lets)
+    return _compile_node(e, lets)
+
+
+def _compile_node(e: Expr, lets: LetTable | None) -> Fn:
+    """The closure of one node, over its operands compiled as `lets` says (plain or
+    recording: the value is computed by this same code either way)."""
     match e:
         case Lit(value=value):
             return lambda s: value
@@ -621,8 +700,10 @@ def compile_expr(e: Expr, lets: LetTable | None = None) -> Fn:
         case LetCall():
             if lets is None:
                 raise ValueError("a `let` call needs the world's let table")
-            call = lets.caller(e.name)
             params = [compile_expr(a, lets) for a in e.args]
+            if lets.plain is not None:
+                return _recording_let(e.name, lets.body(e.name), params)
+            call = lets.caller(e.name)
             if not params:
                 return lambda s: call([], s)
             if len(params) == 1:
@@ -831,12 +912,15 @@ def _aggregate(func: str, values: list[Any],
 def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
     func = e.func if isinstance(e, Agg) else ""
     comp = isinstance(e, Comp)
+    record = _recording(lets)
     body = compile_expr(e.body, lets)
     if not comp and e.source is None:
         def over_list(s: Scope) -> Any:
             values = list(body(s) or [])
             s.budget.charge(len(values))
             return _aggregate(func, values, s.budget)
+        if record:
+            return _recorded1(over_list, lambda v, kid: _list_agg_why(func, v, *kid))
         return over_list
     source = compile_expr(e.source, lets) if e.source is not None else (lambda s: [])
     where = compile_expr(e.where, lets) if e.where is not None else None
@@ -845,18 +929,28 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
     equality = _field_equality(e.where, var, lets)
     # `where` is that equality alone, not a conjunction starting with it
     exact = equality is not None and isinstance(e.where, Binary) and e.where.operator == "=="
+    n_keys = len(keys)
 
     def rows(s: Scope) -> list[tuple[Any, list[Any]]]:
         """(body value, group key) for every item that passes `where`.
 
         The variable is rebound per item: values are computed before the next
-        item is bound, so nothing sees a stale binding.
+        item is bound, so nothing sees a stale binding. Recording, it pushes
+        one entry: the kept items' (value, witness) and the source's witness.
         """
         out = []
+        rec = s.rec if record else None
         items = source(s) or []
         test = where
+        by_row = False
+        if rec is not None:
+            stack, kept, i, wkey = rec.stack, [], 0, EMPTY
+            ws = stack.pop()[1]
         if equality is not None and items and type(items) is StaticRows:
-            items, matched = _candidates(items, equality, s)
+            candidates, matched = _candidates(items, equality, s)
+            if rec is not None:  # the equality's value (a candidate's witness if not tested)
+                wkey, by_row = stack.pop()[1], candidates is not items
+            items = candidates
             if matched and exact:
                 test = None  # every candidate passes `where`: it is the very equality
         s.budget.charge(len(items))
@@ -864,31 +958,71 @@ def _compile_collection(e: Comp | Agg, lets: LetTable | None) -> Fn:
         # (like a `let` call's parameters): no copy of the scope per evaluation.
         outer = s.locals
         local = s.locals = {**outer, var: None}
+        if rec is not None:
+            outer_lw = rec.lw
+            lw = rec.lw = {**outer_lw, var: EMPTY}
         try:
             for item in items:
                 local[var] = item
+                if rec is not None:
+                    wi = lw[var] = element_why(ws, by_row, rec.prov, i, item)
+                    i += 1
                 if test is None or test(s) is True:
                     out.append((body(s), [k(s) for k in keys]))
+                    if rec is not None:
+                        kept.append(row_entry(stack, n_keys, wi, test is not None, wkey))
+                elif rec is not None:
+                    stack.pop()  # a rejected item's `where` decided nothing
         finally:
             s.locals = outer
+            if rec is not None:
+                rec.lw = outer_lw
+        if rec is not None:
+            stack.append((kept, ws))
         return out
 
     if keys:
         def grouped(s: Scope) -> Any:
             groups: dict[str, list[Any]] = {}
             budget = s.budget
-            for value, key in rows(s):
+            found = rows(s)
+            rec = s.rec if record else None
+            if rec is not None:  # each group's entries, beside its values
+                kept, ws = rec.stack.pop()
+                entries: dict[str, list[Entry]] = {}
+            for n, (value, key) in enumerate(found):
                 label = repr(key)
                 budget.charge(len(label) >> 6)
                 groups.setdefault(label, []).append(value)
+                if rec is not None:
+                    entries.setdefault(label, []).append(kept[n])
             values = [groups[k] for k in sorted(groups)]
-            if comp:
-                return values
-            return [_aggregate(func, v, s.budget) for v in values]
+            result = values if comp else [_aggregate(func, v, s.budget) for v in values]
+            if rec is not None:
+                rec.stack.append((result, group_why(comp, func, [entries[k] for k in sorted(
+                    entries)], result, ws.steps)))
+            return result
         return grouped
     if comp:
-        return lambda s: [value for value, _ in rows(s)]
-    return lambda s: _aggregate(func, [value for value, _ in rows(s)], s.budget)
+        def listed(s: Scope) -> Any:
+            return [value for value, _ in rows(s)]
+        if record:
+            return _recorded1(listed, lambda v, kid: Why(
+                kid[1].steps, items=tuple([w for _, w in kid[0]])))
+        return listed
+
+    def aggregated(s: Scope) -> Any:
+        return _aggregate(func, [value for value, _ in rows(s)], s.budget)
+    if record:
+        return _recorded1(aggregated, lambda v, kid: agg_why(
+            func, [x for x, _ in kid[0]], [w for _, w in kid[0]], kid[1].steps, v))
+    return aggregated
+
+
+def _list_agg_why(func: str, result: Any, xs: Any, wl: Why) -> Why:
+    """An aggregate over a list value: each element's witness."""
+    values = list(xs or [])
+    return agg_why(func, values, [wl.item(i) for i in range(len(values))], wl.steps, result)
 
 
 def _field_equality(where: Expr | None, var: str,
@@ -939,32 +1073,49 @@ def _candidates(rows: StaticRows, equality: tuple[str, Fn], s: Scope) -> tuple[l
 def _compile_quant(e: Quant, lets: LetTable | None) -> Fn:
     source = compile_expr(e.source, lets)
     body = compile_expr(e.body, lets)
-    var, kind = e.var, e.kind
+    var = e.var
+    # any/exists: decided by the first true; all: by the first false (a counter-example)
+    decides = e.kind != "all"
+    record = _recording(lets)
 
     def quant(s: Scope) -> Any:
-        values = []
+        unknown = False
+        rec = s.rec if record else None
         items = source(s) or []
+        if rec is not None:  # recording: the source's witness, the elements' as they go
+            stack, i = rec.stack, 0
+            ws = stack.pop()[1]
+            seen: list[tuple[Any, Why, Why]] = []
+            outer_lw = rec.lw
+            lw = rec.lw = {**outer_lw, var: EMPTY}
         s.budget.charge(len(items))
         outer = s.locals  # the variable bound for the loop, as in a comprehension
         local = s.locals = {**outer, var: None}
         try:
             for item in items:
                 local[var] = item
+                if rec is not None:
+                    wi = lw[var] = ws.item(i)
+                    i += 1
                 value = body(s)
-                if value is True and kind != "all":
-                    return True  # any/exists: decided by the first witness
-                if value is False and kind == "all":
-                    return False
-                values.append(value)
+                if rec is not None:
+                    wb = stack.pop()[1]
+                    if value is decides:
+                        stack.append((value, quant_decided(ws, wb, wi)))
+                    else:
+                        seen.append((value, wb, wi))
+                if value is decides:
+                    return decides
+                if value is None:
+                    unknown = True
         finally:
             s.locals = outer
-        if kind == "all":
-            if any(v is False for v in values):
-                return False
-            return None if any(v is None for v in values) else True
-        if any(v is True for v in values):
-            return True
-        return None if any(v is None for v in values) else False
+            if rec is not None:
+                rec.lw = outer_lw
+        result = None if unknown else not decides  # Kleene: no decider, then unknown wins
+        if rec is not None:
+            stack.append((result, quant_why(ws, seen)))
+        return result
     return quant
 
 
@@ -1008,3 +1159,263 @@ def _compile_call(e: Call, lets: LetTable | None) -> Fn:
         return lambda s: impl(s, first(s), second(s))
     return lambda s: impl(s, *[f(s) for f in args])
 
+
+# ---------------------------------------------------------------- recording (witnesses)
+# The same closures as above, each wrapped to push its value's witness on the scope's
+# Recorder; the rules are eairdsl.runtime.witness's. Loops and `let` calls record inline.
+
+Rule = Callable[[Any, list[Entry], Recorder], Why]
+
+
+def _recording(lets: LetTable | None) -> bool:
+    """Are closures compiled with `lets` recording ones?"""
+    return lets is not None and lets.plain is not None
+
+
+def _compile_recording(e: Expr, lets: LetTable) -> Fn:
+    """A recording closure for `e`: the plain one when nothing in `e` can carry a step
+    (it pushes an empty witness), else `e`'s node closure with its witness rule."""
+    assert lets.plain is not None and lets.free is not None
+    if lets.free(e):
+        plain = compile_expr(e, lets.plain)
+
+        def step_free(s: Scope) -> Any:
+            value = plain(s)
+            rec = s.rec
+            assert rec is not None
+            rec.stack.append((value, EMPTY))
+            return value
+        return step_free
+    fn = _compile_node(e, lets)
+    match e:
+        case Ref(kind=kind, name=name):
+            return _recorded_ref(fn, kind, name)
+        case Attr(obj=Ref(kind="local" | "param", name=var), name=name):
+            return _recorded_local(fn, var, name)
+        case Attr(name=name):
+            return _recorded1(fn, lambda v, kid: field_why(kid[1], name))
+        case Index():
+            return _recorded2(fn, index_why)
+        case Unary():
+            return _recorded1(fn, lambda v, kid: kid[1])
+        case Binary():
+            return _recorded_binary(e, fn)
+        case ListExpr():
+            return _recorded(fn, lambda v, kids, rec: list_why(kids))
+        case RecordExpr(keys=keys):
+            return _recorded(fn, lambda v, kids, rec: record_why(keys, kids))
+        case Call():
+            return _recorded_call(e, fn)
+        case Lit():  # step-free, so not reached: for completeness
+            return _recorded0(fn, lambda v, rec: EMPTY)
+        case Comp() | Agg() | Quant() | LetCall():
+            return fn  # they record themselves (their loops bind witnesses as they go)
+        case _:
+            assert_never(e)
+
+
+def _recorded(fn: Fn, rule: Rule) -> Fn:
+    """`fn`, pushing `rule(value, entries its operands pushed, recorder)` (any number of
+    operands: `and`, `or`, lists, records, calls)."""
+    def recorded(s: Scope) -> Any:
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        n = len(stack)
+        value = fn(s)
+        kids = stack[n:]
+        del stack[n:]
+        stack.append((value, rule(value, kids, rec)))
+        return value
+    return recorded
+
+
+def _recorded0(fn: Fn, why: Callable[[Any, Recorder], Why]) -> Fn:
+    """`fn`, an operand-less node, pushing `why(value, recorder)`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        rec.stack.append((value, why(value, rec)))
+        return value
+    return recorded
+
+
+def _recorded1(fn: Fn, rule: Callable[[Any, Entry], Why]) -> Fn:
+    """`fn`, a node that always evaluates exactly one operand, whose entry it replaces by
+    `(value, rule(value, operand's entry))`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        stack[-1] = (value, rule(value, stack[-1]))
+        return value
+    return recorded
+
+
+def _recorded2(fn: Fn, rule: Callable[[Any, Entry, Entry], Why]) -> Fn:
+    """`fn`, a node that always evaluates exactly two operands, in order: their entries
+    become `(value, rule(value, first's entry, second's))`."""
+    def recorded(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        b = stack.pop()
+        stack[-1] = (value, rule(value, stack[-1], b))
+        return value
+    return recorded
+
+
+def _recorded_logic(fn: Fn, rule: Callable[[Any, Entry, Entry | None], Why]) -> Fn:
+    """`and` / `or`: one operand evaluated (the first decided) or two, in order."""
+    def recorded(s: Scope) -> Any:
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        n = len(stack)
+        value = fn(s)
+        b = stack.pop() if len(stack) > n + 1 else None
+        stack[-1] = (value, rule(value, stack[-1], b))
+        return value
+    return recorded
+
+
+def _recorded_ref(fn: Fn, kind: str, name: str) -> Fn:
+    """A name: a local's witness is bound beside it, a state variable's and a ledger's
+    come from the trace, a measurement's from the witnesses so far (anything else is
+    step-free)."""
+    if kind in ("local", "param"):
+        return _recorded_local(fn, name, None)
+    if kind == "state":
+        return _recorded0(fn, lambda v, rec: rec.prov.state(name))
+    if kind == "record":
+        return _recorded0(fn, lambda v, rec: rec.prov.record(name, v))
+    if kind == "measure":
+        return _recorded0(fn, lambda v, rec: rec.measures.get(name, EMPTY))
+    return _recorded0(fn, lambda v, rec: EMPTY)
+
+
+def _recorded_local(fn: Fn, var: str, name: str | None) -> Fn:
+    """A local (`name` None) or `x.name` of one (the plain fused closure): the witness
+    bound beside the local, or its field's — the commonest reads, kept to one call."""
+    if name is None:
+        def local(s: Scope) -> Any:
+            value = fn(s)
+            rec = s.rec
+            assert rec is not None
+            rec.stack.append((value, rec.lw.get(var, EMPTY)))
+            return value
+        return local
+
+    def local_field(s: Scope) -> Any:
+        value = fn(s)
+        rec = s.rec
+        assert rec is not None
+        w = rec.lw.get(var, EMPTY)
+        rec.stack.append((value, w if w.items is None and w.fields is None
+                          else field_why(w, name)))
+        return value
+    return local_field
+
+
+def _flat1(value: Any, kid: Entry) -> Why:
+    return flat_of(kid[1])
+
+
+def _flat2(value: Any, a: Entry, b: Entry) -> Why:
+    return flat_of(a[1], b[1])
+
+
+def _recorded_binary(e: Binary, fn: Fn) -> Fn:
+    """A binary operator's recording closure (`contains` and `in` both evaluate the
+    container first: `in` its right side)."""
+    op = e.operator
+    if op in ("and", "or"):
+        return _recorded_logic(fn, and_why if op == "and" else or_why)
+    if op in ("contains", "in"):
+        return _recorded2(fn, contains_why)
+    if op == "contains_any":
+        return _recorded2(fn, contains_any_why)
+    if op == "+":
+        return _recorded2(fn, plus_why)
+    if op in ("==", "!=") and (isinstance(e.left, Lit) or isinstance(e.right, Lit)):
+        return _recorded1(fn, _flat1)  # the literal side is read as a constant
+    return _recorded2(fn, _flat2)
+
+
+def _recorded_call(e: Call, fn: Fn) -> Fn:
+    """A call's recording closure: `choose` the condition and the branch taken, `text`
+    and `join` their operands, a builtin its rule in `witness.RULES` (read now: a
+    world's recording closures are compiled once), with its arguments bound by name."""
+    name = e.func
+    if name == "choose":
+        return _recorded2(fn, choose_why)
+    if name == "text":
+        return _recorded1(fn, _flat1)
+    if name == "join":  # its separator is not evaluated when the list is none
+        return _recorded(fn, lambda v, kids, rec: flat_why(kids))
+    from eairdsl.runtime.builtins import BUILTINS  # it imports this module
+    rule = args_rule(name)
+    params = [p.name for p in BUILTINS[name].params]
+    keys = list(e.keys)
+    count = len(e.args)
+    if any(keys):
+        # the plain closure evaluates positional arguments first, then keyword ones
+        order = [i for i, k in enumerate(keys) if not k] + [i for i, k in enumerate(keys) if k]
+
+        def keyword_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
+            if rule is None:
+                return flat_why(kids)
+            entries: list[Entry] = [(None, EMPTY)] * len(kids)
+            for j, i in enumerate(order):
+                entries[i] = kids[j]
+            pos = [v for (v, _), k in zip(entries, keys, strict=True) if not k]
+            bound = dict(zip(params, pos, strict=False)) | {
+                k: v for (v, _), k in zip(entries, keys, strict=True) if k}
+            return rule(value, bound, [w for _, w in entries], rec.prov)
+        return _recorded(fn, keyword_rule)
+    if rule is None:
+        if count == 1:
+            return _recorded1(fn, _flat1)
+        if count == 2:
+            return _recorded2(fn, _flat2)
+        return _recorded(fn, lambda v, kids, rec: flat_why(kids))
+    found = rule
+    if count == 1:
+        first = params[0]
+
+        def call_rule1(s: Scope) -> Any:
+            value = fn(s)
+            rec = s.rec
+            assert rec is not None
+            stack = rec.stack
+            arg, why = stack[-1]
+            stack[-1] = (value, found(value, {first: arg}, [why], rec.prov))
+            return value
+        return call_rule1
+
+    def call_rule(value: Any, kids: list[Entry], rec: Recorder) -> Why:
+        bound = dict(zip(params, [v for v, _ in kids], strict=False))
+        return found(value, bound, [w for _, w in kids], rec.prov)
+    return _recorded(fn, call_rule)
+
+
+def _recording_let(name: str, body: Callable[[list[Any], list[Why], Scope], Entry],
+                   params: list[Fn]) -> Fn:
+    """A recording `let` call: the arguments' entries, then the body's answer for them
+    (`LetTable.body`, memoised with its witness by `witness.let_answer`)."""
+    def let_call(s: Scope) -> Any:
+        rec = s.rec
+        assert rec is not None
+        stack = rec.stack
+        n = len(stack)
+        for f in params:
+            f(s)
+        pairs = stack[n:]
+        del stack[n:]
+        value, why = let_answer(rec.memo, name, pairs, _memo_key, body, s)
+        stack.append((value, why))
+        return value
+    return let_call
