@@ -24,13 +24,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eairdsl"
 #: stage may use, importing nothing of the others. The longest prefix wins, so a module
 #: of runtime/ named in `ir` belongs to `ir`.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("eairdsl", "eairdsl.errors", "eairdsl.vocabulary", "eairdsl.taxonomy",
+    ("foundation", ("eairdsl", "eairdsl.errors", "eairdsl.registry", "eairdsl.vocabulary",
+                    "eairdsl.taxonomy",
                     "eairdsl.source", "eairdsl.diagnostics", "eairdsl.names")),
     ("syntax", ("eairdsl.syntax",)),
-    # the IR schema and its one evaluator: the checker folds constants with the runtime's
-    # evaluator (one semantics, Jinja's `as_const`), so these sit below the checker
-    ("ir", ("eairdsl.ir", "eairdsl.runtime.values", "eairdsl.runtime.evaluate",
-            "eairdsl.runtime.builtins", "eairdsl.runtime.conform")),
+    # the IR schema and its one evaluator (values, the witness rules its recording scope
+    # applies, the scope, the builtins, the compiler of closures, data conformance): the
+    # checker folds constants with it (one semantics, Jinja's `as_const`), so it sits
+    # below the checker
+    ("ir", ("eairdsl.ir", "eairdsl.runtime.values", "eairdsl.runtime.witness",
+            "eairdsl.runtime.scope", "eairdsl.runtime.builtins", "eairdsl.runtime.evaluate",
+            "eairdsl.runtime.conform")),
     ("check", ("eairdsl.check",)),
     # the compiler (check + lower, and the topology it draws) and the IR's analyses:
     # what a declaration reads, and the semantic diff the repair stage gates on

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eairdsl.runtime.evaluate import EvalError, Scope, TraceView, _arith, _text
+from eairdsl.runtime.scope import EvalError, Scope, TraceView, _arith, _text
 from eairdsl.runtime.values import FieldSet, Row, StaticRows, add_days, quarter_of
 
 __all__ = ["BuiltinDef", "Param", "BUILTINS", "SPECIAL", "PURE", "VOLATILE", "TRACE_QUERIES",
