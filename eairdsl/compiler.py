@@ -1,6 +1,6 @@
 """The compile pipeline as a library: source -> check -> IR -> files in `generated/`.
 
-`cli.py` is a thin layer over this module. Output is written to a temporary
+The CLI (`eairdsl/cli/`) is a thin layer over this module. Output is written to a temporary
 folder and swapped in only when the world compiled without errors, so a bad
 edit never destroys an earlier good `generated/<world>/`.
 """

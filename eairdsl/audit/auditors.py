@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
 __all__ = ["AUDITORS", "AUDITOR_KINDS", "AuditorKind", "AuditorRequest", "ContractArm",
-           "GraphArm", "KindEntry", "arm_name", "auditor_kind", "identity_of", "make_auditor"]
+           "GraphArm", "KindEntry", "arm_name", "auditor_kind", "identity_of", "make_auditor",
+           "takes_model", "grader_side"]
 
 AuditorKind = Literal["offline", "llm", "oracle"]
 ContractArm = Literal["full", "none"]
@@ -123,6 +124,19 @@ def _oracle(request: AuditorRequest) -> tuple[AuditorAgent, dict[str, Any]]:
 
 #: the kinds' names, in registration order
 AUDITOR_KINDS: tuple[str, ...] = AUDITORS.names()
+
+
+def takes_model(kind: str) -> bool:
+    """Whether auditor `kind` is played by a model (`--model`, arms per model and reading);
+    False for a name nobody registered (`make_auditor` refuses it with the choices)."""
+    entry = AUDITORS.find(kind)
+    return entry is not None and entry.arms
+
+
+def grader_side(kind: str) -> bool:
+    """Whether auditor `kind` reads the grader's side (then it is no arm of a study)."""
+    entry = AUDITORS.find(kind)
+    return entry is not None and entry.grader_side
 
 
 def arm_name(kind: str, model: str | None, contract: str, graph: str) -> str:

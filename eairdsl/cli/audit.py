@@ -75,7 +75,7 @@ def audit(
     Each auditor sees only the episode's sanitized bundle. Rerun the same command
     to resume; reports already written are kept.
     """
-    from eairdsl.audit.auditors import arm_name, make_auditor
+    from eairdsl.audit.auditors import arm_name, make_auditor, takes_model
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.runner import audit_episodes
     from eairdsl.cli.progress import AuditBar
@@ -87,7 +87,7 @@ def audit(
             fail("error: --out is needed unless the target is a study folder", EXIT_USAGE)
         out = target / "audit" / arm
     try:
-        settings = auditor_settings(model if auditor == "llm" else None, llm, out)
+        settings = auditor_settings(model if takes_model(auditor) else None, llm, out)
         agent, describe = make_auditor(auditor, out, model=model, contract=contract,
                                        graph=graph, settings=settings, world=world,
                                        record=bool(llm.record), replay=llm.replay)
@@ -178,13 +178,13 @@ def audit_study_command(
     Run again with another --auditor/--model/--contract/--graph to add an arm on the
     same cohort.
     """
-    from eairdsl.audit.auditors import arm_name, make_auditor
+    from eairdsl.audit.auditors import arm_name, grader_side, make_auditor, takes_model
     from eairdsl.audit.cohort import audit_study
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.folder import AuditStudyFolder
     from eairdsl.cli.progress import AuditBar
 
-    if auditor == "oracle":
+    if grader_side(auditor):
         fail("error: the oracle reads the grader's witness steps: it is not an arm of the "
              "audit study (use `eairc audit --auditor oracle` to check the pipeline)",
              EXIT_USAGE)
@@ -192,7 +192,8 @@ def audit_study_command(
     arm = arm_name(auditor, model, contract, graph)
     arm_dir = AuditStudyFolder(out).arm(arm).path
     try:
-        settings = auditor_settings(model if auditor == "llm" else None, llm, arm_dir, arm)
+        settings = auditor_settings(model if takes_model(auditor) else None, llm, arm_dir,
+                                    arm)
         agent, describe = make_auditor(auditor, arm_dir, model=model, contract=contract,
                                        graph=graph, settings=settings, world=world,
                                        record=bool(llm.record), replay=llm.replay)

@@ -77,21 +77,29 @@ def repair(
     """
     from eairdsl.audit.folder import AUDIT_INDEX, AuditFolder
     from eairdsl.repair.loop import repair as run_repair
-    from eairdsl.repair.make import describe, make_agent, make_reviewer
+    from eairdsl.repair.make import (
+        agent_takes_model,
+        describe,
+        make_agent,
+        make_reviewer,
+        reviewer_takes_model,
+    )
 
     if not AuditFolder(audit_dir).has_index():
         fail(f"error: {audit_dir} is not an audit folder (no {AUDIT_INDEX}); run `eairc audit "
              "… -o AUDIT_DIR` first")
 
-    def role(kind: str, name: str | None) -> dict[str, object]:
-        """An LLM Repair Agent's or Reviewer's settings: its model on this transport."""
-        return {"settings": llm.settings(model=name)} if kind == "llm" and name is not None else {}
+    def role(played: bool, name: str | None) -> dict[str, object]:
+        """A model-played Repair Agent's or Reviewer's settings: its model on this
+        transport."""
+        return {"settings": llm.settings(model=name)} if played and name is not None else {}
 
     try:
         transport = _transport(llm, out)
-        proposer = make_agent(agent, model, **role(agent, model))
+        proposer = make_agent(agent, model, **role(agent_takes_model(agent), model))
         checker = make_reviewer(reviewer, reviewer_model or model,
-                                **role(reviewer, reviewer_model or model))
+                                **role(reviewer_takes_model(reviewer),
+                                     reviewer_model or model))
         acc = run_repair(world, audit_dir, out, proposer, checker, finding=finding,
                          seeds=seeds, max_rounds=max_rounds,
                          describe=describe(agent, reviewer, model, reviewer_model),

@@ -21,7 +21,8 @@ from eairdsl.registry import Registry
 from eairdsl.repair.model import RepairAgent, Reviewer
 
 __all__ = ["AGENTS", "REVIEWERS", "REPAIR_AGENTS", "REPAIR_REVIEWERS", "Maker", "describe",
-           "make_agent", "make_reviewer", "repair_agent", "repair_reviewer"]
+           "make_agent", "make_reviewer", "repair_agent", "repair_reviewer",
+           "agent_takes_model", "reviewer_takes_model"]
 
 #: a registered name's loader: imports and returns the class (or factory) to call
 Load = Callable[[], Callable[..., Any]]
@@ -120,6 +121,16 @@ def make_reviewer(kind: str, model: str | None = None, **options: Any) -> Review
 def _takes_model(registry: Registry[Maker], kind: str) -> bool:
     maker = registry.find(kind)
     return maker is not None and maker.needs_model
+
+
+def agent_takes_model(kind: str) -> bool:
+    """Whether Repair Agent `kind` is played by a model (`--model`)."""
+    return _takes_model(REPAIR_AGENTS, kind)
+
+
+def reviewer_takes_model(kind: str) -> bool:
+    """Whether Repair Reviewer `kind` is played by a model (`--reviewer-model`)."""
+    return _takes_model(REPAIR_REVIEWERS, kind)
 
 
 def describe(agent: str, reviewer: str, model: str | None = None,

@@ -445,7 +445,7 @@ class StudyProgress(Protocol):
 
     The study library never prints: `run_study` reports through these calls and
     the front end renders them (`eairc study` draws a rich progress bar on
-    stderr, in eairdsl/cli.py). Any object with these methods will do;
+    stderr, in eairdsl/cli/progress.py). Any object with these methods will do;
     subclassing this protocol gives do-nothing defaults for the rest.
     """
 
