@@ -115,22 +115,26 @@ def check_auditable(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                 "state the rule over records the participants' tools read or write, levers "
                 "and enum values (docs/tutorial.md, \"Make your world auditable and "
                 "repairable\")")
-        if reads.withheld or reads.offline or not reads.records & reach.written:
-            why = reads.offline[0] if reads.offline else (
-                "withheld material" if reads.withheld else "no record a tool writes")
-            unevaluated.append(f"'{name}' reads {why}")
+        if reads.withheld:
+            unevaluated.append(f"the rule of '{name}' is withheld from audits (W709)")
+        elif reads.offline:
+            unevaluated.append(f"the rule of '{name}' reads {reads.offline[0]}, which the "
+                               "offline auditor does not evaluate")
+        elif not reads.records & reach.written:
+            unevaluated.append(f"the rule of '{name}' reads no record a tool writes, so no "
+                               "step can break it")
         else:
             evaluable.append(name)
     if evaluable or _other_mechanism(world, reach):
         return
     realized = next((i for i in world.measure_items if i.name == "realized" and not i.metric),
                     None)
-    note = f" (the rule of {unevaluated[0]}, which the offline auditor does not evaluate)" \
-        if unevaluated else ""
+    note = f" ({unevaluated[0]})" if unevaluated else ""
     diagnostics.warning(
         "W708", "offline audits of this world will find nothing: no policy rule the auditor "
-        f"can evaluate{note}, no authorization matrix, no closed vocabulary a tool records, "
-        "no routing policy", realized.span if realized is not None else world.world.span,
+        f"can evaluate{note}, no authorization that hides a field, no closed vocabulary a "
+        "tool records, no policy a routing check could cite",
+        realized.span if realized is not None else world.world.span,
         "declare `policy NAME { text \"…\" rule EXPR }` with EXPR over the records the tools "
         "write, true exactly when the preserved property holds (docs/tutorial.md, \"Make your "
         "world auditable and repairable\")")
