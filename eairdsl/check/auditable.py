@@ -116,7 +116,7 @@ def check_auditable(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                 "and enum values (docs/tutorial.md, \"Make your world auditable and "
                 "repairable\")")
         if reads.withheld:
-            unevaluated.append(f"the rule of '{name}' is withheld from audits (W709)")
+            unevaluated.append(f"the rule of '{name}' is withheld from audit bundles: W709")
         elif reads.offline:
             unevaluated.append(f"the rule of '{name}' reads {reads.offline[0]}, which the "
                                "offline auditor does not evaluate")
