@@ -90,3 +90,18 @@ def test_w708_world_gets_nothing_and_a_rule_it_accepts_gets_findings(tmp_path: P
     assert realized > 0 and findings == 0
     realized, findings = _audit(literal, tmp_path / "literal", 4)
     assert realized > 0 and findings > 0
+
+
+STDLIB = sorted((ROOT / "eairdsl" / "stdlib").glob("*.eair"))
+
+
+@pytest.mark.parametrize("module", STDLIB, ids=[p.stem for p in STDLIB])
+def test_stdlib_modules_add_no_w708_or_w709(module: Path, tmp_path: Path) -> None:
+    """A stdlib module imported into the bug-template base world (auditable through its
+    authorization line) adds neither code: stdlib declarations are not the world's."""
+    from test_bug_templates import Case, compile_case
+
+    result = compile_case(tmp_path, Case(module.stem, None, None,
+                                         slots={"top": f'import "stdlib/{module.name}"'}))
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert not [d for d in result.diagnostics if d.code in ("W708", "W709")]
