@@ -98,6 +98,8 @@ class _RuleReads:
 
 
 def check_auditable(world: CheckedWorld, diagnostics: Diagnostics) -> None:
+    """W709 for each of the world's policy rules that reads withheld material, then W708
+    when neither an evaluable rule nor another mechanism gives an offline audit a hold."""
     if world.world is None or diagnostics.has_errors:
         return
     reach = _reach(world)
@@ -113,10 +115,10 @@ def check_auditable(world: CheckedWorld, diagnostics: Diagnostics) -> None:
                 "W709", f"the rule of policy '{name}' reads {what}: no auditor can hold an "
                 "episode to it", span,
                 "state the rule over records the participants' tools read or write, levers "
-                "and enum values (docs/tutorial.md, \"Make your world auditable and "
-                "repairable\")")
+                "and enum values, or give a role the tool that reads what it needs "
+                "(docs/tutorial.md, \"Make your world auditable and repairable\")")
         if reads.withheld:
-            unevaluated.append(f"the rule of '{name}' is withheld from audit bundles: W709")
+            unevaluated.append(f"the rule of '{name}' reads what audit bundles withhold, W709")
         elif reads.offline:
             unevaluated.append(f"the rule of '{name}' reads {reads.offline[0]}, which the "
                                "offline auditor does not evaluate")
