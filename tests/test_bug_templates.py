@@ -37,6 +37,7 @@ record orders from "orders.json" key id {
   {field}
   group public = id, total
 }
+authorization default allow { deny customer -> orders.total }
 lever strict : bool = false "whether answers are double-checked"
 condition base { }
 condition tight { strict = true }
@@ -362,6 +363,11 @@ CASES: list[Case] = [
              "tail": "tool ask(q: text) -> text { kind communicate delegates } "
                      'role a1 { model under_test card "clerk.md.j2" } '
                      "delegation clerk -> a1 via ask delegation clerk -> customer via ask"}),
+    # an offline audit keys on nothing once the base world's authorization line is gone
+    C("W708-not-auditable-offline", "W708", ("realized = anomaly", 3),
+      blank=(template_line("authorization default allow"),)),
+    C("W709-policy-rule-reads-an-unreached-record", "W709", ("top", 56),
+      slots={"top": 'ledger notes { n: int } policy p { text "t" rule count(notes) == 0 }'}),
     C("W702-utility-true", "W702", ("measure", 13), slots={"measure": "utility = true"},
       blank=(template_line("utility = final"),)),
     C("W702-x-equals-x", "W702", ("measure", 14),

@@ -18,7 +18,13 @@ def _sections(stage: str) -> list[Any]:
             for path in sorted((FIXTURES / stage).glob("*.eair")) for s in load_sections(path)]
 
 
+#: what a file a section's `# file: NAME` header names holds (a card for its roles)
+CARD = "You are {{ role.name }}.\n"
+
+
 def _compile(section: Section, tmp_path: Path) -> Any:
+    for name in section.headers.get("file", []):
+        (tmp_path / name).write_text(CARD, encoding="utf-8")
     entry = tmp_path / "world.eair"
     entry.write_text(section.body, encoding="utf-8")
     return compile_world(entry)

@@ -47,10 +47,14 @@ def test_there_are_shipped_worlds() -> None:
 
 @pytest.mark.parametrize("path", WORLDS, ids=[p.stem for p in WORLDS])
 def test_shipped_world_compiles_clean(path: Path) -> None:
-    """Each shipped world compiles with zero errors and zero warnings."""
+    """Each shipped world compiles with zero errors and zero warnings, but F1's one W709:
+    its policy rule reads a grader-side table no tool reaches, so audit bundles leave the
+    rule out (tests/test_auditable.py checks that against a bundle)."""
     result = compiled(path)
     assert result.ok
-    assert [f"{d.code} {d.span} {d.message}" for d in result.diagnostics] == []
+    justified = ["W709"] if path.stem == "f1" else []
+    assert [d.code for d in result.diagnostics] == justified, \
+        [f"{d.code} {d.span} {d.message}" for d in result.diagnostics]
 
 
 @pytest.mark.parametrize("path", WORLDS, ids=[p.stem for p in WORLDS])

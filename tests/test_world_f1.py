@@ -36,10 +36,12 @@ def f1() -> World:
 
 
 def test_world_compiles_clean() -> None:
-    """worlds/f1.eair compiles with no errors and no warnings."""
+    """worlds/f1.eair compiles with no errors and one warning: W709, its policy rule reads
+    `landmines`, which no tool reaches, so audit bundles leave the rule out (F1 is audited
+    offline through routing on self-report; tests/test_auditable.py)."""
     result = compile_world(ENTRY)
     assert result.ok and result.world is not None
-    assert list(result.diagnostics.sorted()) == []
+    assert [d.code for d in result.diagnostics.sorted()] == ["W709"]
 
 
 def test_contract_has_147_lines_and_three_conflicting_clauses(f1: World) -> None:

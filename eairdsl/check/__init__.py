@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from eairdsl.check.auditable import check_auditable
 from eairdsl.check.cards import render_cards
 from eairdsl.check.conditions import resolve_conditions
 from eairdsl.check.data import load_data
@@ -42,6 +43,7 @@ PASSES: tuple[Pass, ...] = (
     render_cards,
     lint_world,
     check_traps,
+    check_auditable,
 )
 
 
