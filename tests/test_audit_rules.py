@@ -170,3 +170,51 @@ def test_a_single_writer_told_by_other_roles_is_supported_at_the_handoff() -> No
     invented = RulesAuditor().audit(Bundle.load(here / "lead_invented" / "bundle"))
     assert not invented.findings and [f.status for f in invented.leads] == ["lead"]
     assert invented.leads[0].contribution == "introduced"
+
+
+def _seal(bundle: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures",
+                                                  FIXTURES / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.seal(bundle)
+
+
+def test_a_shared_tool_s_result_that_carries_another_role_s_value_is_a_boundary(
+        tmp_path: Path) -> None:
+    """The same clerk, told by a tally board the checker posts to (a tool both hold)
+    instead of a message: R1 is the board's result returned to the clerk."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(FIXTURES / "policy_rule" / "positive_relayed" / "bundle", bundle)
+    events = [
+        {"actor": "tally_checker", "args": {"note": "the morning truck carried 75 crates"},
+         "kind": "tool_call", "step": "s0001", "t": 0.0, "tool": "tally_board"},
+        {"actor": "tally_checker", "call": "s0001", "kind": "tool_result", "result": "posted",
+         "step": "s0002", "t": 1.0, "tool": "tally_board"},
+        {"actor": "dock_clerk", "args": {}, "kind": "tool_call", "step": "s0003", "t": 2.0,
+         "tool": "tally_board"},
+        {"actor": "dock_clerk", "call": "s0003", "kind": "tool_result",
+         "result": "board: the morning truck carried 75 crates", "step": "s0004", "t": 3.0,
+         "tool": "tally_board"},
+        {"actor": "dock_clerk", "diff": {"append": {"crate_log": {
+            "crates": 75, "truck": "morning truck"}}}, "kind": "state_update", "step": "s0005",
+         "t": 4.0, "tool": "log_crates"}]
+    (bundle / "events.jsonl").write_text("".join(
+        json.dumps({**e, "type": "event"}, sort_keys=True) + "\n" for e in events))
+    tools = json.loads((bundle / "tools.json").read_text())
+    tools.append({"description": "Post to or read the tally board.", "kind": "act",
+                  "name": "tally_board", "parameters": {"properties": {"note": {
+                      "type": "string"}}, "type": "object"},
+                  "roles": ["dock_clerk", "tally_checker"]})
+    (bundle / "tools.json").write_text(json.dumps(tools))
+    _seal(bundle)
+    loaded = Bundle.load(bundle)
+    [finding] = RulesAuditor().audit(loaded).findings
+    assert finding.boundary.step == "s0004" and finding.boundary.kind == "shared_action"
+    assert finding.path == ["s0004", "s0005"]
+    assert validate_report(RulesAuditor().audit(loaded).model_dump_json(), loaded).ok

@@ -29,6 +29,7 @@ from eairdsl.audit.bundle import (
     GRADER_INDEX,
     SOURCE_MARK,
     WITHHELD,
+    _folder,
     _judge_rubrics,
     bundle_run,
     find_world,
@@ -38,6 +39,7 @@ from eairdsl.audit.evidence import MANIFEST, Bundle, BundleError
 from eairdsl.audit.rule_text import HIDDEN, RuleWithheld, rule_text, setting_literal
 from eairdsl.ir import Agg, Binary, LetCall, LetIR, Lit, Quant, Ref, World
 from eairdsl.runtime.trace import read_trace
+from eairdsl.syntax.fmt import format_expr
 from eairdsl.syntax.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,6 +302,8 @@ condition loose {
 
 let twice_cap() = refund_cap * 2
 
+let refunded() = sum(r.amount for r in refunds)
+
 policy cap_policy unenforced {
   text "No refund above the cap."
   rule all r in refunds: r.amount <= refund_cap and r.amount <= twice_cap()
@@ -332,6 +336,17 @@ def test_a_rule_reading_a_lever_shows_the_condition_s_value_not_the_lever_s_name
             text = path.read_text(encoding="utf-8")
             for name in ("refund_cap", "twice_cap", "loose", "budget_check"):
                 assert _word(name).search(text) is None, (path, name)
+    # a definition printed as a call (a rule past the bounds) prints as its value where
+    # the condition's lever values decide it, and stays a call where the state does
+    value = {"baseline": 20, "loose": 900}[condition]
+    fold = _folder(world, {"refund_cap": value})
+    folded = fold(LetCall(name="twice_cap", args=[]))
+    assert folded is not None and format_expr(folded) == str(value * 2)
+    assert fold(LetCall(name="refunded", args=[])) is None
+    rule = Binary(operator="<=", left=LetCall(name="refunded", args=[]),
+                  right=LetCall(name="twice_cap", args=[]))
+    assert rule_text(rule, world.lets, frozenset({"lever"}), max_nodes=3, fold=fold) \
+        == f"refunded() <= {value * 2}"
 
 
 def test_printed_rules_parse_back(compiled: dict[str, World]) -> None:

@@ -104,7 +104,8 @@ def _cited(unit: EvidenceUnit, bundle: Bundle | None) -> str:
 LEAD_NOTE = ("This repair started from a lead, not a supported finding: the user named it "
              "(--finding EPISODE:lead-N). The auditor did not find evidence for every "
              "criterion (R1 boundary, R2 path, R3 effect) or an interaction's contribution; "
-             "read the certificate below with that in mind.")
+             "read the certificate below with that in mind. AuditPass counts supported "
+             "findings only, so the same lead on the retest does not block acceptance.")
 
 
 def _certificate(plan: Selected | None, audit_dir: Path) -> list[str]:
