@@ -116,10 +116,10 @@ def _needles(value: Any) -> list[tuple[str, re.Pattern[str]]]:
             for f in sorted(forms) if len(f) >= 2]
 
 
-def _says(step: TraceEvent, pattern: re.Pattern[str]) -> bool:
-    """Whether the step's text (content, args, result or diff) says the value."""
-    return any(pattern.search(normalize(field_text(step, f) or ""))
-               for f in ("content", "args", "result", "diff"))
+def _text(step: TraceEvent) -> str:
+    """The step's text a value can be said in (content, args, result, diff), normalised."""
+    return "\n".join(normalize(field_text(step, f) or "")
+                     for f in ("content", "args", "result", "diff"))
 
 
 def _background(ctx: Context, writer: str) -> str:
@@ -137,25 +137,26 @@ def _relayed(ctx: Context, writer: str, writes: list[str], fail: str,
     if not ctx.is_role(writer):
         return []
     names = set(ctx.parties)
-    values = [v for s in writes for v in _leaf_values(ctx.bundle.by_step[s].diff, reads)
-              if v not in names]
+    needles = dict.fromkeys(n for s in writes
+                            for v in _leaf_values(ctx.bundle.by_step[s].diff, reads)
+                            if v not in names for n in _needles(v))
     background = _background(ctx, writer)
-    earlier = ctx.steps[:ctx.index[fail]]
+    earlier = [(s, _text(s)) for s in ctx.steps[:ctx.index[fail]]]  # each step read once
+    into = [(s, t) for s, t in earlier
+            if (s.kind == "message" and s.recipient == writer and s.actor != writer
+                and ctx.is_role(s.actor))
+            or (s.kind == "tool_result" and s.actor == writer and ctx.cross_role(s))]
     carries: dict[str, _Carry] = {}
-    for value in values:
-        for text, pattern in _needles(value):
-            if pattern.search(background):
-                continue
-            first = next((s for s in earlier if _says(s, pattern)), None)
-            if first is None or first.actor == writer or not ctx.is_role(first.actor):
-                continue
-            for s in earlier:
-                into = (s.kind == "message" and s.recipient == writer and s.actor != writer
-                        and ctx.is_role(s.actor)) or \
-                    (s.kind == "tool_result" and s.actor == writer and ctx.cross_role(s))
-                if into and s.step not in carries and _says(s, pattern) \
-                        and cite(s, text, ["R2"]) is not None:
-                    carries[s.step] = _Carry(s, text)
+    for text, pattern in needles:
+        if pattern.search(background):
+            continue
+        first = next((s for s, t in earlier if pattern.search(t)), None)
+        if first is None or first.actor == writer or not ctx.is_role(first.actor):
+            continue
+        for s, t in into:
+            if s.step not in carries and pattern.search(t) \
+                    and cite(s, text, ["R2"]) is not None:
+                carries[s.step] = _Carry(s, text)
     return sorted(carries.values(), key=lambda c: ctx.index[c.step.step])
 
 
