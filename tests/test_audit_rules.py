@@ -56,12 +56,13 @@ def test_rule_gives_its_golden_hits(case: Path) -> None:
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_case_is_the_control_its_name_says(case: Path) -> None:
     hits = _observed(case)["hits"]
-    if case.name == "positive":
+    if case.name == "positive" or case.name.startswith("positive_"):
         assert any(h["supported"] for h in hits), f"{_id(case)}: no supported hit"
     elif case.name.startswith("lead_"):
         assert hits and not any(h["supported"] for h in hits), f"{_id(case)}: not a lead"
     else:
-        assert case.name == "negative", f"{_id(case)}: a case is positive, lead_* or negative"
+        assert case.name == "negative", \
+            f"{_id(case)}: a case is positive, positive_*, lead_* or negative"
         assert not hits, f"{_id(case)}: the negative control fires"
 
 
@@ -73,7 +74,7 @@ def test_the_auditor_report_on_the_case_validates(case: Path) -> None:
     report = RulesAuditor().audit(bundle)
     result = validate_report(report.model_dump_json(), bundle)
     assert result.ok, [d.diagnostic.message for d in result.diagnostics]
-    if case.name == "positive":
+    if case.name == "positive" or case.name.startswith("positive_"):
         boundaries = {h["boundary_step"] for h in _observed(case)["hits"] if h["supported"]}
         assert {f.boundary.step for f in report.findings} & boundaries
 
@@ -149,3 +150,71 @@ def test_a_rule_the_bundle_defeats_is_recorded_as_failed(monkeypatch: pytest.Mon
     ran = [(q.name, q.args) for q in report.coverage.queries]
     assert ("policy_rule", {"failed": "KeyError"}) in ran
     assert ("authorization", {}) in ran and report.verdict == "findings"
+
+
+def test_a_single_writer_told_by_other_roles_is_supported_at_the_handoff() -> None:
+    """Issue 26 item 3: the clerk alone logs the count two other roles told it. R1 is the
+    latest message that carried the value, R2 runs from the first message to the write,
+    and each message is cited with the value quoted. The same clerk logging a count
+    nobody told it (`lead_invented`: the messages say 45, it writes 75) stays a lead."""
+    here = FIXTURES / "policy_rule"
+    bundle = Bundle.load(here / "positive_relayed" / "bundle")
+    report = RulesAuditor().audit(bundle)
+    [finding] = report.findings
+    assert finding.status == "supported" and finding.boundary.kind == "handoff"
+    assert finding.boundary.step == "s0002" and "tally_checker" in finding.boundary.edge
+    assert finding.path == ["s0001", "s0002", "s0004"] and finding.effect.step == "s0004"
+    by_step = {u.step: u for u in finding.evidence}
+    assert "75 crates" in by_step["s0001"].quote and "R2" in by_step["s0001"].supports
+    assert {"R1", "R2", "R4"} <= set(by_step["s0002"].supports)
+    invented = RulesAuditor().audit(Bundle.load(here / "lead_invented" / "bundle"))
+    assert not invented.findings and [f.status for f in invented.leads] == ["lead"]
+    assert invented.leads[0].contribution == "introduced"
+
+
+def _seal(bundle: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures",
+                                                  FIXTURES / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.seal(bundle)
+
+
+def test_a_shared_tool_s_result_that_carries_another_role_s_value_is_a_boundary(
+        tmp_path: Path) -> None:
+    """The same clerk, told by a tally board the checker posts to (a tool both hold)
+    instead of a message: R1 is the board's result returned to the clerk."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(FIXTURES / "policy_rule" / "positive_relayed" / "bundle", bundle)
+    events = [
+        {"actor": "tally_checker", "args": {"note": "the morning truck carried 75 crates"},
+         "kind": "tool_call", "step": "s0001", "t": 0.0, "tool": "tally_board"},
+        {"actor": "tally_checker", "call": "s0001", "kind": "tool_result", "result": "posted",
+         "step": "s0002", "t": 1.0, "tool": "tally_board"},
+        {"actor": "dock_clerk", "args": {}, "kind": "tool_call", "step": "s0003", "t": 2.0,
+         "tool": "tally_board"},
+        {"actor": "dock_clerk", "call": "s0003", "kind": "tool_result",
+         "result": "board: the morning truck carried 75 crates", "step": "s0004", "t": 3.0,
+         "tool": "tally_board"},
+        {"actor": "dock_clerk", "diff": {"append": {"crate_log": {
+            "crates": 75, "truck": "morning truck"}}}, "kind": "state_update", "step": "s0005",
+         "t": 4.0, "tool": "log_crates"}]
+    (bundle / "events.jsonl").write_text("".join(
+        json.dumps({**e, "type": "event"}, sort_keys=True) + "\n" for e in events))
+    tools = json.loads((bundle / "tools.json").read_text())
+    tools.append({"description": "Post to or read the tally board.", "kind": "act",
+                  "name": "tally_board", "parameters": {"properties": {"note": {
+                      "type": "string"}}, "type": "object"},
+                  "roles": ["dock_clerk", "tally_checker"]})
+    (bundle / "tools.json").write_text(json.dumps(tools))
+    _seal(bundle)
+    loaded = Bundle.load(bundle)
+    [finding] = RulesAuditor().audit(loaded).findings
+    assert finding.boundary.step == "s0004" and finding.boundary.kind == "shared_action"
+    assert finding.path == ["s0004", "s0005"]
+    assert validate_report(RulesAuditor().audit(loaded).model_dump_json(), loaded).ok

@@ -32,7 +32,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from eairdsl.audit.evidence import (
     ToolCard,
     Withheld,
 )
-from eairdsl.audit.rule_text import RuleWithheld, rule_text
+from eairdsl.audit.rule_text import RuleWithheld, rule_text, setting_literal
 from eairdsl.errors import UsageError
 from eairdsl.ir import (
     AppendEffect,
@@ -75,6 +75,8 @@ from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
 from eairdsl.source import write_atomic
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.fmt import format_expr
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
@@ -144,7 +146,9 @@ WITHHELD: tuple[Withheld, ...] = tuple(sorted((
              reason="locations in the world's files inside event fields (a routing decision "
              f"names its source line) are replaced by {SOURCE_MARK}"),
     Withheld(locator="policies.rule.settings",
-             reason="lever and measurement names in a policy rule print as ⟨withheld⟩"),
+             reason="a lever in a policy rule prints as the value the episode's condition "
+             "gave it, never its name (⟨withheld⟩ when the value has no literal); "
+             "measurement names print as ⟨withheld⟩"),
     Withheld(locator="policies.rule.unprintable",
              reason="a rule that is too long once inlined, or names withheld material, is "
              "left out (rule: null)"),
@@ -425,7 +429,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     records, documents = _knowledge_files(w, episode, _reach(w, tools.held, levers, rubrics),
                                           files)
     files["policies.json"] = _dump([p.model_dump(mode="json")
-                                    for p in _policy_cards(w, records, documents)])
+                                    for p in _policy_cards(w, records, documents, levers)])
     return files
 
 
@@ -533,12 +537,51 @@ def _knowledge_files(w: World, episode: Episode, reach: tuple[list[str], list[st
     return records, documents
 
 
-def _policy_cards(w: World, records: list[str], documents: list[str]) -> list[PolicyCard]:
+def _settings(w: World, levers: dict[str, Any],
+              hidden_names: frozenset[str]) -> dict[str, A.Expr]:
+    """Each lever's value for the episode's condition as the literal a rule prints in its
+    place: the roles saw the setting (a threshold in a card or a guard's reason), so the
+    auditor does too, but never the lever's name. A value with no literal, or whose
+    printed form would say a withheld name (an enum member named like a condition), is
+    left out, so it still prints as withheld."""
+    out: dict[str, A.Expr] = {}
+    for lever in w.levers:
+        literal = setting_literal(lever.type.kind, levers.get(lever.name, lever.default))
+        if literal is None:
+            continue
+        printed = format_expr(literal)
+        if any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", printed)
+               for n in hidden_names):
+            continue
+        out[lever.name] = literal
+    return out
+
+
+def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | None]:
+    """A `let` call's value for the episode where literals and lever values decide it
+    (the checker's folder: no state, record, trace or clock is read), as a literal."""
+    from eairdsl.check.static import UNKNOWN, fold_ir  # the checker's folder
+
+    def fold(call: LetCall) -> A.Expr | None:
+        value = fold_ir(call, levers, w.lets)
+        if value is UNKNOWN:
+            return None
+        kind = {bool: "bool", int: "int", float: "number", str: "text"}.get(type(value))
+        return None if kind is None else setting_literal(kind, value)
+
+    return fold
+
+
+def _policy_cards(w: World, records: list[str], documents: list[str],
+                  levers: dict[str, Any] | None = None) -> list[PolicyCard]:
     """Each policy's text and, where it can be printed without naming a measurement,
-    lever, condition or a record or document the bundle does not show, its rule."""
+    lever, condition or a record or document the bundle does not show, its rule, with
+    the episode's lever values in place of the levers (`_settings`, `_folder`)."""
     hidden_names = frozenset({m.name for m in w.measures} | {lv.name for lv in w.levers}
                              | {c.name for c in w.conditions})
     shown_records, shown_docs = set(records), set(documents)
+    settings = _settings(w, levers or {}, hidden_names)
+    fold = _folder(w, levers or {})
 
     def shown(ref: Ref) -> bool:
         match ref.kind:
@@ -555,7 +598,7 @@ def _policy_cards(w: World, records: list[str], documents: list[str]) -> list[Po
         if pol.rule is not None:
             try:
                 rule = rule_text(pol.rule, w.lets, frozenset({"lever", "measure"}),
-                                 hidden_names, shown)
+                                 hidden_names, shown, settings=settings, fold=fold)
             except RuleWithheld:
                 rule = None
         policies.append(PolicyCard(name=pol.name, text=pol.text, enforced=pol.enforced,

@@ -8,9 +8,12 @@ text is untrusted input, and the parser accepts only the expression grammar.
 
 Names in the rule are resolved against the bundle alone: a record the bundle
 shows reads its rows; a name bound by a comprehension, aggregate or quantifier
-is a local; a withheld name (a lever or measurement, printed `⟨withheld⟩`) is
-unknown, so it evaluates to none and the three-valued logic leaves the rule
-unassessed unless the rest decides it; any other name is an enum value or a
+is a local; a lever reads as the literal the bundle printed in its place (the
+value the episode's condition gave it, `rule_text`), so a threshold the roles
+saw is evaluated like any number; a withheld name (a measurement, or a lever
+whose value has no literal, printed `⟨withheld⟩`) is unknown, so it evaluates
+to none and the three-valued logic leaves the rule unassessed unless the rest
+decides it; any other name is an enum value or a
 participant, which the runtime evaluates to its own name. A rule that calls a
 definition the bundle does not show (`crosscheck_supports(...)`), or that
 fails to parse, is not evaluable: the auditor says so instead of guessing.

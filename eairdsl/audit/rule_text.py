@@ -12,8 +12,14 @@ Two things differ from the source as written:
   variables renamed where an argument would be captured): a definition's name
   is a world-source identifier that may be a measurement's name (A1's
   `largest_quarter_total`), and the body is what the rule means;
-- names of the kinds in `hide` (levers, measurements) print as `HIDDEN`, since
-  their names and values are withheld.
+- a lever the caller gives a value for (`settings`: the value the episode's
+  condition set, as a literal) prints as that value, since the roles saw the
+  setting while its name says what was manipulated; a `let` call the caller can
+  fold to a value for the episode (`fold`: one that reads only levers and
+  literals, no state, trace or clock) prints as that value where it would
+  otherwise print as a call;
+- other names of the kinds in `hide` (levers without a printable value,
+  measurements) print as `HIDDEN`, since their names are withheld.
 
 Inlining is bounded: a rule that grows past `max_nodes` nodes or `max_chars`
 characters is printed again with its definitions as calls (those whose names
@@ -24,8 +30,9 @@ and the bundle leaves that rule out. The printer never evaluates anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import assert_never
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, assert_never
 
 from eairdsl.ir import (
     Agg,
@@ -49,7 +56,7 @@ from eairdsl.source import Span
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import FormatterError, format_expr
 
-__all__ = ["HIDDEN", "RuleWithheld", "rule_text"]
+__all__ = ["HIDDEN", "RuleWithheld", "rule_text", "setting_literal"]
 
 #: what a hidden name (a lever, a measurement) prints as
 HIDDEN = "⟨withheld⟩"
@@ -60,10 +67,38 @@ class RuleWithheld(ValueError):
     """The rule cannot be shown: too large once inlined, or it names withheld material."""
 
 
+#: lever types whose value prints as a literal that parses back to the same value
+_LITERAL_KINDS = frozenset({"bool", "int", "number", "money", "percent", "duration", "text"})
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def setting_literal(kind: str, value: Any) -> A.Expr | None:
+    """A lever's value as the literal the rule prints (`$20`, `15%`, `true`, an enum
+    member's name), or None when its type has no literal that parses back to it."""
+    if kind == "enum":
+        return A.NameExpr(span=_SPAN, id=value) if isinstance(value, str) and \
+            _IDENT.fullmatch(value) else None
+    if kind not in _LITERAL_KINDS or value is None:
+        return None
+    if (kind == "bool") != isinstance(value, bool) or (kind == "text") != isinstance(value, str):
+        return None
+    if kind != "text" and not isinstance(value, int | float):
+        return None
+    return A.LiteralExpr(span=_SPAN, kind=kind, value=value, raw="")
+
+
+def _no_fold(call: LetCall) -> A.Expr | None:
+    return None
+
+
 class _Printer:
     def __init__(self, lets: dict[str, LetIR], hide: frozenset[RefKind], max_nodes: int,
-                 keep: frozenset[str] | None, shown: Callable[[Ref], bool]) -> None:
+                 keep: frozenset[str] | None, shown: Callable[[Ref], bool],
+                 settings: Mapping[str, A.Expr] | None = None,
+                 fold: Callable[[LetCall], A.Expr | None] = _no_fold) -> None:
         self.lets = lets
+        self.settings = settings or {}
+        self.fold = fold
         self.shown = shown
         self.hide = hide
         #: None: inline every definition; else the definitions printed as calls
@@ -89,6 +124,8 @@ class _Printer:
             case Lit(type=kind, value=value):
                 return A.LiteralExpr(span=_SPAN, kind=kind, value=value, raw="")
             case Ref(kind=kind, name=name):
+                if kind == "lever" and name in self.settings:
+                    return self.settings[name]
                 if kind in self.hide:
                     return A.NameExpr(span=_SPAN, id=HIDDEN)
                 if not self.shown(e):
@@ -162,6 +199,10 @@ class _Printer:
     def _inline(self, name: str, args: list[Expr], params: dict[str, A.Expr],
                 rename: dict[str, str], avoid: frozenset[str]) -> A.Expr:
         let = self.lets.get(name)
+        if let is not None and self.keep is not None and name in self.keep and not params:
+            value = self.fold(LetCall(name=name, args=args))
+            if value is not None:  # constant for the episode: its value, not its name
+                return value
         converted = [self.node(a, params, rename, avoid) for a in args]
         if let is None or (self.keep is not None and name in self.keep):
             return A.CallExpr(span=_SPAN, func=name,
@@ -180,27 +221,32 @@ class _Printer:
 def rule_text(expr: Expr, lets: dict[str, LetIR], hide: frozenset[RefKind] = frozenset(),
               must_inline: frozenset[str] = frozenset(),
               shown: Callable[[Ref], bool] = lambda ref: True, max_nodes: int = 400,
-              max_chars: int = 1200) -> str:
+              max_chars: int = 1200, settings: Mapping[str, A.Expr] | None = None,
+              fold: Callable[[LetCall], A.Expr | None] = _no_fold) -> str:
     """`expr` as `.eair` text with `let` calls inlined and the names of `hide`'s kinds hidden.
 
     When the fully inlined rule is past the bounds, the rule is printed with its
     definitions as calls (`crosscheck_supports(r.reviewer, ...)`), except those
     named in `must_inline` (definitions whose names are themselves withheld, such
     as a measurement's). A printed name for which `shown` is false (a record the
-    bundle leaves out) withholds the rule too. Raises `RuleWithheld` when the rule
-    cannot be printed either way.
+    bundle leaves out) withholds the rule too. A lever named in `settings` prints as
+    its value there; a definition printed as a call prints as `fold`'s value for it
+    where `fold` gives one (a call with arguments from an enclosing definition's
+    parameters is never folded). Raises `RuleWithheld` when the rule cannot be
+    printed either way.
     """
     try:
-        return _print(expr, lets, hide, None, shown, max_nodes, max_chars)
+        return _print(expr, lets, hide, None, shown, max_nodes, max_chars, settings, fold)
     except RuleWithheld:
         keep = frozenset(lets) - must_inline
-        return _print(expr, lets, hide, keep, shown, max_nodes, max_chars)
+        return _print(expr, lets, hide, keep, shown, max_nodes, max_chars, settings, fold)
 
 
 def _print(expr: Expr, lets: dict[str, LetIR], hide: frozenset[RefKind],
            keep: frozenset[str] | None, shown: Callable[[Ref], bool], max_nodes: int,
-           max_chars: int) -> str:
-    printer = _Printer(lets, hide, max_nodes, keep, shown)
+           max_chars: int, settings: Mapping[str, A.Expr] | None = None,
+           fold: Callable[[LetCall], A.Expr | None] = _no_fold) -> str:
+    printer = _Printer(lets, hide, max_nodes, keep, shown, settings, fold)
     try:
         text = format_expr(printer.node(expr, {}, {}, frozenset()))
     except (FormatterError, RecursionError) as exc:

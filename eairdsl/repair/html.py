@@ -1,6 +1,7 @@
 """`REPAIR_DIR/review.html`: one self-contained page a reviewer reads to check a repair.
 
-In order: the decision; the certificate (the finding, its boundary and effect,
+In order: the decision; the certificate (the finding, its boundary and effect —
+with a warning first when the user seeded the repair with a lead —
 and every cited step with its quote, read from the audit's bundle — a quote
 the bundle's step does not contain is marked); the repair plan; the semantic
 diff of the decided round with the changed source lines side by side
@@ -99,8 +100,19 @@ def _cited(unit: EvidenceUnit, bundle: Bundle | None) -> str:
             f"<td>{escape(', '.join(map(str, unit.supports)))}</td></tr>")
 
 
+#: what the page says when the repair started from a lead the user named
+LEAD_NOTE = ("This repair started from a lead, not a supported finding: the user named it "
+             "(--finding EPISODE:lead-N). The auditor did not find evidence for every "
+             "criterion (R1 boundary, R2 path, R3 effect) or an interaction's contribution; "
+             "read the certificate below with that in mind. AuditPass counts supported "
+             "findings only, so the same lead on the retest does not block acceptance.")
+
+
 def _certificate(plan: Selected | None, audit_dir: Path) -> list[str]:
-    out = ["<h2>Certificate</h2>", "<table>"]
+    out = ["<h2>Certificate</h2>"]
+    if plan is not None and plan.finding.status == "lead":
+        out.append(f'<p class="bad" id="seeded-by-lead">{escape(LEAD_NOTE)}</p>')
+    out.append("<table>")
     out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
             for k, v in _finding_rows(plan)]
     out.append("</table><h3>Cited steps</h3>")

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from eairdsl.audit.contract import Report
+from eairdsl.audit.contract import Finding, Report
 from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
@@ -150,7 +150,12 @@ def _missed(used: LLMSettings | None) -> None:
 
 def select_finding(audit_dir: Path, world: World, finding: str | None = None) -> Selected:
     """`--finding EPISODE:FINDING_ID`, or the first supported finding with a repair plan of
-    this world's audited episodes (reports in episode-id order, findings in report order)."""
+    this world's audited episodes (reports in episode-id order, findings in report order).
+
+    A lead is never chosen on its own, but the user may name one (`EP:lead-N`): the
+    offline auditor's support is conservative, and a lead the user has read and judged
+    real is a fair seed. The selection keeps the lead's status, so the review page says
+    the repair started from a lead (`repair/html.py`)."""
     from eairdsl.repair.retest import audited_episodes
 
     audit_dir = Path(audit_dir)
@@ -168,28 +173,44 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
     want_episode, _, want_id = (finding or "").partition(":")
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
-                         "ep-0123…:finding-1)")
+                         "ep-0123…:finding-1, or a lead: ep-0123…:lead-1)")
     reports = _valid_reports(audit, index, mine)
     chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
                             report=audit.report_path(episode).relative_to(audit.path)
                             .as_posix())
                    for episode, report in reports.items()
                    if finding is None or episode == want_episode
-                   for f in report.findings
-                   if f.status == "supported" and f.repair_plan
-                   and (finding is None or f.id == want_id)), None)
+                   for f in _candidates(report, named=finding is not None)
+                   if f.repair_plan and (finding is None or f.id == want_id)), None)
     if chosen is None:
         if finding is not None:
-            raise UsageError(f"--finding {finding}: no supported finding with a repair plan of "
-                             f"that id in a valid report of this world in {audit_dir}")
+            raise UsageError(f"--finding {finding}: no supported finding or lead with a repair "
+                             f"plan of that id in a valid report of this world in {audit_dir}")
         raise UsageError(f"{audit_dir}: no valid report of {world.meta.name} (digest "
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
+    lead = chosen.finding.status == "lead"
     conds: set[str] = set()
     for episode, report in reports.items():
-        if any(matches(f, target) for f in report.findings):
+        if any(_of_target(f, target, lead) for f in [*report.findings, *report.leads]):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
+
+
+def _candidates(report: Report, named: bool) -> list[Finding]:
+    """What a repair may start from: supported findings, and the leads when the user names
+    one (a lead is never picked by default)."""
+    return [f for f in report.findings if f.status == "supported"] \
+        + ([f for f in report.leads if f.status == "lead"] if named else [])
+
+
+def _of_target(f: Finding, target: Target, lead: bool) -> bool:
+    """A finding of the target (`retest.matches`); for a lead-seeded repair, a lead of the
+    same property and boundary kind too, so the conditions are those where it was seen."""
+    if matches(f, target):
+        return True
+    return lead and f.status == "lead" and matches(f.model_copy(update={"status": "supported"}),
+                                                   target)
 
 
 def _valid_reports(audit: AuditFolder, index: AuditIndex,

@@ -17,11 +17,28 @@ that restores it, if any.
 - R4 evidence: the boundary step's opening text, with the failing and final
   writes cited verbatim.
 
-Supported only when the rule is not restored and two or more actors wrote to the
-failing state (the interaction's contribution, `amplified`); one actor breaking
-the rule alone is a lead (`introduced`). The risk is A1 when the rule aggregates
-(an aggregate, or a comprehension grouped by a key) over two actors' writes,
-`other` otherwise; the plan's shape is `cumulative` or `invariant`.
+Supported only when the rule is not restored and the interaction contributed:
+two or more actors wrote to the failing state (`amplified`), or one role wrote
+it from what other roles told it (`_relayed`). One actor breaking the rule alone
+is a lead (`introduced`). The risk is A1 when the rule aggregates (an aggregate,
+or a comprehension grouped by a key) over two actors' writes, `other`
+otherwise; the plan's shape is `cumulative` or `invariant`.
+
+A single writer who records what others told it (evidence aggregation, a
+summary, a sign-off) is read from the steps, never from message existence
+alone: a value the writer put into the state the rule reads counts as carried
+when it is distinctive (a text of at least the validator's minimum quote
+length, or a number of two or more characters, matched as a whole number),
+the first step of the episode that says it belongs to another role (not the
+writer, not the initial records, documents or the writer's own card), and a
+message from that or another role to the writer, or a result of a tool two
+participants share returned to the writer, quotes it verbatim before the
+failing write. Then R1 is the latest such carrying step (the handoff edge,
+`handoff` for a message, `shared_action` for a tool result), R2 runs from the
+first carrying step through the others to the failing write (the path starts
+there, so the first anomaly is that step), and each carrying step is cited
+with the carried value quoted (R4). The writer inventing the value, or only
+receiving messages that do not carry it, stays a lead.
 
 Limits: a rule the bundle cannot evaluate (a call to a definition it does not
 show, a parse error, a nesting past the evaluator) is recorded in coverage as
@@ -31,10 +48,17 @@ unassessed (no failure is found).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Any
+
 from eairdsl.audit.contract import QueryRecord
+from eairdsl.audit.evidence import field_text, normalize
 from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, parse_rule, track_rule
 from eairdsl.audit.rules._common import Cite, Context, Hit, Outcome, cite, present
-from eairdsl.ir import Agg, Comp, walk_expr
+from eairdsl.audit.validate import MIN_QUOTE
+from eairdsl.ir import Agg, Attr, Comp, Ref, walk_expr
+from eairdsl.runtime.trace import TraceEvent
 
 __all__ = ["NAME", "RULE", "PolicyRule", "policy_rules"]
 
@@ -50,6 +74,90 @@ def _aggregate_rule(text: str, ctx: Context) -> bool:
         return False
     return any(isinstance(n, Agg) or (isinstance(n, Comp) and n.group_by)
                for n in walk_expr(expr, {}))
+
+
+@dataclass(frozen=True)
+class _Carry:
+    """A value the writer recorded, and the step that told it to the writer."""
+
+    step: TraceEvent
+    value: str
+
+
+def _leaf_values(value: Any, reads: frozenset[str], key: str = "") -> list[Any]:
+    """Every scalar leaf of a diff (strings, numbers) held under a name the rule reads
+    (a field or a state): a value the rule never looks at contributed nothing to it."""
+    if isinstance(value, dict):
+        return [v for k in sorted(value) for v in _leaf_values(value[k], reads, str(k))]
+    if isinstance(value, list):
+        return [v for item in value for v in _leaf_values(item, reads, key)]
+    scalar = isinstance(value, str | int | float) and not isinstance(value, bool)
+    return [value] if scalar and key in reads else []
+
+
+def _rule_names(rule: str, ctx: Context) -> frozenset[str]:
+    """The fields and names the rule reads (`w.litres`: litres)."""
+    try:
+        expr = parse_rule(rule, ctx.bundle)
+    except Unevaluable:
+        return frozenset()
+    return frozenset(n.name for n in walk_expr(expr, {}) if isinstance(n, Attr | Ref))
+
+
+def _needles(value: Any) -> list[tuple[str, re.Pattern[str]]]:
+    """How a written value is said in a step's text: a text of at least MIN_QUOTE
+    characters as it is; a number of two or more characters as a whole number."""
+    if isinstance(value, str):
+        text = normalize(value)
+        return [(text, re.compile(re.escape(text)))] if len(text) >= MIN_QUOTE else []
+    forms = {str(value)} | ({str(int(value))} if isinstance(value, float)
+                            and value.is_integer() else set())
+    return [(f, re.compile(r"(?<![\d.])" + re.escape(f) + r"(?![\d]|\.\d)"))
+            for f in sorted(forms) if len(f) >= 2]
+
+
+def _text(step: TraceEvent) -> str:
+    """The step's text a value can be said in (content, args, result, diff), normalised."""
+    return "\n".join(normalize(field_text(step, f) or "")
+                     for f in ("content", "args", "result", "diff"))
+
+
+def _background(ctx: Context, writer: str) -> str:
+    """What the writer could have read without any role telling it: the records as the
+    episode started, the documents and its own card."""
+    rows = [str(r) for view in ctx.bundle.records.values() for r in view.rows]
+    return normalize(" ".join([*rows, *ctx.bundle.documents.values(),
+                               ctx.bundle.cards.get(writer, "")]))
+
+
+def _relayed(ctx: Context, writer: str, writes: list[str], fail: str,
+             reads: frozenset[str]) -> list[_Carry]:
+    """Steps by which other roles told the single writer a value it then wrote into the
+    state the rule reads (see the module's docstring), in trace order."""
+    if not ctx.is_role(writer):
+        return []
+    names = set(ctx.parties)
+    needles = dict.fromkeys(n for s in writes
+                            for v in _leaf_values(ctx.bundle.by_step[s].diff, reads)
+                            if v not in names for n in _needles(v))
+    background = _background(ctx, writer)
+    earlier = [(s, _text(s)) for s in ctx.steps[:ctx.index[fail]]]  # each step read once
+    into = [(s, t) for s, t in earlier
+            if (s.kind == "message" and s.recipient == writer and s.actor != writer
+                and ctx.is_role(s.actor))
+            or (s.kind == "tool_result" and s.actor == writer and ctx.cross_role(s))]
+    carries: dict[str, _Carry] = {}
+    for text, pattern in needles:
+        if pattern.search(background):
+            continue
+        first = next((s for s, t in earlier if pattern.search(t)), None)
+        if first is None or first.actor == writer or not ctx.is_role(first.actor):
+            continue
+        for s, t in into:
+            if s.step not in carries and pattern.search(t) \
+                    and cite(s, text, ["R2"]) is not None:
+                carries[s.step] = _Carry(s, text)
+    return sorted(carries.values(), key=lambda c: ctx.index[c.step.step])
 
 
 def policy_rules(ctx: Context) -> tuple[list[Hit], list[tuple[str, str | None]]]:
@@ -85,22 +193,30 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
     boundary = failing if ctx.cross_role(failing) else next(
         (ctx.bundle.by_step[s] for s in reversed(writes)
          if ctx.cross_role(ctx.bundle.by_step[s])), None)
+    actors = {ctx.bundle.by_step[s].actor for s in writes}
+    carried = _relayed(ctx, failing.actor, writes, fail, _rule_names(rule, ctx)) \
+        if len(actors) == 1 else []
+    if carried:  # R1 at the latest handoff that told the writer; R2 from the first
+        boundary = carried[-1].step
+        path = [*(c.step.step for c in carried), *path]
     if boundary is None:
         boundary = ctx.last_message_into(failing.actor, fail)
     if boundary is None:
         return None
     effect = path[-1]
-    actors = {ctx.bundle.by_step[s].actor for s in writes}
     prior = [ctx.bundle.by_step[s] for s in writes if s != fail]
-    cites = present(cite(boundary, None, ["R1", "R4"]),
+    written = normalize(field_text(failing, "diff") or "")
+    needle = next((c.value for c in reversed(carried) if c.value in written), None)
+    cites = present(cite(boundary, carried[-1].value if carried else None, ["R1", "R4"]),
+                   *[cite(c.step, c.value, ["R2", "R4"]) for c in carried],
                    *[cite(s, None, ["R2"]) for s in prior[-3:]],
-                   cite(failing, None, ["R2", "R3"]) if fail != boundary.step else None,
+                   cite(failing, needle, ["R2", "R3"]) if fail != boundary.step else None,
                    cite(ctx.bundle.by_step[effect], None, ["R3"]) if effect != fail else None)
     if fail == boundary.step:
         cites = [Cite(c.step, c.field, c.quote, ["R1", "R3", "R4"]) if c.step == fail else c
                  for c in cites]
     restored = track.restored is not None
-    supported = not restored and len(actors) >= 2
+    supported = not restored and (len(actors) >= 2 or bool(carried))
     aggregate = _aggregate_rule(rule, ctx)
     tool = failing.tool or boundary.tool
     surfaces = [f"policy {name}"] + ([f"tool {tool}"] if tool in ctx.tools else [])
@@ -110,8 +226,8 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
         component=("tool", tool) if tool in ctx.tools else ("policy", name),
         boundary_kind="shared_action" if boundary.kind != "message" else "handoff",
         boundary_step=boundary.step,
-        contribution="introduced" if len(actors) < 2 else "amplified",
-        first_anomaly=fail, path=path,
+        contribution="introduced" if len(actors) < 2 and not carried else "amplified",
+        first_anomaly=path[0], path=path,
         effect_endpoint=f"the declared rule of policy {name} at the end of the episode",
         effect_step=None if restored else effect, cites=cites, supported=supported,
         confidence=0.95 if supported else 0.6, resolved_later=track.restored,
