@@ -40,7 +40,7 @@ METRIC = "  metric total = sum(r.amount for r in refunds)"
 DOCUMENT = '\ndocument handbook from "mini/handbook.md"\n'
 TABLE = '\nrecord tab from "mini/tab.json" key id {\n  id: text\n  name: text\n}\n'
 #: seconds one such episode may take (the budget ends each in about one)
-LIMIT = 15
+LIMIT = 120  # a hang guard of minutes: the step budget ends the episode, asserted below
 
 
 @contextmanager

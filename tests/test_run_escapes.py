@@ -45,6 +45,9 @@ DOUBLING_LISTS = ("\nlet l0(x: list[int]) = x\n"
 DOUBLING_TEXT = ("\nlet d0(x: text) = x\n"
                  + "".join(f"let d{i}(x: text) = d{i - 1}(x + x)\n" for i in range(1, 41)))
 TOOL_RESULT = "returns [r for r in refunds where r.customer == customer]"
+#: a hang guard, not a timing: the step budget is what ends these episodes (asserted by
+#: their reasons); seconds vary with the machine's load (CI shares 2 cores)
+HANG_GUARD = 120
 METRIC = "  metric total = sum(r.amount for r in refunds)"
 
 
@@ -67,7 +70,7 @@ def test_fan_out_exhausts_the_step_budget(tmp_path: Path, edit: tuple[str, str])
     assert not result.valid
     assert result.validity_reason is not None
     assert f"more than {MAX_STEPS:,} steps" in result.validity_reason
-    assert seconds < 30
+    assert seconds < HANG_GUARD
     trace = read_trace(Path(str(result.trace_path)))
     assert trace.result is not None and not trace.result.valid
     assert "evaluation budget exhausted" in (trace.result.validity_reason or "")
@@ -79,7 +82,7 @@ def test_text_doubling_is_refused_at_the_size_limit(tmp_path: Path) -> None:
                        [(TOOL_RESULT, TOOL_RESULT.replace(
                            "customer]", 'customer and len(d40("ab")) > 0]'))])
     result, seconds = _timed_episode(world, tmp_path / "out")
-    assert not result.valid and seconds < 30
+    assert not result.valid and seconds < HANG_GUARD
     assert f"(at most {MAX_TEXT:,})" in (result.validity_reason or "")
 
 
@@ -129,7 +132,7 @@ def test_a_recursive_let_in_a_tampered_ir_stops_at_the_depth_limit(tmp_path: Pat
                                            right=_lit(1))])
     hostile = _with_let(world, "loop", ["n"], me, LetCall(name="loop", args=[_lit(0)]))
     result, seconds = _timed_episode(hostile)
-    assert not result.valid and seconds < 30
+    assert not result.valid and seconds < HANG_GUARD
     assert f"nested deeper than {MAX_DEPTH}" in (result.validity_reason or "")
 
 
@@ -144,7 +147,7 @@ def test_products_too_big_to_build_are_refused_before_building(tmp_path: Path, l
     product = Binary(operator="*", left=left, right=right)
     hostile = _with_let(world, "huge", [], product, LetCall(name="huge"))
     result, seconds = _timed_episode(hostile)
-    assert not result.valid and seconds < 10
+    assert not result.valid and seconds < HANG_GUARD
     assert "evaluation budget exhausted" in (result.validity_reason or "")
 
 
