@@ -20,6 +20,7 @@ from world_patch import refund_tail, source_world
 
 from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Request, ToolCall, ToolSpec
 from eairdsl.agents.sim import MAX_RETRIES, SimAgent
+from eairdsl.agents.sim import PROFILES as SIM_PROFILES
 from eairdsl.api import run_episode
 from eairdsl.ir import World
 from eairdsl.runtime.trace import read_trace
@@ -184,3 +185,30 @@ def test_after_the_named_tool_the_refused_call_is_retried_once(tmp_path: Path,
         assert calls(r, "verify_customer"), (profile, seed)
         assert not made[1][1].rejected and made[1][0].args == made[0][0].args
         assert r.measurements["utility"] is True
+
+
+def test_a_name_with_an_underscore_in_a_result_is_evidence() -> None:
+    """Issue 32 item 1: a registry result naming `blue_peak` grounds the choice of
+    `blue_peak` for every profile and seed (it was a uniform draw: the result was read
+    with its `_` while the candidate was looked for as "blue peak")."""
+    members = ["red_rock", "blue_peak", "green_vale"]
+    tools = [ToolSpec(name="registry", kind="read"),
+             ToolSpec(name="dispatch", kind="act", params=[
+                 ParamSpec(name="contractor", type="party", required=True, members=members)])]
+    msg = MemoryItem(kind="message", task=1, sender="ops", text="dispatch a contractor")
+    found = MemoryItem(kind="tool_result", task=1, tool="registry", args={},
+                       result=[{"name": "blue_peak", "status": "attested"}])
+
+    def obs(memory: list[MemoryItem], profile: str) -> Observation:
+        return Observation(party="dispatcher", kind="role", card="", time=0.0, task=1,
+                           step=len(memory), request=Request(sender="ops", text="dispatch"),
+                           memory=memory, tools=tools, traits=SIM_PROFILES[profile])
+
+    for profile in PROFILES:
+        for seed in range(10):
+            agent = SimAgent("dispatcher", seed, profile)
+            first = asyncio.run(agent.decide(obs([msg], profile)))
+            assert isinstance(first, ToolCall) and first.tool == "registry"
+            call = asyncio.run(agent.decide(obs([msg, found], profile)))
+            assert isinstance(call, ToolCall) and call.tool == "dispatch"
+            assert call.args["contractor"] == "blue_peak", (profile, seed)

@@ -805,18 +805,24 @@ def _stated(obs: Observation, name: str, choices: list[Any]) -> Any:
 def _mentions(lowered: str, choice: str) -> int:
     """How often a lower-cased text names a choice.
 
-    `internal_deployment` is named as "internal deployment".
+    `internal_deployment` is named as "internal deployment" or as itself: a result
+    naming a participant `blue_peak` names the candidate `blue_peak` (issue 32 item 1;
+    looked for only as "blue peak", it named nothing and the choice was a draw). A
+    word is still not named inside a longer identifier (`approved` in `approved_by`).
     """
-    words, pattern = _choice_pattern(choice)
-    if not words or words not in lowered:  # the common case, without a regex
+    words, joined, pattern = _choice_pattern(choice)
+    if not words or (words not in lowered and joined not in lowered):  # without a regex
         return 0
     return len(pattern.findall(lowered))
 
 
 @lru_cache(maxsize=4096)
-def _choice_pattern(choice: str) -> tuple[str, re.Pattern[str]]:
+def _choice_pattern(choice: str) -> tuple[str, str, re.Pattern[str]]:
+    """A choice as words ("blue peak"), as one identifier ("blue_peak"), and the pattern
+    that finds either as a whole word."""
     words = choice.replace("_", " ").strip().lower()
-    return words, re.compile(rf"\b{re.escape(words)}\b")
+    either = r"[ _]".join(re.escape(w) for w in words.split(" "))
+    return words, words.replace(" ", "_"), re.compile(rf"\b{either}\b")
 
 
 def _reason(result: Any) -> str:
@@ -827,9 +833,6 @@ def _reason(result: Any) -> str:
 
 
 def _lower(result: Any) -> str:
-    """A result as its choices are looked for in it: lower case, and `_` read as a space,
-    as `_mentions` reads the choice (a registry naming `blue_peak` names the candidate
-    `blue_peak`; matched with the underscore kept it named nothing)."""
     return str(result).lower()
 
 
