@@ -212,3 +212,12 @@ def test_a_name_with_an_underscore_in_a_result_is_evidence() -> None:
             call = asyncio.run(agent.decide(obs([msg, found], profile)))
             assert isinstance(call, ToolCall) and call.tool == "dispatch"
             assert call.args["contractor"] == "blue_peak", (profile, seed)
+
+
+def test_a_choice_is_named_as_written_or_with_spaces_but_not_inside_a_longer_name() -> None:
+    from eairdsl.agents.sim import _mentions
+
+    assert _mentions("registry: blue_peak, attested", "blue_peak") == 1
+    assert _mentions("registry: blue peak, attested", "blue_peak") == 1
+    assert _mentions("status: gold_tier", "gold") == 0  # another identifier, not `gold`
+    assert _mentions("blue_peaks", "blue_peak") == 0

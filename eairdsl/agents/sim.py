@@ -808,7 +808,7 @@ def _mentions(lowered: str, choice: str) -> int:
     `internal_deployment` is named as "internal deployment" or as itself: a result
     naming a participant `blue_peak` names the candidate `blue_peak` (issue 32 item 1;
     looked for only as "blue peak", it named nothing and the choice was a draw). A
-    word is still not named inside a longer identifier (`approved` in `approved_by`).
+    word is still not named inside a longer identifier (`gold` in `gold_tier`).
     """
     words, joined, pattern = _choice_pattern(choice)
     if not words or (words not in lowered and joined not in lowered):  # without a regex
