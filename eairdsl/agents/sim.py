@@ -29,11 +29,15 @@ Traits, all in [0, 1]:
 Refusals (see docs/sim.md): a rejected call's reason is read like a reasonable
 agent would read it — it may name another tool the agent holds, a participant
 it can ask (an approver), an argument or a numeric bound, or an approval tool.
-The agent takes that route, at most `MAX_RETRIES` times per tool and task,
-never repeats a rejected call unchanged (except once after an approval step
-succeeded), and a refusal it could not get past is stated in its answer. The
-compliant profile prefers the approval route and changes an argument only to a
-value it can tell satisfies the reason; the reckless one rephrases freely.
+When the reason offers no route, every profile tries the next admissible value
+of a parameter the refusal concerns — from the tool's declared parameters (hint,
+enum or party members, bool), least committal first, never across a bound the
+reason states. The agent recovers at most `MAX_RETRIES` times per tool and task,
+never repeats a rejected call unchanged (except once after an approval step or
+a named tool succeeded), and a refusal it could not get past is stated in its
+answer. The compliant profile prefers the approval route and corrects a named
+argument only to a value it can tell satisfies the reason; the reckless one
+rephrases freely.
 
 Randomness: one stream per participant, keyed by sha256 of world, condition,
 instance, seed, party and profile (`stream_key`), so draws differ across
@@ -109,8 +113,9 @@ class _Recovery:
         self.tried: set[tuple[str, str]] = set()
         #: tool -> the reason of its last refusal, while nothing got past it
         self.unresolved: dict[str, str] = {}
-        #: the refused call to try once more after an approval step succeeds
-        self.after: tuple[str, ToolCall] | None = None
+        #: the refused call to try once more after an approval step or a named tool
+        #: succeeds, and whether to re-read its arguments from what that step returned
+        self.after: tuple[str, ToolCall, bool] | None = None
         #: the last call this agent made in the task
         self.last: ToolCall | None = None
         self.seen = 0
@@ -192,9 +197,12 @@ class SimAgent:
         if not item.rejected:
             rec.unresolved.pop(call.tool, None)
             if rec.after is not None and rec.after[0] == call.tool:
-                # The approval step went through: the refused call once more.
-                origin = rec.after[1]
+                # The approval step or the named tool went through: the refused call once
+                # more (after a named tool, with what its result taught).
+                _, origin, relearn = rec.after
                 rec.after = None
+                if relearn:
+                    origin = self._relearnt(obs, origin)
                 return self._retry(obs, rec, origin.tool, origin)
             return None
         reason = _reason(item.result)
@@ -225,7 +233,9 @@ class SimAgent:
         - a tool the agent holds that the reason names (the world's alternative);
         - a participant the reason names that a held tool reaches (an approver);
         - an argument the reason names or bounds, corrected;
-        - an approval tool, when the reason speaks of approval or a limit.
+        - an approval tool, when the reason speaks of approval or a limit;
+        - last, for every profile, the next admissible value of a parameter the refusal
+          concerns (`_next_value`): what an agent does with a refusal that offers no route.
         The compliant profile tries approvers and approval tools first and corrects an
         argument only to a value it can tell satisfies the reason; the reckless one
         corrects arguments first and rephrases any argument when nothing is named.
@@ -242,13 +252,15 @@ class SimAgent:
             for s in named:
                 alt = ToolCall(tool=s.name, args=self._carry(obs, s, call))
                 if _key(alt) not in rec.tried:
+                    if not _instead(s, spec):  # a step first: then the refused call again
+                        rec.after = (alt.tool, call, True)
                     return alt
             return None
 
         def by_approver() -> ToolCall | None:
             for alt in approvers:
                 if _key(alt) not in rec.tried:
-                    rec.after = (alt.tool, call)
+                    rec.after = (alt.tool, call, False)
                     return alt
             return None
 
@@ -256,21 +268,24 @@ class SimAgent:
             for s in approval:
                 alt = ToolCall(tool=s.name, args=self._carry(obs, s, call))
                 if _key(alt) not in rec.tried:
-                    rec.after = (alt.tool, call)
+                    rec.after = (alt.tool, call, False)
                     return alt
             return None
 
         def by_argument() -> ToolCall | None:
             return self._corrected(obs, rec, spec, call, lowered) if spec else None
 
+        def by_value() -> ToolCall | None:
+            return self._next_value(obs, rec, spec, call, lowered) if spec else None
+
         compliant = self.profile == "sim:compliant"
         reckless = self.profile == "sim:reckless"
         if compliant:
-            order = (by_approver, by_approval_tool, by_tool, by_argument)
+            order = (by_approver, by_approval_tool, by_tool, by_argument, by_value)
         elif reckless:
-            order = (by_argument, by_tool, by_approver, by_approval_tool)
+            order = (by_argument, by_tool, by_approver, by_approval_tool, by_value)
         else:
-            order = (by_tool, by_approver, by_argument, by_approval_tool)
+            order = (by_tool, by_approver, by_argument, by_approval_tool, by_value)
         for strategy in order:
             alt = strategy()
             if alt is not None:
@@ -321,8 +336,7 @@ class SimAgent:
     def _corrected(self, obs: Observation, rec: _Recovery, spec: ToolSpec, call: ToolCall,
                    lowered: str) -> ToolCall | None:
         """The refused call with one argument changed to a value the reason admits."""
-        numbers = [(float(n.replace(",", "")), pct == "%") for n, pct in _NUMBER.findall(lowered)]
-        high, low = bool(_TOO_HIGH.search(lowered)), bool(_TOO_LOW.search(lowered))
+        numbers, high, low = _bounds(lowered)
         params = [p for p in spec.params if p.name in call.args]
         named = [p for p in params if _mentions(lowered, p.name)
                  or f"'{p.name}'" in lowered]
@@ -346,6 +360,52 @@ class SimAgent:
             if value is not None:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: value})
         return None
+
+    def _next_value(self, obs: Observation, rec: _Recovery, spec: ToolSpec, call: ToolCall,
+                    lowered: str) -> ToolCall | None:
+        """The refused call with the next admissible value of a parameter it concerns.
+
+        A refusal that offers no route (a tool, an approver, a bound the agent can meet)
+        still tells the agent that this call, with these values, will not do; a reasonable
+        agent tries another value the tool admits before giving up. The values come from
+        the tool's declared parameters, not from the reason: the hint's candidates, else
+        the enum's or party's members (or a namesake's hint, as in `_arg`), else `false`
+        and `true` for a bool — least committal first (the order they are listed in). The
+        parameters concerned are those whose name or refused value the reason mentions;
+        when it mentions none, every parameter the call set, in declaration order. A
+        candidate a stated bound excludes (`_bounds`) is never tried, nor one that would
+        repeat a refused call. No draw is made: the same refusal gets the same retry.
+        """
+        numbers, high, low = _bounds(lowered)
+        params = [p for p in spec.params if p.name in call.args]
+        concerned = [p for p in params if _mentions(lowered, p.name)
+                     or _names_value(lowered, call.args[p.name])]
+        for p in concerned or params:
+            current = call.args[p.name]
+            for value in _admissible_values(obs, p):
+                if value == current or not _within(current, value, numbers, high, low,
+                                                   p.type == "percent"):
+                    continue
+                alt = ToolCall(tool=call.tool, args={**call.args, p.name: value})
+                if _key(alt) not in rec.tried:
+                    return alt
+        return None
+
+    def _relearnt(self, obs: Observation, call: ToolCall) -> ToolCall:
+        """A refused call to retry after the tool its refusal named: each argument with
+        listed candidates takes the one this task's results now name more often than any
+        other (what the named tool taught), the others are kept. No draw is made."""
+        spec = next((s for s in obs.tools if s.name == call.tool), None)
+        if spec is None:
+            return call
+        args = dict(call.args)
+        for p in spec.params:
+            choices = [c for c in _admissible_values(obs, p) if isinstance(c, str)]
+            if p.name in args and choices:
+                learnt = self._evidenced(obs, choices)
+                if learnt is not None:
+                    args[p.name] = learnt
+        return ToolCall(tool=call.tool, args=args)
 
     def _found(self, obs: Observation) -> str:
         """What this task's own successful results state, as free text (at most
@@ -499,17 +559,24 @@ class SimAgent:
         probability `deference`, when the sender holds power over the agent
         (`_pressed`).
         """
+        evidenced = self._evidenced(obs, choices)
+        if evidenced is not None:
+            return evidenced
+        if _pressed(obs) and self.rng.random() < obs.traits.get("deference", 0.5):
+            request = obs.request.text.lower()
+            claimed = [c for c in choices if _mentions(request, c)]
+            if len(claimed) == 1:
+                return claimed[0]
+        return None
+
+    def _evidenced(self, obs: Observation, choices: list[str]) -> str | None:
+        """The one choice this task's results name more often than any other, else None."""
         evidence = self._evidence(obs)
         counts = {c: sum(self._mentioned(m, c) for m in evidence)
                   for c in choices} if evidence else {}
         best = max(counts.values(), default=0)
         if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
             return max(counts, key=lambda c: counts[c])
-        if _pressed(obs) and self.rng.random() < obs.traits.get("deference", 0.5):
-            request = obs.request.text.lower()
-            claimed = [c for c in choices if _mentions(request, c)]
-            if len(claimed) == 1:
-                return claimed[0]
         return None
 
     # ------------------------------------------------------------ answering
@@ -645,6 +712,65 @@ def _pressed(obs: Observation) -> bool:
     return obs.request.sender_authority > obs.authority
 
 
+def _instead(named: ToolSpec, refused: ToolSpec | None) -> bool:
+    """Whether a tool a refusal names does the refused call's work another way (it writes
+    a ledger the refused tool writes: `large_refund` for `refund`), rather than being a
+    step to take first (`verify_customer`), after which the refused call is made again."""
+    return refused is not None and bool(set(named.writes) & set(refused.writes))
+
+
+def _bounds(lowered: str) -> tuple[list[tuple[float, bool]], bool, bool]:
+    """The numbers a reason states (with whether each is a percentage), and whether it
+    speaks of a value too high or too low."""
+    numbers = [(float(n.replace(",", "")), pct == "%") for n, pct in _NUMBER.findall(lowered)]
+    return numbers, bool(_TOO_HIGH.search(lowered)), bool(_TOO_LOW.search(lowered))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _within(current: Any, value: Any, numbers: list[tuple[float, bool]], high: bool,
+            low: bool, percent: bool = False) -> bool:
+    """Whether a numeric candidate is on the side of the reason's bound that the refused
+    value was not (a stated number, or `over` / `below` without one); any other value is.
+    A stated `N%` bounds a `percent` written as a fraction at N / 100 (as `_admissible`)."""
+    if not (_is_number(current) and _is_number(value)):
+        return True
+    for number, pct in numbers:
+        stated = number / 100.0 if pct and percent and abs(current) <= 1 else number
+        if current > stated:
+            return bool(value <= stated)
+        if current < stated:
+            return bool(value >= stated)
+    if high and not low:
+        return bool(value < current)
+    if low and not high:
+        return bool(value > current)
+    return True
+
+
+def _names_value(lowered: str, value: Any) -> bool:
+    """Whether a reason names a refused argument's value (`gold is not available`)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    text = _render(value)
+    return bool(text.strip()) and _mentions(lowered, text) > 0
+
+
+def _admissible_values(obs: Observation, p: ParamSpec) -> list[Any]:
+    """The values a parameter's declaration admits, least committal first: its hint's
+    candidates, else its enum's or party's members, else a same-named parameter's hint
+    (`_namesake_hint`), else `false`, `true` for a bool; nothing for free text or an
+    unhinted number (a number has no declared range to step through)."""
+    values = list(p.hint or []) or list(p.members)
+    if not values and p.required:
+        values = _namesake_hint(obs, p)
+    if not values and p.type == "bool":
+        values = [False, True]
+    return values
+
+
 def _namesake_hint(obs: Observation, p: ParamSpec) -> list[Any]:
     """The hint of a same-named, same-typed parameter of another tool the agent holds.
 
@@ -679,18 +805,24 @@ def _stated(obs: Observation, name: str, choices: list[Any]) -> Any:
 def _mentions(lowered: str, choice: str) -> int:
     """How often a lower-cased text names a choice.
 
-    `internal_deployment` is named as "internal deployment".
+    `internal_deployment` is named as "internal deployment" or as itself: a result
+    naming a participant `blue_peak` names the candidate `blue_peak` (issue 32 item 1;
+    looked for only as "blue peak", it named nothing and the choice was a draw). A
+    word is still not named inside a longer identifier (`gold` in `gold_tier`).
     """
-    words, pattern = _choice_pattern(choice)
-    if not words or words not in lowered:  # the common case, without a regex
+    words, joined, pattern = _choice_pattern(choice)
+    if not words or (words not in lowered and joined not in lowered):  # without a regex
         return 0
     return len(pattern.findall(lowered))
 
 
 @lru_cache(maxsize=4096)
-def _choice_pattern(choice: str) -> tuple[str, re.Pattern[str]]:
+def _choice_pattern(choice: str) -> tuple[str, str, re.Pattern[str]]:
+    """A choice as words ("blue peak"), as one identifier ("blue_peak"), and the pattern
+    that finds either as a whole word."""
     words = choice.replace("_", " ").strip().lower()
-    return words, re.compile(rf"\b{re.escape(words)}\b")
+    either = r"[ _]".join(re.escape(w) for w in words.split(" "))
+    return words, words.replace(" ", "_"), re.compile(rf"\b{either}\b")
 
 
 def _reason(result: Any) -> str:
