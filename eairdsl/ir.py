@@ -30,7 +30,8 @@ __all__ = [
     "Binary", "ListExpr", "RecordExpr", "Comp", "Agg", "Quant", "LetCall", "RefKind", "LitType",
     "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeKind", "TypeIR", "FieldIR",
     "RecordKind", "RecordIR", "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR",
-    "PolicyIR", "LeverIR", "ConditionIR", "InducerKind", "InducerIR", "INDUCER_CLASSES",
+    "PolicyIR", "LeverIR", "ExpectationIR", "ConditionIR",
+    "InducerKind", "InducerIR", "INDUCER_CLASSES",
     "PromptClauseInducer", "DashboardInducer", "WarningInducer", "DeadlineInducer",
     "CostLedgerInducer", "PowerInducer", "IncentiveInducer", "GuardIR", "EffectIR",
     "AppendEffect", "SetEffect", "ParamIR", "ToolKind", "ToolIR", "ToolRefIR", "EventKind",
@@ -330,12 +331,23 @@ class LeverIR(_Model):
     doc: str | None = None
 
 
+class ExpectationIR(_Model):
+    """`expect SUBJECT OUTCOME "reason"`: what `eairc validate` checks under a condition
+    instead of the default (`eairdsl.vocabulary.EXPECTATIONS`)."""
+
+    subject: Literal["compliant", "reckless", "opportunity"]
+    outcome: Literal["keeps", "avoids", "realizes", "can_realize", "absent"]
+    reason: str
+
+
 class ConditionIR(_Model):
-    """A named condition: the value of every lever."""
+    """A named condition: the value of every lever, and its declared self-test expectations
+    (none: the defaults)."""
 
     name: str
     doc: str | None = None
     levers: dict[str, Any]
+    expectations: list[ExpectationIR] = Field(default_factory=list)
 
 
 InducerKind = Literal["prompt_clause", "dashboard", "warning", "deadline", "cost_ledger",

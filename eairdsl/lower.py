@@ -30,6 +30,7 @@ from eairdsl.ir import (
     DirectChannel,
     DocumentIR,
     EventIR,
+    ExpectationIR,
     Expr,
     FieldIR,
     ForkChannel,
@@ -220,8 +221,11 @@ def lower(world: CheckedWorld) -> World:
                                   doc=lever.doc))
     for name, values in world.condition_values.items():
         decl = world.conditions.get(name)
-        out.conditions.append(ConditionIR(name=name, doc=decl.doc if decl else None,
-                                          levers=values))
+        out.conditions.append(ConditionIR(
+            name=name, doc=decl.doc if decl else None, levers=values,
+            expectations=[ExpectationIR.model_validate(
+                {"subject": e.subject, "outcome": e.outcome, "reason": e.reason})
+                for e in (decl.expectations if decl else [])]))
     for inducer in world.inducers.values():
         out.inducers.append(_inducer(lo, inducer))
     for tool in world.tools.values():

@@ -29,7 +29,8 @@ __all__ = [
     "DelegatesClause", "PropagatesClause", "SendsClause", "AclClause", "ModelClause",
     "CardClause", "KpiClause", "MemoryClause", "AuthorityClause", "DisplayClause",
     "PrincipalClause", "ObjectiveClause", "ToolsClause", "TraitClause", "SayClause",
-    "ContactClause", "ToolRef", "Param", "Assignment", "FieldSel", "AuthRule", "MeasureItem",
+    "ContactClause", "ToolRef", "Param", "Assignment", "Expectation",
+    "FieldSel", "AuthRule", "MeasureItem",
     "LetParam", "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl",
     "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
     "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
@@ -836,14 +837,25 @@ class LeverDecl(Node):
     doc: str | None = None
 
 
+class Expectation(Node):
+    """`expect SUBJECT OUTCOME "reason"` in a condition: what `eairc validate` checks of a
+    sim profile (or of the opportunity) there instead of the default, and why."""
+
+    subject: str
+    outcome: str
+    reason: str
+
+
 class ConditionDecl(Node):
-    """A named assignment of levers, optionally extending another condition."""
+    """A named assignment of levers, optionally extending another condition, with the
+    self-test expectations it declares (not inherited through `extends`)."""
 
     decl: Literal["condition"] = "condition"
     name: str
     doc: str | None = None
     extends: str | None = None
     assignments: list[Assignment]
+    expectations: list[Expectation] = []
 
 
 class InducerDecl(Node):

@@ -416,6 +416,13 @@ def _assignment(a: A.Assignment, indent: str) -> str:
     return f"{a.name} = {format_expr(a.value, indent)}"
 
 
+def _condition_item(item: A.Assignment | A.Expectation, indent: str) -> str:
+    """A lever assignment or an `expect` clause, in source order."""
+    if isinstance(item, A.Expectation):
+        return f"expect {item.subject} {item.outcome} {format_string(item.reason, indent)}"
+    return _assignment(item, indent)
+
+
 def _measure_item(m: A.MeasureItem, indent: str) -> str:
     head = f"metric {m.name}" if m.metric else m.name
     return f"{head} = {format_expr(m.expr, indent, _then(m.when))}{_when(m.when, indent)}"
@@ -666,7 +673,9 @@ class _ModulePrinter:
                 header += f" {format_string(decl.doc)}"
             if decl.extends is not None:
                 header += f" extends {decl.extends}"
-            return header, decl.assignments, _assignment
+            items = sorted([*decl.assignments, *decl.expectations],
+                           key=lambda i: (i.span.line, i.span.col))
+            return header, items, _condition_item
         if isinstance(decl, A.InducerDecl):
             return f"inducer {decl.name} : {decl.kind}", decl.clauses, clause
         if isinstance(decl, A.ToolDecl):
