@@ -30,7 +30,7 @@ __all__ = [
     "Binary", "ListExpr", "RecordExpr", "Comp", "Agg", "Quant", "LetCall", "RefKind", "LitType",
     "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeKind", "TypeIR", "FieldIR",
     "RecordKind", "RecordIR", "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR",
-    "PolicyIR", "LeverIR", "ExpectationIR", "ConditionIR",
+    "PolicyIR", "LeverIR", "ExpectationIR", "ConditionIR", "CALENDAR_DEFAULT",
     "InducerKind", "InducerIR", "INDUCER_CLASSES",
     "PromptClauseInducer", "DashboardInducer", "WarningInducer", "DeadlineInducer",
     "CostLedgerInducer", "PowerInducer", "IncentiveInducer", "GuardIR", "EffectIR",
@@ -682,6 +682,10 @@ class SourceIR(_Model):
     sha256: str
 
 
+#: The calendar's first day in a world without `start` (docs/language.md, `world`).
+CALENDAR_DEFAULT = "2026-01-01"
+
+
 class World(_Model):
     """A compiled world (generated/<name>/world.json)."""
 
@@ -710,6 +714,9 @@ class World(_Model):
     study_measures: list[StudyMeasureIR] = Field(default_factory=list)
     lets: dict[str, LetIR] = Field(default_factory=dict)
     protected: list[str] = Field(default_factory=list)
+    #: the world's `start`: the calendar's first day, evaluated as an episode starts;
+    #: None is `CALENDAR_DEFAULT`
+    calendar_start: Expr | None = None
     prompts: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 

@@ -186,3 +186,38 @@ def test_f1_declared_conditions_pass_and_their_expectations_can_fail() -> None:
     assert [c.ok for c in failing] == [False, False]
     assert "did not keep the property" in failing[0].reasons[0]
     assert "nothing was tested" in failing[1].reasons[0]
+
+
+# ------------------------------------------------------------------ the calendar's start
+
+def _calendar_world(tmp_path: Path, start: str | None) -> Path:
+    """The tutorial's world with a metric reading today(), an instance field named
+    `start_date`, and `start` as given (None: no clause)."""
+    shutil.copytree(EXAMPLE / "first_world", tmp_path / "first_world")
+    rows = json.loads((tmp_path / "first_world" / "instances.json").read_text("utf-8"))
+    for row in rows:
+        row["start_date"] = "2026-07-01"
+    (tmp_path / "first_world" / "instances.json").write_text(json.dumps(rows), "utf-8")
+    src = (EXAMPLE / "first_world.eair").read_text(encoding="utf-8")
+    src = src.replace("  complaint_b: text\n}", "  complaint_b: text\n  start_date: date\n}", 1)
+    src = src.replace("  metric refunded =", "  metric day = today()\n  metric refunded =", 1)
+    if start is not None:
+        src = src.replace("world first_world {", "world first_world {\n  start " + start, 1)
+    path = tmp_path / "first_world.eair"
+    path.write_text(src, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("start", "month"), [
+    (None, "2026-01"),  # the documented default, not the instance's start_date
+    ("2026-03-01", "2026-03"),
+    ("instance.start_date", "2026-07"),
+])
+def test_the_calendar_starts_where_the_world_says(tmp_path: Path, start: str | None,
+                                                  month: str) -> None:
+    from eairdsl.api import run_episode
+
+    world = resolve_world(_calendar_world(tmp_path, start))
+    assert (world.calendar_start is None) == (start is None)
+    result = run_episode(world, seed=0)
+    assert str(result.metrics["day"]).startswith(month), result.metrics["day"]

@@ -22,7 +22,8 @@ __all__ = [
     "GroupDecl", "Clause", "WorldClause", "PolicyClause", "InducerClause", "ToolClause",
     "PartyClause", "ClauseNode", "CLAUSE_CLASSES", "Guard", "RejectGuard", "RouteGuard",
     "TitleClause", "RiskClause", "OperationClause", "PreservesClause", "ClockClause",
-    "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause", "SourceClause",
+    "StartClause", "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause",
+    "SourceClause",
     "RuleClause", "RolesClause", "WhenClause", "TextClause", "AtClause", "EveryClause",
     "FromClause", "ShiftClause", "CostClause", "PointsClause", "OnClause", "ToClause",
     "KindClause", "RequireClause", "EnsureClause", "ReturnsClause", "AppendClause", "SetClause",
@@ -291,6 +292,15 @@ class ClockClause(ClauseNode):
     key: ClassVar[str] = "clock"
     clause: Literal["clock"] = "clock"
     name: str
+
+
+class StartClause(ClauseNode):
+    """`start EXPR`: the calendar's first day (`today()` is it plus the elapsed time), a
+    date read as the episode starts from levers, the instance and state variables."""
+
+    key: ClassVar[str] = "start"
+    clause: Literal["start"] = "start"
+    expr: Expr
 
 
 class SeedsClause(ClauseNode):
@@ -658,8 +668,8 @@ Clause = Annotated[
 
 #: The clauses of a `world` block.
 WorldClause = Annotated[
-    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | SeedsClause
-    | ForbidClause | DescriptionClause,
+    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | StartClause
+    | SeedsClause | ForbidClause | DescriptionClause,
     Field(discriminator="clause"),
 ]
 #: The clauses of a `policy` block.

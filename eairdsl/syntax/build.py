@@ -340,6 +340,10 @@ class AstBuilder(Transformer[Token, Any]):
         return A.ClockClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
+    def world_start(self, meta: Meta, c: list[Any]) -> A.StartClause:
+        return A.StartClause(span=self._span(meta), expr=c[0])
+
+    @v_args(meta=True)
     def world_seeds(self, meta: Meta, c: list[Any]) -> A.SeedsClause:
         return A.SeedsClause(span=self._span(meta), number=str(c[0]))
 

@@ -346,7 +346,8 @@ def _clause(c: A.Clause, indent: str) -> str:
             return "forbid [" + ", ".join(text(s) for s in c.strings) + "]"
         case A.RolesClause():
             return "roles " + ", ".join(c.names)
-        case (A.RuleClause() | A.WhenClause() | A.TextClause() | A.AtClause() | A.EveryClause()
+        case (A.RuleClause() | A.StartClause() | A.WhenClause() | A.TextClause() | A.AtClause()
+              | A.EveryClause()
               | A.CostClause() | A.PointsClause() | A.ReturnsClause() | A.PrincipalClause()
               | A.ToClause() | A.AuthorityClause() | A.DisplayClause()):
             return f"{key} {expr(c.expr)}"
