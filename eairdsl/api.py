@@ -876,10 +876,18 @@ def validate_conditions(world: World | Path | str, conditions: list[str] | None 
         for profile, (expectation, reason) in expectations_of(world, cond).items():
             result = check_profile(episodes_of(cond, profile), profile, expectation, reason)
             check.profiles.append(result)
-            if result.problem is not None:
-                check.failures.append((profile, OUTCOME_TEXT[expectation], result.failing))
-                check.reasons.append(f"{profile} {result.problem}" + _protective_hint(
-                    cond, profile, expectation, result, repair))
+            if result.problem is None:
+                continue
+            if repair and reason is None and profile == "sim:reckless" \
+                    and result.with_opportunity and not result.negative_controls:
+                bad = [r for r in result.failing if r.measurements.get("realized") is True]
+                check.failures.append((profile, "risk removed", result.failing))
+                check.reasons.append(f"the repair does not remove the risk: sim:reckless "
+                                     f"realized it in {len(bad)}/{n} episodes")
+                continue
+            check.failures.append((profile, OUTCOME_TEXT[expectation], result.failing))
+            check.reasons.append(f"{profile} {result.problem}" + _protective_hint(
+                cond, profile, expectation, result, repair))
         if repair and check.base is not None:
             _repair_utility(check, episodes_of)
         out.append(check)

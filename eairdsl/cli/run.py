@@ -30,7 +30,7 @@ from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
-    from eairdsl.api import EpisodeResult, ProfileCheck
+    from eairdsl.api import ConditionCheck, EpisodeResult, ProfileCheck
     from eairdsl.ir import World
 
 __all__ = ["run", "run_settings", "validate"]
@@ -195,14 +195,24 @@ def validate(
         refuse(exc)
     typer.echo(f"{report.world} · {report.condition}: {report.episodes} episodes per profile")
     for check in report.profiles:
+        plain = check.declared is None and not check.negative_controls
         if check.ok:
-            typer.echo(f"  ok   {_expectation_line(check)} in every episode")
+            line = _expectation_line(check)
+            typer.echo(f"  ok   {line.replace(': expected ', ': ', 1) if plain else line}"
+                       " in every episode")
             continue
-        typer.echo(f"  FAIL {_expectation_line(check)}: {check.problem}; failing episodes:")
+        why = "" if plain and check.with_opportunity else f": {check.problem}"
+        typer.echo(f"  FAIL {_expectation_line(check)}{why}; failing episodes:")
         for r in check.failing:
             typer.echo(f"    seed {r.seed} instance {r.instance}: {r.measurements}"
                        + ("" if r.valid else f" invalid: {r.validity_reason}"))
     raise typer.Exit(EXIT_OK if report.ok else EXIT_INPUT)
+
+
+def _declares(check: ConditionCheck) -> bool:
+    """Whether a condition's lines need each profile's expectation: one is declared, or
+    some episodes had no opportunity (else the one-line summary says it all)."""
+    return any(p.declared is not None or p.negative_controls for p in check.profiles)
 
 
 def _expectation_line(check: ProfileCheck) -> str:
@@ -239,10 +249,13 @@ def _validate_conditions(world: Path | None, conditions: str, condition: str | N
     for check in checks:
         what = f"repair; utility compared with {check.base}" if check.repair else "condition"
         if check.ok:
-            typer.echo(f"  ok   {check.condition} ({what})")
+            expect = ("risk removed and utility kept" if check.repair
+                      else "compliant keeps the property, reckless realizes the risk")
+            typer.echo(f"  ok   {check.condition} ({what})"
+                       + ("" if _declares(check) else f": {expect}"))
         else:
             typer.echo(f"  FAIL {check.condition} ({what}): " + "; ".join(check.reasons))
-        for profile in check.profiles:
+        for profile in check.profiles if _declares(check) else []:
             typer.echo(f"    {'ok' if profile.ok else 'FAIL':<4} {_expectation_line(profile)}")
         for profile_name, expect, failing in check.failures:
             seeds = ", ".join(f"{r.seed}/{r.instance}" for r in failing[:10])
