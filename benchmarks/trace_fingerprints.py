@@ -12,6 +12,12 @@ traces are byte-identical.
 a refactor of the runtime compares against a frozen copy of the worlds while
 the shipped ones change (with EAIR_STDLIB naming a frozen stdlib too).
 
+`--strip-source` hashes each trace with the header's `digest` (of the world's
+source text) removed and source positions (`c1.eair:306:3`, in validity reasons
+and unassessed notes) reduced to the file name, so an edit of a world's text that
+moves lines but changes no behaviour (a comment, a self-test `expect`) compares
+equal.
+
 `--strip-witnesses` hashes each trace with the result line's `witnesses` removed
 (re-encoded exactly as the trace writer encodes it), so fingerprints taken
 before the witnesses existed compare with fingerprints taken after.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -47,6 +54,24 @@ def strip_witnesses(data: bytes) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
+#: a source position in a trace's text: `world.eair:12:3`
+_POSITION = re.compile(rb"(\.eair):\d+:\d+")
+
+
+def strip_source(data: bytes) -> bytes:
+    """The trace without the header line's `digest` (the world's source digest) and
+    with source positions reduced to their file name."""
+    lines = data.decode("utf-8").split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("{") and '"type": "header"' in line:
+            header = json.loads(line)
+            if header.get("type") == "header":
+                header.pop("digest", None)
+                lines[i] = _ENCODER.encode(header)
+            break
+    return _POSITION.sub(rb"\1", "\n".join(lines).encode("utf-8"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=8)
@@ -54,6 +79,9 @@ def main() -> None:
                         help="only these worlds (by file stem, e.g. a1); repeatable")
     parser.add_argument("--strip-witnesses", action="store_true",
                         help="hash the traces without the result line's witnesses")
+    parser.add_argument("--strip-source", action="store_true",
+                        help="hash the traces without the world's source digest and "
+                             "source positions")
     parser.add_argument("--worlds", type=Path, default=ROOT / "worlds",
                         help="the folder of .eair worlds (default the repository's worlds/)")
     args = parser.parse_args()
@@ -75,6 +103,8 @@ def main() -> None:
                         data = Path(result.trace_path or "").read_bytes()
                         if args.strip_witnesses:
                             data = strip_witnesses(data)
+                        if args.strip_source:
+                            data = strip_source(data)
                         digest = hashlib.sha256(data).hexdigest()
                         whole.update(digest.encode())
                         count += 1

@@ -30,7 +30,8 @@ __all__ = [
     "Binary", "ListExpr", "RecordExpr", "Comp", "Agg", "Quant", "LetCall", "RefKind", "LitType",
     "UnaryOp", "BinaryOp", "AggFunc", "QuantKind", "children", "TypeKind", "TypeIR", "FieldIR",
     "RecordKind", "RecordIR", "StateIR", "DocumentIR", "AuthRuleIR", "AuthorizationIR",
-    "PolicyIR", "LeverIR", "ConditionIR", "InducerKind", "InducerIR", "INDUCER_CLASSES",
+    "PolicyIR", "LeverIR", "ExpectationIR", "ConditionIR", "CALENDAR_DEFAULT",
+    "InducerKind", "InducerIR", "INDUCER_CLASSES",
     "PromptClauseInducer", "DashboardInducer", "WarningInducer", "DeadlineInducer",
     "CostLedgerInducer", "PowerInducer", "IncentiveInducer", "GuardIR", "EffectIR",
     "AppendEffect", "SetEffect", "ParamIR", "ToolKind", "ToolIR", "ToolRefIR", "EventKind",
@@ -330,12 +331,23 @@ class LeverIR(_Model):
     doc: str | None = None
 
 
+class ExpectationIR(_Model):
+    """`expect SUBJECT OUTCOME "reason"`: what `eairc validate` checks under a condition
+    instead of the default (`eairdsl.vocabulary.EXPECTATIONS`)."""
+
+    subject: Literal["compliant", "reckless", "opportunity"]
+    outcome: Literal["keeps", "avoids", "realizes", "can_realize", "absent"]
+    reason: str
+
+
 class ConditionIR(_Model):
-    """A named condition: the value of every lever."""
+    """A named condition: the value of every lever, and its declared self-test expectations
+    (none: the defaults)."""
 
     name: str
     doc: str | None = None
     levers: dict[str, Any]
+    expectations: list[ExpectationIR] = Field(default_factory=list)
 
 
 InducerKind = Literal["prompt_clause", "dashboard", "warning", "deadline", "cost_ledger",
@@ -670,6 +682,10 @@ class SourceIR(_Model):
     sha256: str
 
 
+#: The calendar's first day in a world without `start` (docs/language.md, `world`).
+CALENDAR_DEFAULT = "2026-01-01"
+
+
 class World(_Model):
     """A compiled world (generated/<name>/world.json)."""
 
@@ -698,6 +714,9 @@ class World(_Model):
     study_measures: list[StudyMeasureIR] = Field(default_factory=list)
     lets: dict[str, LetIR] = Field(default_factory=dict)
     protected: list[str] = Field(default_factory=list)
+    #: the world's `start`: the calendar's first day, evaluated as an episode starts;
+    #: None is `CALENDAR_DEFAULT`
+    calendar_start: Expr | None = None
     prompts: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 

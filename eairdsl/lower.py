@@ -30,6 +30,7 @@ from eairdsl.ir import (
     DirectChannel,
     DocumentIR,
     EventIR,
+    ExpectationIR,
     Expr,
     FieldIR,
     ForkChannel,
@@ -164,6 +165,8 @@ def _meta(world: CheckedWorld) -> WorldMeta:
                 meta.clock = c.name or "min"
             case A.SeedsClause():
                 meta.seeds = int(c.number or 1)
+            case A.StartClause():
+                pass  # lower() lowers it: World.calendar_start
             case A.ForbidClause():
                 pass  # forbidden_words reads it
             case _:
@@ -184,6 +187,8 @@ def lower(world: CheckedWorld) -> World:
     digest, sources = _digest(world)
     out = World(meta=_meta(world), digest=digest, sources=sources)
     out.enums = {name: list(e.members) for name, e in world.enums.items()}
+    start = A.last_clause(world.world.clauses, A.StartClause) if world.world else None
+    out.calendar_start = lo.expr(start.expr) if start is not None else None
     for schema in world.schemas.values():
         out.schemas[schema.name] = [_field(lo, schema.name, f) for f in schema.fields]
         if schema.closed:
@@ -220,8 +225,11 @@ def lower(world: CheckedWorld) -> World:
                                   doc=lever.doc))
     for name, values in world.condition_values.items():
         decl = world.conditions.get(name)
-        out.conditions.append(ConditionIR(name=name, doc=decl.doc if decl else None,
-                                          levers=values))
+        out.conditions.append(ConditionIR(
+            name=name, doc=decl.doc if decl else None, levers=values,
+            expectations=[ExpectationIR.model_validate(
+                {"subject": e.subject, "outcome": e.outcome, "reason": e.reason})
+                for e in (decl.expectations if decl else [])]))
     for inducer in world.inducers.values():
         out.inducers.append(_inducer(lo, inducer))
     for tool in world.tools.values():

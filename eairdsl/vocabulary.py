@@ -10,8 +10,8 @@ to import `eairdsl.agents.sim` for the trait names).
 
 from __future__ import annotations
 
-__all__ = ["CLOCK_UNITS", "INDUCER_KINDS", "MEASUREMENTS", "MODEL_BINDINGS", "RISKS", "TOOL_KINDS",
-           "TRAITS"]
+__all__ = ["CLOCK_UNITS", "EXPECTATIONS", "INDUCER_KINDS", "MEASUREMENTS", "MODEL_BINDINGS",
+           "RISKS", "TOOL_KINDS", "TRAITS"]
 
 #: Generic behavioural traits of the offline sim agents that inducers may shift.
 TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
@@ -35,3 +35,15 @@ INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledg
 TOOL_KINDS = ("read", "act", "communicate", "verify")
 MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
 CLOCK_UNITS = ("min", "h", "days")
+#: What a condition may declare it expects of `eairc validate`'s profiles
+#: (`expect SUBJECT OUTCOME "reason"`), subject -> outcomes. `keeps`: the risk is never
+#: realized and utility is reached (the compliant default); `avoids`: never realized
+#: (the reckless default under a repair); `realizes`: realized in every episode with an
+#: opportunity (the reckless default otherwise); `can_realize`: realized in at least one.
+#: `opportunity absent`: no episode has an opportunity (a calibration or negative-control
+#: condition), so neither profile may realize the risk.
+EXPECTATIONS = {
+    "compliant": ("keeps", "avoids", "realizes", "can_realize"),
+    "reckless": ("keeps", "avoids", "realizes", "can_realize"),
+    "opportunity": ("absent",),
+}

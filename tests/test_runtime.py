@@ -374,8 +374,10 @@ def test_warning_on_a_tool_call_goes_to_its_caller(tmp_path: Path) -> None:
 @pytest.mark.parametrize("days_left,shifted", [(10, True), (40, False)])
 def test_standing_inducer_reads_the_initial_state(tmp_path: Path, days_left: int,
                                                   shifted: bool) -> None:
-    """A deadline's `when` sees the initial state and today's date, as the episode starts."""
-    world = mini_world(tmp_path, append=(
+    """A deadline's `when` sees the initial state and today's date, as the episode starts
+    (the calendar starts at the state the world's `start` names)."""
+    world = mini_world(tmp_path, edits=[("world mini {", "world mini {\n  start start_date")],
+                       append=(
         f"\nstate start_date : date = 2026-03-31 - {days_left} days\n"
         "state quarter_end : date = 2026-03-31\n"
         "\ninducer quarter_close : deadline {\n  roles desk_a\n"

@@ -95,4 +95,15 @@ def test_a_protective_condition_not_named_as_a_repair_says_how_to_check_it(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("  FAIL crosschecked (condition): sim:reckless did not realize the risk in 4/4 "
             "episodes (the condition prevents it: if it is a repair, name it "
-            "`repair_crosschecked` to check it as one)") in proc.stdout
+            "`repair_crosschecked` to check it as one; if it is a control, declare "
+            "`expect reckless avoids \"why\"`)") in proc.stdout
+    # declared as a control, with its reason, it is checked as one and passes
+    world.write_text(world.read_text(encoding="utf-8").replace(
+        "  evidence_crosscheck = true\n}", "  evidence_crosscheck = true\n"
+        '  expect reckless avoids "the cross-check stops every unsupported cause"\n}'),
+        encoding="utf-8")
+    proc = run_eairc("validate", world, "--conditions", "crosschecked", "--episodes", "4",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "    ok   sim:reckless: expected risk not realized (declared: the cross-check" \
+        in proc.stdout

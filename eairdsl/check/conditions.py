@@ -15,8 +15,9 @@ from eairdsl.check.static import UNKNOWN, fold
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.syntax import ast as A
+from eairdsl.vocabulary import EXPECTATIONS
 
-__all__ = ["resolve_conditions", "constant_value", "DEFAULT_CONDITION"]
+__all__ = ["resolve_conditions", "constant_value", "check_expectations", "DEFAULT_CONDITION"]
 
 DEFAULT_CONDITION = "default"
 
@@ -132,6 +133,44 @@ def resolve_conditions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 
     for cond in world.conditions.values():
         resolve(cond, [])
+        check_expectations(cond, diagnostics)
     if not world.conditions:
         resolved[DEFAULT_CONDITION] = dict(defaults)
     world.condition_values = {name: resolved[name] for name in world.conditions} or resolved
+
+
+def check_expectations(cond: A.ConditionDecl, diagnostics: Diagnostics) -> None:
+    """A condition's `expect SUBJECT OUTCOME "reason"` clauses: known words, one per
+    subject, a reason that says why, and no profile expectation beside `opportunity
+    absent` (without an opportunity neither profile may realize the risk, so a profile
+    expectation there could only contradict it)."""
+    seen: dict[str, A.Expectation] = {}
+    for e in cond.expectations:
+        outcomes = EXPECTATIONS.get(e.subject)
+        if outcomes is None:
+            diagnostics.error("E505", f"unknown expectation subject '{e.subject}'", e.span,
+                              did_you_mean(e.subject, EXPECTATIONS)
+                              or f"one of {', '.join(EXPECTATIONS)}")
+            continue
+        if e.outcome not in outcomes:
+            diagnostics.error("E505", f"unknown outcome '{e.outcome}' for `expect "
+                              f"{e.subject}`", e.span,
+                              did_you_mean(e.outcome, outcomes) or
+                              f"one of {', '.join(outcomes)}")
+            continue
+        if e.subject in seen:
+            diagnostics.error("E302", f"condition '{cond.name}' declares what it expects of "
+                              f"'{e.subject}' twice", e.span, "keep one `expect` per subject")
+            continue
+        if not e.reason.strip():
+            diagnostics.error("E507", f"the expectation `expect {e.subject} {e.outcome}` "
+                              "gives no reason", e.span,
+                              "say why, citing the source the condition models")
+        seen[e.subject] = e
+    absent = seen.get("opportunity")
+    for subject, e in seen.items():
+        if absent is not None and subject != "opportunity":
+            diagnostics.error("E506", f"`expect {subject} {e.outcome}` beside `expect "
+                              "opportunity absent`", e.span,
+                              "without an opportunity neither profile may realize the risk: "
+                              "remove one of the two")

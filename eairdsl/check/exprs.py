@@ -621,6 +621,9 @@ def check_expressions(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for state in world.states.values():
         c.expect(state.value, world.state_types.get(state.name, T.ANY),
                  Scope("state", instance=False), f"the value of state '{state.name}'")
+    start = A.last_clause(world.world.clauses, A.StartClause) if world.world else None
+    if start is not None:
+        c.expect(start.expr, T.DATE, Scope("world start"), "the calendar's `start`")
     for record in world.records.values():
         for f in world.fields(record.name):
             if f.default is not None:

@@ -30,7 +30,7 @@ from eairdsl.errors import UsageError
 
 if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
-    from eairdsl.api import EpisodeResult
+    from eairdsl.api import ConditionCheck, EpisodeResult, ProfileCheck
     from eairdsl.ir import World
 
 __all__ = ["run", "run_settings", "validate"]
@@ -194,17 +194,40 @@ def validate(
     except UsageError as exc:
         refuse(exc)
     typer.echo(f"{report.world} · {report.condition}: {report.episodes} episodes per profile")
-    for label, failures, expect in (
-            ("sim:compliant", report.compliant_failures, "property kept and utility kept"),
-            ("sim:reckless", report.reckless_failures, "risk realized")):
-        if failures:
-            typer.echo(f"  FAIL {label}: expected {expect}; failing episodes:")
-            for r in failures:
-                typer.echo(f"    seed {r.seed} instance {r.instance}: {r.measurements}"
-                           + ("" if r.valid else f" invalid: {r.validity_reason}"))
-        else:
-            typer.echo(f"  ok   {label}: {expect} in every episode")
+    for check in report.profiles:
+        plain = check.declared is None and not check.negative_controls
+        if check.ok:
+            line = _expectation_line(check)
+            typer.echo(f"  ok   {line.replace(': expected ', ': ', 1) if plain else line}"
+                       " in every episode")
+            continue
+        why = "" if plain and check.with_opportunity else f": {check.problem}"
+        typer.echo(f"  FAIL {_expectation_line(check)}{why}; failing episodes:")
+        for r in check.failing:
+            typer.echo(f"    seed {r.seed} instance {r.instance}: {r.measurements}"
+                       + ("" if r.valid else f" invalid: {r.validity_reason}"))
     raise typer.Exit(EXIT_OK if report.ok else EXIT_INPUT)
+
+
+def _declares(check: ConditionCheck) -> bool:
+    """Whether a condition's lines need each profile's expectation: one is declared, or
+    some episodes had no opportunity (else the one-line summary says it all)."""
+    return any(p.declared is not None or p.negative_controls for p in check.profiles)
+
+
+def _expectation_line(check: ProfileCheck) -> str:
+    """`sim:compliant: expected property kept …` with the declared reason and the count of
+    negative controls (episodes without an opportunity) when there are any."""
+    from eairdsl.api import OUTCOME_TEXT
+
+    text = f"{check.profile}: expected {OUTCOME_TEXT[check.expectation]}"
+    if check.declared is not None:
+        reason = check.declared if len(check.declared) <= 90 else check.declared[:89] + "…"
+        text += f" (declared: {reason})"
+    if check.negative_controls:
+        text += (f" [{check.negative_controls} episode(s) without an opportunity, "
+                 "counted apart]")
+    return text
 
 
 def _validate_conditions(world: Path | None, conditions: str, condition: str | None,
@@ -228,13 +251,16 @@ def _validate_conditions(world: Path | None, conditions: str, condition: str | N
         if check.ok:
             expect = ("risk removed and utility kept" if check.repair
                       else "compliant keeps the property, reckless realizes the risk")
-            typer.echo(f"  ok   {check.condition} ({what}): {expect}")
-            continue
-        typer.echo(f"  FAIL {check.condition} ({what}): " + "; ".join(check.reasons))
-        for profile, expect, failing in check.failures:
+            typer.echo(f"  ok   {check.condition} ({what})"
+                       + ("" if _declares(check) else f": {expect}"))
+        else:
+            typer.echo(f"  FAIL {check.condition} ({what}): " + "; ".join(check.reasons))
+        for profile in check.profiles if _declares(check) else []:
+            typer.echo(f"    {'ok' if profile.ok else 'FAIL':<4} {_expectation_line(profile)}")
+        for profile_name, expect, failing in check.failures:
             seeds = ", ".join(f"{r.seed}/{r.instance}" for r in failing[:10])
             more = f" (+{len(failing) - 10} more)" if len(failing) > 10 else ""
-            typer.echo(f"    {profile}, expected {expect}: seed/instance {seeds}{more}")
+            typer.echo(f"    {profile_name}, expected {expect}: seed/instance {seeds}{more}")
     failed = [c.condition for c in checks if not c.ok]
     if failed:
         typer.echo(f"FAILED: {', '.join(failed)}")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from eairdsl.ir import CALENDAR_DEFAULT
 from eairdsl.runtime.evaluate import Authorizer, Scope
 from eairdsl.runtime.trace import Trace
 from eairdsl.runtime.values import Ledger, Row
@@ -32,8 +33,8 @@ class EpisodeState:
     """Levers, records, documents, state variables, calendar and principals of one episode.
 
     Built as the episode starts: state variables are evaluated in order, the
-    calendar starts at the instance's `start_date` (else the state variable
-    `start_date`), then each participant's `principal` is read.
+    calendar starts at the world's `start` (`CALENDAR_DEFAULT` without one), then
+    each participant's `principal` is read.
     """
 
     def __init__(self, compiled: CompiledWorld, condition: str, instance: dict[str, Any],
@@ -68,16 +69,17 @@ class EpisodeState:
         self.watched = compiled.inducers.watched
         self.watched_version = 0
         self._scope_base: dict[str, Any] | None = None
-        # The calendar starts at the instance's `start_date`, else the state `start_date`.
-        self.start_date = "2026-01-01"
+        # The calendar starts at the world's declared `start`, else the documented default.
+        self.start_date = CALENDAR_DEFAULT
         principals: dict[str, str] = {}
         self.authorizer = Authorizer(w, principals, compiled.authorization)
         base = self.scope()
         for state in w.states:
             self.states[state.name] = compiled.eval(state.value, base)
-        start = instance.get("start_date") or self.states.get("start_date")
-        if isinstance(start, str) and len(start) == 10:
-            self.start_date = start
+        if w.calendar_start is not None:
+            start = compiled.eval(w.calendar_start, self.scope())
+            if isinstance(start, str) and len(start) == 10:
+                self.start_date = start
         for party in w.parties:
             value = compiled.eval(party.principal, self.scope())
             if isinstance(value, str):

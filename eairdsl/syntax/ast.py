@@ -22,14 +22,16 @@ __all__ = [
     "GroupDecl", "Clause", "WorldClause", "PolicyClause", "InducerClause", "ToolClause",
     "PartyClause", "ClauseNode", "CLAUSE_CLASSES", "Guard", "RejectGuard", "RouteGuard",
     "TitleClause", "RiskClause", "OperationClause", "PreservesClause", "ClockClause",
-    "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause", "SourceClause",
+    "StartClause", "SeedsClause", "ForbidClause", "DescriptionClause", "PolicyTextClause",
+    "SourceClause",
     "RuleClause", "RolesClause", "WhenClause", "TextClause", "AtClause", "EveryClause",
     "FromClause", "ShiftClause", "CostClause", "PointsClause", "OnClause", "ToClause",
     "KindClause", "RequireClause", "EnsureClause", "ReturnsClause", "AppendClause", "SetClause",
     "DelegatesClause", "PropagatesClause", "SendsClause", "AclClause", "ModelClause",
     "CardClause", "KpiClause", "MemoryClause", "AuthorityClause", "DisplayClause",
     "PrincipalClause", "ObjectiveClause", "ToolsClause", "TraitClause", "SayClause",
-    "ContactClause", "ToolRef", "Param", "Assignment", "FieldSel", "AuthRule", "MeasureItem",
+    "ContactClause", "ToolRef", "Param", "Assignment", "Expectation",
+    "FieldSel", "AuthRule", "MeasureItem",
     "LetParam", "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl",
     "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
     "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
@@ -290,6 +292,15 @@ class ClockClause(ClauseNode):
     key: ClassVar[str] = "clock"
     clause: Literal["clock"] = "clock"
     name: str
+
+
+class StartClause(ClauseNode):
+    """`start EXPR`: the calendar's first day (`today()` is it plus the elapsed time), a
+    date read as the episode starts from levers, the instance and state variables."""
+
+    key: ClassVar[str] = "start"
+    clause: Literal["start"] = "start"
+    expr: Expr
 
 
 class SeedsClause(ClauseNode):
@@ -657,8 +668,8 @@ Clause = Annotated[
 
 #: The clauses of a `world` block.
 WorldClause = Annotated[
-    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | SeedsClause
-    | ForbidClause | DescriptionClause,
+    TitleClause | RiskClause | OperationClause | PreservesClause | ClockClause | StartClause
+    | SeedsClause | ForbidClause | DescriptionClause,
     Field(discriminator="clause"),
 ]
 #: The clauses of a `policy` block.
@@ -836,14 +847,25 @@ class LeverDecl(Node):
     doc: str | None = None
 
 
+class Expectation(Node):
+    """`expect SUBJECT OUTCOME "reason"` in a condition: what `eairc validate` checks of a
+    sim profile (or of the opportunity) there instead of the default, and why."""
+
+    subject: str
+    outcome: str
+    reason: str
+
+
 class ConditionDecl(Node):
-    """A named assignment of levers, optionally extending another condition."""
+    """A named assignment of levers, optionally extending another condition, with the
+    self-test expectations it declares (not inherited through `extends`)."""
 
     decl: Literal["condition"] = "condition"
     name: str
     doc: str | None = None
     extends: str | None = None
     assignments: list[Assignment]
+    expectations: list[Expectation] = []
 
 
 class InducerDecl(Node):

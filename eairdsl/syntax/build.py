@@ -340,6 +340,10 @@ class AstBuilder(Transformer[Token, Any]):
         return A.ClockClause(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
+    def world_start(self, meta: Meta, c: list[Any]) -> A.StartClause:
+        return A.StartClause(span=self._span(meta), expr=c[0])
+
+    @v_args(meta=True)
     def world_seeds(self, meta: Meta, c: list[Any]) -> A.SeedsClause:
         return A.SeedsClause(span=self._span(meta), number=str(c[0]))
 
@@ -420,10 +424,16 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def condition_decl(self, meta: Meta, c: list[Any]) -> A.ConditionDecl:
-        name, doc, extends, *assignments = c
+        name, doc, extends, *items = c
         return A.ConditionDecl(span=self._span(meta), name=str(name), doc=doc,
                                extends=str(extends) if extends is not None else None,
-                               assignments=assignments)
+                               assignments=[i for i in items if isinstance(i, A.Assignment)],
+                               expectations=[i for i in items if isinstance(i, A.Expectation)])
+
+    @v_args(meta=True)
+    def expectation(self, meta: Meta, c: list[Any]) -> A.Expectation:
+        return A.Expectation(span=self._span(meta), subject=str(c[0]), outcome=str(c[1]),
+                             reason=c[2])
 
     @v_args(meta=True)
     def assignment(self, meta: Meta, c: list[Any]) -> A.Assignment:

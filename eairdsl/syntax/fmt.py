@@ -346,7 +346,8 @@ def _clause(c: A.Clause, indent: str) -> str:
             return "forbid [" + ", ".join(text(s) for s in c.strings) + "]"
         case A.RolesClause():
             return "roles " + ", ".join(c.names)
-        case (A.RuleClause() | A.WhenClause() | A.TextClause() | A.AtClause() | A.EveryClause()
+        case (A.RuleClause() | A.StartClause() | A.WhenClause() | A.TextClause() | A.AtClause()
+              | A.EveryClause()
               | A.CostClause() | A.PointsClause() | A.ReturnsClause() | A.PrincipalClause()
               | A.ToClause() | A.AuthorityClause() | A.DisplayClause()):
             return f"{key} {expr(c.expr)}"
@@ -414,6 +415,13 @@ def _auth_rule(rule: A.AuthRule, indent: str) -> str:
 
 def _assignment(a: A.Assignment, indent: str) -> str:
     return f"{a.name} = {format_expr(a.value, indent)}"
+
+
+def _condition_item(item: A.Assignment | A.Expectation, indent: str) -> str:
+    """A lever assignment or an `expect` clause, in source order."""
+    if isinstance(item, A.Expectation):
+        return f"expect {item.subject} {item.outcome} {format_string(item.reason, indent)}"
+    return _assignment(item, indent)
 
 
 def _measure_item(m: A.MeasureItem, indent: str) -> str:
@@ -666,7 +674,9 @@ class _ModulePrinter:
                 header += f" {format_string(decl.doc)}"
             if decl.extends is not None:
                 header += f" extends {decl.extends}"
-            return header, decl.assignments, _assignment
+            items = sorted([*decl.assignments, *decl.expectations],
+                           key=lambda i: (i.span.line, i.span.col))
+            return header, items, _condition_item
         if isinstance(decl, A.InducerDecl):
             return f"inducer {decl.name} : {decl.kind}", decl.clauses, clause
         if isinstance(decl, A.ToolDecl):
