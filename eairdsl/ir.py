@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class _Model(BaseModel):
