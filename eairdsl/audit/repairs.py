@@ -43,7 +43,7 @@ class Entry:
 _KEEP = ["the task instances and the evaluation of the episode",
          "the participants' models and the legitimate task"]
 
-#: (boundary kind or "*", policy shape) -> entry
+#: (boundary kind or "*", mechanism) -> entry
 CATALOGUE: dict[tuple[str, str], Entry] = {
     # several roles' writes break a rule over an aggregate of them together (a total, a
     # count, a grouped comprehension): each write may hold on its own, the aggregate does not
