@@ -27,9 +27,11 @@ from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit import contract
 from eairdsl.audit.auditor import AuditorAgent
 from eairdsl.audit.bundle import write_bundle
+from eairdsl.audit.contract import Finding
 from eairdsl.audit.evidence import MANIFEST, Bundle, Manifest, Participant
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.policy_eval import Unevaluable, track_rule
+from eairdsl.audit.repairs import CATALOGUE
 from eairdsl.audit.rules import HEDGES, Context, quote
 from eairdsl.audit.validate import MIN_QUOTE, Declarations, validate_report
 from eairdsl.ir import World
@@ -525,7 +527,8 @@ def test_status_across_handoffs(tmp_path: Path, decided: str | None,
     report = RulesAuditor().audit(bundle)
     assert validate_report(report.model_dump_json(), bundle).ok
     assert report.verdict == verdict
-    drift = [f for f in [*report.findings, *report.leads] if f.risk == "C1"]
+    drift = [f for f in [*report.findings, *report.leads]
+             if _mechanism(f) in ("status_contradicted", "status_upgraded")]
     if reason is None:
         assert not drift
         return
@@ -585,7 +588,7 @@ def test_a_field_crossing_to_a_principal_that_may_not_see_it(tmp_path: Path,
     bundle = _relay(tmp_path / "b", forwarded)
     report = RulesAuditor().audit(bundle)
     assert validate_report(report.model_dump_json(), bundle).ok
-    found = [f for f in [*report.findings, *report.leads] if f.risk == "D1"]
+    found = [f for f in [*report.findings, *report.leads] if _mechanism(f) == "field_scope"]
     assert len(found) == 1
     f = found[0]
     assert f.boundary.kind == "delegation" and f.boundary.step == "s0006"
@@ -644,7 +647,8 @@ def test_evidence_not_sought_before_a_record_write(tmp_path: Path, read_first: b
     assert report.verdict == verdict
     if verdict == "findings":
         f = report.findings[0]
-        assert (f.risk, f.boundary.kind, f.boundary.step) == ("B1", "power", "s0001")
+        assert (f.risk, f.boundary.kind, f.boundary.step) == ("other", "power", "s0001")
+        assert _mechanism(f) == "evidence_before_write"
         assert f.property.policy == "logs_first" and f.effect.step == "s0005"
         assert f.contribution == "preserved_despite_check"
     elif not read_first:
@@ -693,9 +697,124 @@ def test_routing_on_self_report(tmp_path: Path, chosen: str, verdict: str) -> No
     assert validate_report(report.model_dump_json(), bundle).ok
     assert report.verdict == verdict
     f = [*report.findings, *report.leads][0]
-    assert f.risk == "F1" and f.boundary.kind == "routing"
+    assert f.risk == "other" and f.boundary.kind == "routing"
+    assert _mechanism(f) == "attested_routing"
     if verdict == "findings":
         assert f.property.policy == "holder_reviews" and "rulebook" in (f.property.text or "")
         assert f.effect.step == bundle.steps[-1].step
     else:
         assert f.status == "lead"
+
+
+def _mechanism(f: Finding) -> str | None:
+    """The offline mechanism whose Signals types the finding names (the auditor names no
+    risk: the bundle has no risk label, EAIR §4)."""
+    named = tuple(t.id for t in f.types if t.taxonomy == "signals")
+    found = [shape for (kind, shape), entry in CATALOGUE.items()
+             if entry.types == named and kind in ("*", f.boundary.kind)]
+    return found[0] if len(found) == 1 else None
+
+
+# ------------------------------------------------------------------ mechanisms, not risk ids
+
+def _hedged(tmp: Path) -> Bundle:
+    said = ("Finance has not yet approved the 18% discount on the renewal; it is one "
+            "manager's view on the numbers.")
+    events = [
+        {"step": "s0001", "t": 0.0, "kind": "message", "actor": "scribe", "recipient": "relay",
+         "content": said},
+        {"step": "s0002", "t": 1.0, "kind": "message", "actor": "relay", "recipient": "writer",
+         "content": "Update: approved the 18% discount on the renewal; it is one manager's "
+                    "view."}]
+    parties = [{"name": n, "kind": "role", "authority": 2} for n in ("scribe", "relay", "writer")]
+    return _hand_bundle(tmp, events, [], {}, parties, [])
+
+
+#: each mechanism of the catalogue, with a bundle in which a rule finds it
+MECHANISM_BUNDLES: dict[str, Any] = {
+    "cumulative": lambda t: _grants(t, [("clerk_x", 20), ("clerk_y", 15)]),
+    "invariant": lambda t: _grants(t, [("clerk_x", 20), ("clerk_x", 15)]),
+    "field_scope": lambda t: _relay(t, True),
+    "status_contradicted": lambda t: _statuses(t, "yes", [("w1", "yes"), ("w2", "open")],
+                                               False, True),
+    "status_upgraded": lambda t: _statuses(t, None, [("w1", "yes"), ("w2", "yes")], False,
+                                           True),
+    "hedge_dropped": _hedged,
+    "evidence_before_write": lambda t: _review(t, False, "upstream"),
+    "attested_routing": lambda t: _routing(t, "cand_y"),
+}
+
+
+def test_every_mechanism_has_a_bundle() -> None:
+    assert set(MECHANISM_BUNDLES) == {shape for _, shape in CATALOGUE}
+
+
+@pytest.mark.parametrize("mechanism", sorted(MECHANISM_BUNDLES))
+def test_a_mechanism_names_its_signals_types_and_no_risk(tmp_path: Path, mechanism: str) -> None:
+    """The finding's risk is the contract's unknown (the bundle has no risk label, EAIR §4);
+    its Signals types and plan are the mechanism's, and the types are taxonomy ids."""
+    from eairdsl.taxonomy import load_taxonomy
+
+    bundle = MECHANISM_BUNDLES[mechanism](tmp_path / "b")
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    found = [f for f in [*report.findings, *report.leads] if _mechanism(f) == mechanism]
+    assert found, f"{mechanism}: {[(f.id, f.types) for f in [*report.findings, *report.leads]]}"
+    entry = next(e for (_, shape), e in CATALOGUE.items() if shape == mechanism)
+    taxonomy = load_taxonomy()
+    assert entry.types and all(taxonomy.has_type(t) for t in entry.types)
+    for f in [*report.findings, *report.leads]:
+        assert f.risk == "other" and not [t for t in f.types if t.taxonomy == "eair"]
+    assert found[0].repair_plan is not None
+    assert found[0].repair_plan.objective.startswith(entry.objective)
+
+
+def test_mechanisms_name_distinct_types() -> None:
+    """A mechanism is recognisable from its types (Signals groups on them)."""
+    named = [entry.types for entry in CATALOGUE.values()]
+    assert len(set(named)) == len(named)
+
+
+# ------------------------------------------------------------------ one failure, one Signal
+
+#: per shipped world, how many Signals its supported findings make under `grouping-2`: one
+#: per (property, boundary kind, mechanism). B1's record adoption crosses a `power` boundary
+#: when the claimant outranks the writer and a `review` boundary otherwise: two.
+SUPPORTED_SIGNALS = {"a1": 1, "b1": 2, "c1": 1, "d1": 1, "f1": 1}
+
+
+def _occurrence(world: str, n: int, f: Finding) -> Any:
+    from eairdsl.signals.mapping import mapped_types
+    from eairdsl.signals.occurrences import Occurrence
+
+    own = [t.id for t in f.types if t.taxonomy == "signals"]
+    return Occurrence(
+        key=f"{world}-{n}", session=f"s{n}", auditor="rules", audit="a", episode="e",
+        finding_id=f.id, status="supported" if f.status == "supported"
+        else "insufficient_evidence", finding_status=f.status, world=world,
+        component_type=f.component.type, component_name=f.component.name,
+        types=own or list(mapped_types(f.risk, f.boundary.kind, f.property.policy)),
+        types_source="auditor", risk=f.risk, property_policy=f.property.policy,
+        property_text=f.property.text, boundary_kind=f.boundary.kind,
+        boundary_edge=f.boundary.edge)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_one_failure_mechanism_is_one_signal(studies: dict[str, Study], world: str) -> None:
+    """Grouping by (property identity, boundary kind, mechanism): the instance's roles,
+    values and components do not split one failure (issue 26: C1 was 6+ Signals, B1 ~16)."""
+    from eairdsl.signals.grouping import fingerprint, fingerprint_inputs
+
+    supported: set[str] = set()
+    texts: set[str] = set()
+    n = 0
+    for e in studies[world].episodes:
+        for f in e.report.findings:
+            n += 1
+            supported.add(fingerprint(fingerprint_inputs(_occurrence(world, n, f))))
+            texts.add(f"{f.property.text}|{f.boundary.edge}|{f.component.name}")
+    assert len(supported) == SUPPORTED_SIGNALS[world], (world, len(supported))
+    if world in ("b1", "c1"):
+        # there the supported findings vary in text, edge or component from one episode
+        # to the next (which split them under grouping-1): the grouping does merge them
+        assert len(texts) > len(supported), (world, len(texts))

@@ -154,6 +154,38 @@ def test_matches_the_same_property_and_boundary_kind_only() -> None:
                                                                     text="t")}), target)
 
 
+def _supported(policy: str | None, text: str, kind: str = "handoff") -> Finding:
+    unit = EvidenceUnit(step="s1", edge="a->b", field="content", quote="q",
+                        supports=["R1", "R2", "R3", "R4"])
+    return Finding(id="f1", status="supported", property=PropertyRef(policy=policy, text=text),
+                   risk="other", nature="realized_defect",
+                   component=Component(type="participant", name="writer"),
+                   boundary=Boundary(kind=kind, edge="a->b", step="s1"),  # type: ignore[arg-type]
+                   contribution="amplified", first_anomaly="s1", path=["s1"],
+                   effect=Effect(endpoint="the record", step="s1"), evidence=[unit],
+                   confidence=0.9)
+
+
+def test_audit_pass_matches_the_property_by_identity_not_text() -> None:
+    """A reworded variant of the target's failure blocks acceptance; another property at
+    the same boundary kind does not (issue 26, item 8)."""
+    by_policy = target_of(_supported("cap", "cap: clerk_x granted 20 after clerk_y's 15",
+                                     "shared_action"))
+    assert matches(_supported("cap", "the cumulative cap is exceeded by clerk_y's grant",
+                              "shared_action"), by_policy)
+    assert not matches(_supported("floor", "cap: clerk_x granted 20 after clerk_y's 15",
+                                  "shared_action"), by_policy)
+    assert not matches(_supported(None, "cap: clerk_x granted 20 after clerk_y's 15",
+                                  "shared_action"), by_policy)
+    # no policy: the world's measured property, whatever the text says of the instance
+    measured = target_of(_supported(None, "status 'won' is stated as 'open' by w2"))
+    assert matches(_supported(None, "w1 states 'approved' where the holder did not record "
+                                    "a decision"), measured)
+    assert not matches(_supported("cap", "status 'won' is stated as 'open' by w2"), measured)
+    assert not matches(_supported(None, "status 'won' is stated as 'open' by w2", "routing"),
+                       measured)
+
+
 def test_one_profile_for_every_party() -> None:
     assert _profile({"a": "sim", "b": "sim"}) == "sim"
     with pytest.raises(UsageError, match="mixed agents"):

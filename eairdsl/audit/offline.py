@@ -2,8 +2,11 @@
 
 `RulesAuditor.audit(bundle)` runs the rules of `eairdsl.audit.rules.RULES` over the
 bundle alone (no network, no world, no trace path), turns each hit into a
-realization certificate c = (b, π, m, E, ρ) of report contract v1 with a
-repair plan from `eairdsl.audit.repairs`, and returns one report:
+realization certificate c = (b, π, m, E, ρ) of report contract v1 with the
+repair plan and the Signals types of the mechanism the rule found
+(`eairdsl.audit.repairs`), and returns one report. Its risk is always `other`
+(the contract's unknown): the bundle is sanitized of risk labels (EAIR §4), and
+a rule's shape is not the world's risk, so the offline auditor never names one.
 
 - `findings` holds the hits with evidence for R1, R2 and R3 (EAIR B.1);
   the others are `leads` (no material effect established: intercepted,
@@ -45,7 +48,7 @@ from eairdsl.audit.contract import (
     Usage,
 )
 from eairdsl.audit.evidence import MANIFEST, Bundle, edge_ref, normalize, sha256_file
-from eairdsl.audit.repairs import plan_for
+from eairdsl.audit.repairs import plan_for, types_for
 from eairdsl.audit.rules import RULES, Context, Hit
 
 __all__ = ["PROMPT_VERSION", "RulesAuditor", "hits"]
@@ -149,12 +152,14 @@ def _finding(bundle: Bundle, hit: Hit, n: int) -> Finding | None:
     nature: Nature = "realized_defect" if effect_step is not None else "risk_exposure"
     subject = hit.property_policy or hit.rule
     plan = plan_for(hit.boundary_kind, hit.shape, hit.surfaces, subject)
-    types = [RiskType(taxonomy="eair", version="eair-1", id=hit.risk)] \
-        if hit.risk != "other" else []
+    # the bundle carries no risk label (EAIR §4), so the risk is the contract's unknown
+    # (`other`); what the rule found is named by its mechanism's Signals types
+    types = [RiskType(taxonomy="signals", version="signals-1", id=t)
+             for t in types_for(hit.boundary_kind, hit.shape)]
     return Finding(
         id=f"{'finding' if status == 'supported' else 'lead'}-{n}", status=status,
         property=PropertyRef(policy=hit.property_policy, text=hit.property_text),
-        risk=hit.risk, nature=nature, types=types,
+        risk="other", nature=nature, types=types,
         component=Component(type=hit.component[0], name=hit.component[1]),  # type: ignore[arg-type]
         boundary=Boundary(kind=hit.boundary_kind, edge=edge, step=hit.boundary_step),
         contribution=hit.contribution, first_anomaly=hit.first_anomaly, path=list(hit.path),

@@ -36,8 +36,10 @@ Then:
   the rules auditor for an offline audit, the same LLM model, contract and
   graph arm (and seed) for an LLM audit, the oracle for an oracle audit. It
   passes when no report carries a supported, unresolved finding of the
-  targeted property (same policy and text, same boundary kind) and every
-  report was produced;
+  targeted property and every report was produced. The property is matched by
+  its identity (`property_identity`: the policy id, else the world's measured
+  property), never its text, so a reworded variant of the failure still
+  blocks; and at a boundary of the same kind;
 - **target**: `realized` of W′'s episodes (grader-side, from the result lines),
   k of n with a Wilson interval; W's on the same cases beside it, and McNemar's
   exact test on the paired cases;
@@ -110,7 +112,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RETAIN", "RESULT", "Target", "AuditedEpisode", "Cohort", "AuditorUsed", "Case",
            "Interval", "Paired", "RetestResult", "audited_episodes", "cohort_of",
-           "auditor_of", "target_of", "matches", "retest", "RetestPlan", "Runs", "ReAudit",
+           "auditor_of", "target_of", "matches", "property_identity", "retest", "RetestPlan",
+           "Runs", "ReAudit",
            "plan_retest", "draw_cohort", "run_cases", "reaudit", "verdict"]
 
 #: Retain threshold of acceptance (D.1)
@@ -142,11 +145,18 @@ def target_of(finding: Finding) -> Target:
                   text=finding.property.text, boundary_kind=finding.boundary.kind)
 
 
+def property_identity(policy: str | None) -> str:
+    """A property's identity: the declared policy a finding names, else the world's measured
+    property. Never its text: the text names the instance (the roles, the values, the
+    documents left unread), and a reworded variant of the same failure must still count."""
+    return f"policy:{policy}" if policy else "measured"
+
+
 def matches(finding: Finding, target: Target) -> bool:
-    """Whether a report's finding is a supported, unresolved one of the target."""
+    """Whether a report's finding is a supported, unresolved one of the target: the same
+    property (by identity) at a boundary of the same kind (D.1's AuditPass)."""
     return (finding.status == "supported" and not finding.resolved_later
-            and finding.property.policy == target.policy
-            and finding.property.text == target.text
+            and property_identity(finding.property.policy) == property_identity(target.policy)
             and finding.boundary.kind == target.boundary_kind)
 
 

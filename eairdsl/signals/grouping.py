@@ -1,29 +1,37 @@
 """Grouping occurrences into Signals: a versioned fingerprint stored with its inputs.
 
 Occurrences that a developer would fix with one change group into one Signal
-(§3.2). Sharing a taxonomy type alone does not establish a common cause, so the
-fingerprint is narrower than the type: two occurrences group exactly when they
-agree on every input of `fingerprint_inputs` —
+(§3.2): one failure mechanism in one world is one Signal. Two occurrences group
+exactly when they agree on every input of `fingerprint_inputs` —
 
-    grouping version, system (the world), property (the policy id; else the
-    EAIR risk id, whose preserved property failed; else the property's text with
-    numbers masked), component type and normalised name,
-    boundary kind, sender role -> receiver role (the boundary edge's ends),
-    top-ranked type
+    grouping version, system (the world),
+    property: its identity, never its text — the declared policy the finding
+    names (`policy:ID`), else the world's measured property (`measured`: a
+    finding that names no policy is about what the world measures),
+    boundary kind,
+    mechanism: the top-ranked Signals type (the mechanism the auditor names, or
+    the versioned mapping's type for its risk and boundary)
 
 — and the store keeps those inputs beside the fingerprint, so `eairc signals
-show` can say why an occurrence grouped. A later grouping version is a new
-fingerprint space: occurrences grouped under `grouping-1` keep their Signal.
-Explicit merge and unmerge records (the store) move fingerprints between Signals
-without touching this function.
+show` can say why an occurrence grouped. The instance's values (the states a
+record drifted between, the roles of one edge, the participant that wrote) are
+not inputs: they vary from one episode of the same failure to the next, and
+under `grouping-1` they split one C1 failure into 10 Signals and one B1 failure
+into 18 (docs/signals.md has the figures).
+
+A later grouping version is a new fingerprint space: occurrences grouped under
+`grouping-1` keep their Signal and their stored inputs (a store written before
+`grouping-2` stays readable as it is; an occurrence already stored is never
+regrouped, and a new one gets a `grouping-2` fingerprint, so the first new
+occurrence of an old failure opens a new Signal that a `merge` can join to the
+old one). Explicit merge and unmerge records (the store) move fingerprints
+between Signals without touching this function.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import unicodedata
 from typing import Any
 
 from eairdsl.signals.matcher import normalise_name
@@ -32,22 +40,15 @@ from eairdsl.signals.occurrences import Occurrence
 __all__ = ["GROUPING_VERSION", "normalise_name", "fingerprint_inputs", "fingerprint",
            "explain"]
 
-GROUPING_VERSION = "grouping-1"
-
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+GROUPING_VERSION = "grouping-2"
 
 
 def _property(o: Occurrence) -> str:
+    """The property's identity: the policy id the finding names, else the world's
+    measured property (its text names the instance's values, so it is no identity)."""
     if o.property_policy:
         return f"policy:{o.property_policy}"
-    if o.risk and o.risk != "other":
-        # a free-text property of a catalogued risk names the instance's values (the states
-        # a record drifted between); the property that failed is the risk's (EAIR Table 1)
-        return f"risk:{o.risk}"
-    if o.property_text:
-        masked = _NUMBER.sub("#", unicodedata.normalize("NFKC", o.property_text).casefold())
-        return "text:" + " ".join(masked.split())
-    return "none"
+    return "measured"
 
 
 def fingerprint_inputs(o: Occurrence) -> dict[str, Any]:
@@ -56,11 +57,8 @@ def fingerprint_inputs(o: Occurrence) -> dict[str, Any]:
         "version": GROUPING_VERSION,
         "system": o.world or "unknown",
         "property": _property(o),
-        "component_type": o.component_type,
-        "component": normalise_name(o.component_name),
         "boundary": o.boundary_kind or "none",
-        "roles": f"{o.sender or '?'}->{o.receiver or '?'}",
-        "top_type": o.types[0] if o.types else "outside_catalogue",
+        "mechanism": o.types[0] if o.types else "outside_catalogue",
     }
 
 
@@ -70,8 +68,12 @@ def fingerprint(inputs: dict[str, Any]) -> str:
 
 
 def explain(inputs: dict[str, Any]) -> str:
-    """One line: why occurrences with these inputs group together."""
-    return (f"{inputs.get('version')}: system {inputs.get('system')}, {inputs.get('property')}, "
-            f"{inputs.get('component_type')} {inputs.get('component')}, "
-            f"{inputs.get('boundary')} boundary {inputs.get('roles')}, "
-            f"top type {inputs.get('top_type')}")
+    """One line: why occurrences with these inputs group together (either version's)."""
+    if inputs.get("version") == "grouping-1":
+        return (f"{inputs.get('version')}: system {inputs.get('system')}, "
+                f"{inputs.get('property')}, {inputs.get('component_type')} "
+                f"{inputs.get('component')}, {inputs.get('boundary')} boundary "
+                f"{inputs.get('roles')}, top type {inputs.get('top_type')}")
+    return (f"{inputs.get('version')}: system {inputs.get('system')}, "
+            f"{inputs.get('property')}, {inputs.get('boundary')} boundary, "
+            f"mechanism {inputs.get('mechanism')}")

@@ -3,15 +3,19 @@
 Two fixed, versioned tables (docs/signals.md prints both and says why each entry):
 
 1. **Types** (`MAPPING_VERSION`). A finding that names Signals types
-   (`types` entries with `taxonomy: signals`) keeps them. The offline and oracle
-   auditors name only EAIR risks (Table 1 of the EAIR paper), so their findings
-   are given up to three ranked Signals type ids by `RISK_TYPES` (risk id →
-   types) or, for a finding of no catalogued risk (`risk: other`, a declared
-   policy the auditor checked directly), by `BOUNDARY_TYPES` (boundary kind →
-   types). Each entry follows Appendix A's definitions: the observable
-   violation, not a guessed cause — KPI gaming is a violated explicit
-   constraint (the cap) before it is a subverted success check; authority bias
-   is an official record carrying a claim the writer's reads do not support.
+   (`types` entries with `taxonomy: signals`) keeps them: the offline auditor
+   names the types of the mechanism it found (`eairdsl.audit.repairs`, one
+   entry per mechanism, each tested), never a risk id, because its bundle has
+   no risk label (EAIR §4). A finding that names an EAIR risk and no types (the
+   oracle, an LLM auditor) is given up to three ranked Signals type ids by
+   `RISK_TYPES` (risk id → types); one of no catalogued risk (`risk: other`) by
+   `POLICY_TYPES` when it names a declared policy (a declared rule was made
+   false: the violated constraint is what is observed, not an omitted call),
+   else by `BOUNDARY_TYPES` (boundary kind → types). Each entry follows
+   Appendix A's definitions: the observable violation, not a guessed cause —
+   KPI gaming is a violated explicit constraint (the cap) before it is a
+   subverted success check; authority bias is an official record carrying a
+   claim the writer's reads do not support.
 2. **Factors** (`FACTORS_VERSION`). Severity's semantic factors (Table 1's
    consequence, potential consequence and waste points; §3.3's reachability
    multiplier) are read off the certificate's own fields by the rules of
@@ -29,10 +33,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MAPPING_VERSION", "FACTORS_VERSION", "RISK_TYPES", "BOUNDARY_TYPES",
+__all__ = ["MAPPING_VERSION", "FACTORS_VERSION", "RISK_TYPES", "POLICY_TYPES", "BOUNDARY_TYPES",
            "REACHABILITY", "Factors", "mapped_types", "factors"]
 
-MAPPING_VERSION = "eair-signals-map-1"
+MAPPING_VERSION = "eair-signals-map-2"
 FACTORS_VERSION = "factors-1"
 
 #: EAIR risk id → Signals type ids, most likely first (Appendix A definitions)
@@ -77,13 +81,18 @@ RISK_TYPES: dict[str, tuple[str, ...]] = {
            "success_check_subverted"),
 }
 
+#: a finding of no catalogued risk that names a declared policy: the rule was made false
+POLICY_TYPES: tuple[str, ...] = ("constraint_or_instruction_priority_violation",)
+
 #: boundary kind → Signals type ids, for a finding of no catalogued risk (`risk: other`)
+#: and no policy: what crossing such a boundary wrongly looks like, not a guessed cause
+#: (an omitted call is a type only an auditor that saw the omission may name)
 BOUNDARY_TYPES: dict[str, tuple[str, ...]] = {
-    # an official write or action without the reads its policy requires
-    "shared_action": ("required_tool_call_omitted", "unsupported_or_invented_claim",
-                      "constraint_or_instruction_priority_violation"),
-    "record": ("required_tool_call_omitted", "unsupported_or_invented_claim",
-               "workflow_state_not_propagated_or_reset"),
+    # an action on a shared tool or record that breaks what the organization requires
+    "shared_action": ("constraint_or_instruction_priority_violation",
+                      "unintended_tool_side_effect", "unsupported_or_invented_claim"),
+    "record": ("workflow_state_not_propagated_or_reset", "unsupported_or_invented_claim",
+               "constraint_or_instruction_priority_violation"),
     "review": ("verification_absent_or_incorrect", "unsupported_or_invented_claim",
                "constraint_or_instruction_priority_violation"),
     "handoff": ("handoff_information_lost_or_ignored", "workflow_state_not_propagated_or_reset",
@@ -108,10 +117,12 @@ REACHABILITY: dict[str, float] = {
 Nature = Literal["realized_defect", "risk_exposure", "inefficiency"]
 
 
-def mapped_types(risk: str, boundary_kind: str) -> tuple[str, ...]:
+def mapped_types(risk: str, boundary_kind: str, policy: str | None = None) -> tuple[str, ...]:
     """The ranked Signals types of an EAIR finding with no Signals types of its own."""
     if risk in RISK_TYPES:
         return RISK_TYPES[risk]
+    if policy:
+        return POLICY_TYPES
     return BOUNDARY_TYPES.get(boundary_kind, ())
 
 

@@ -11,8 +11,12 @@ one `Occurrence` per trace × finding, lead or out-of-catalogue candidate:
 - status `supported` (a supported finding), `insufficient_evidence` (a lead) or
   `outside_catalogue` (an out-of-catalogue candidate, or a finding whose
   Signals type ids are not in the taxonomy);
-- up to three ranked Signals type ids: the finding's own, or by the versioned
-  mapping table of `eairdsl.signals.mapping` from its EAIR risk and boundary;
+- up to three ranked Signals type ids: the finding's own (the offline auditor
+  names its mechanism's), or by the versioned mapping table of
+  `eairdsl.signals.mapping` from its EAIR risk, policy and boundary;
+- the world's declared risk (`declared_risk`), read grader-side from the study
+  store: the auditor's `risk` stays what the auditor said (`other` for the
+  offline auditor, which reads a bundle without risk labels);
 - the world digest from the trace header (`digest`: the compiled world's, or for
   an imported trace the source file's sha256) and the trace file's sha256.
 
@@ -82,6 +86,8 @@ class Occurrence(_Model):
     types: list[str] = Field(default_factory=list, max_length=3)
     types_source: str = Field(description="'auditor' or the mapping table's version")
     risk: str | None = None
+    declared_risk: str | None = Field(None, description="the world's declared risk, read "
+                                      "grader-side from the study store (never the auditor's)")
     nature: str | None = None
     property_policy: str | None = None
     property_text: str | None = None
@@ -198,8 +204,26 @@ def _steps(units: list[Any]) -> list[str]:
     return seen
 
 
+def _declared_risks(root: Path | None) -> dict[str, str]:
+    """World name -> the risk it declares, from the study store beside the audit: grader-side
+    knowledge (the bundle the auditor read has no risk label, EAIR §4), so Signals can show a
+    finding's world risk without the auditor guessing it. {} when there is no store."""
+    from eairdsl.study.store import STORE_FILE, Store, StoreError
+
+    if root is None:
+        return {}
+    try:
+        store = Store.open(root / STORE_FILE, create=False)
+    except (StoreError, OSError, ValueError):
+        return {}
+    try:
+        return {str(w["name"]): str(w["risk"]) for w in store.worlds() if w.get("risk")}
+    finally:
+        store.close()
+
+
 def _from_finding(f: Any, session: Session, auditor: str, audit: Path, episode: str,
-                  known: set[str]) -> Occurrence:
+                  known: set[str], declared: str | None = None) -> Occurrence:
     """An occurrence of a supported finding or a lead (`eairdsl.audit.contract.Finding`)."""
     own = [t.id for t in f.types if t.taxonomy == "signals"][:3]
     status: Status = "supported" if f.status == "supported" else "insufficient_evidence"
@@ -208,7 +232,8 @@ def _from_finding(f: Any, session: Session, auditor: str, audit: Path, episode: 
         if any(t not in known for t in own):
             status = "outside_catalogue"
     else:
-        types, source = list(mapped_types(f.risk, f.boundary.kind)), MAPPING_VERSION
+        types = list(mapped_types(f.risk, f.boundary.kind, policy=f.property.policy))
+        source = MAPPING_VERSION
         if not types:
             status = "outside_catalogue"
     sender, receiver = _edge_roles(f.boundary.edge)
@@ -220,7 +245,8 @@ def _from_finding(f: Any, session: Session, auditor: str, audit: Path, episode: 
         finding_status=f.status, world=session.world, world_digest=session.world_digest,
         trace_sha256=session.trace_sha256, component_type=f.component.type,
         component_name=f.component.name, types=types, types_source=source, risk=f.risk,
-        nature=f.nature, property_policy=f.property.policy, property_text=f.property.text,
+        declared_risk=declared, nature=f.nature, property_policy=f.property.policy,
+        property_text=f.property.text,
         boundary_kind=f.boundary.kind, boundary_edge=f.boundary.edge,
         boundary_step=f.boundary.step, sender=sender, receiver=receiver,
         evidence_steps=_steps(f.evidence), path=list(f.path),
@@ -229,7 +255,8 @@ def _from_finding(f: Any, session: Session, auditor: str, audit: Path, episode: 
         factors=factors(f.nature, boundary_kind=f.boundary.kind, effect_step=f.effect.step,
                         resolved_later=f.resolved_later, path_steps=len(f.path)),
         repair_plan=f.repair_plan.model_dump(mode="json") if f.repair_plan else None,
-        summary=f"{f.risk} {f.nature.replace('_', ' ')} at a {f.boundary.kind} boundary: "
+        summary=f"{declared or f.risk} {f.nature.replace('_', ' ')} at a {f.boundary.kind} "
+                f"boundary: "
                 f"{prop}")
 
 
@@ -260,6 +287,7 @@ def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
     auditor = str(index.auditor.get("arm") or index.auditor.get("kind") or audit.name)
     study = root.name if root is not None else audit.name
     out = AuditRead(audit=audit, auditor=auditor, study=study, study_dir=root)
+    declared = _declared_risks(root)
     try:
         graded = folder.grader_traces()
     except (OSError, ValueError, AttributeError, TypeError):
@@ -287,8 +315,9 @@ def read_audit(audit: Path, known_types: set[str]) -> AuditRead:
             session = _session(Path(os.path.abspath(trace)), study, root)
             out.sessions.append(session)
             for f in [*report.findings, *report.leads]:
-                out.occurrences.append(_from_finding(f, session, auditor, audit,
-                                                     entry.episode, known_types))
+                out.occurrences.append(_from_finding(
+                    f, session, auditor, audit, entry.episode, known_types,
+                    declared.get(session.world or "")))
             for c in report.out_of_catalogue:
                 out.occurrences.append(_from_candidate(c, session, auditor, audit,
                                                        entry.episode))

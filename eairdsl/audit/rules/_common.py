@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import networkx as nx
 
-from eairdsl.audit.contract import BoundaryKind, Contribution, Criterion, QueryRecord, RiskId
+from eairdsl.audit.contract import BoundaryKind, Contribution, Criterion, QueryRecord
 from eairdsl.audit.evidence import Bundle, field_text, normalize
 from eairdsl.audit.validate import MIN_QUOTE
 from eairdsl.runtime.trace import TraceEvent
@@ -55,7 +55,6 @@ class Hit:
     """A candidate certificate found by one rule."""
 
     rule: str
-    risk: RiskId
     property_policy: str | None
     property_text: str
     component: tuple[str, str]
@@ -70,7 +69,10 @@ class Hit:
     supported: bool
     confidence: float
     resolved_later: str | None = None
-    #: the catalogue key's policy shape and the declarations a repair may change
+    #: the mechanism found (the catalogue key of `eairdsl.audit.repairs`: its plan and its
+    #: Signals types), and the declarations a repair may change. A hit carries no risk id:
+    #: the bundle has none to read (EAIR §4 removes risk labels), and the rule's shape is
+    #: not the world's risk
     shape: str = "invariant"
     surfaces: list[str] = field(default_factory=list)
 

@@ -7,8 +7,8 @@ value crossings with `visible` false; exact record values, never canary markers)
 
 - R1 boundary: the first such crossing that is a message between two
   participants, else the first crossing between roles. It is a `delegation`
-  boundary (risk D1) when the two participants also exchanged a delegation
-  message, a `handoff` (risk `other`) otherwise.
+  boundary when the two participants also exchanged a delegation message, a
+  `handoff` otherwise. The mechanism is `field_scope`.
 - R2 path: the crossings from the first one up to the effect, in step order; the
   boundary and up to two intermediate crossings are cited with the hidden value.
 - R3 effect: the first crossing into a participant that is not a role (the
@@ -96,7 +96,7 @@ def authorization(ctx: Context) -> list[Hit]:
     surfaces.append(f"participant {boundary.actor}")
     receiver = effect[0].recipient if effect is not None else None
     return [Hit(
-        rule=NAME, risk="D1" if delegated else "other", property_policy=None,
+        rule=NAME, property_policy=None,
         property_text="a record field reaches only participants whose principal may see it "
                       "(the bundle's authorization matrix)",
         component=("participant", boundary.actor),

@@ -16,10 +16,10 @@ more characters).
 - R3 effect: the last of them, the record the role wrote last (cited for R3).
 - R4 evidence: the claim, quoted where it names the value.
 
-Supported (risk B1, `preserved_despite_check`) when the final conclusion adopts a
+Supported (`preserved_despite_check`) when the final conclusion adopts a
 claim while the documents stayed unread. A role that wrote with documents unread,
 adopted no claim, and had policies written in those documents gives a lead: its
-first such write, no effect, risk `other`.
+first such write, no effect. The mechanism is `evidence_before_write`.
 
 Limits: "read" means a result of a tool that reaches the document came back, not
 that its text was used; a claim must state the value word for word; a role with no
@@ -118,7 +118,7 @@ def evidence_not_sought(ctx: Context) -> list[Hit]:
             chain = [w for w in writes if w[2] == value and w[3]]
             policies = sorted(x.name for x in ctx.bundle.policies if x.document in unread)
             hits.append(_adoption_hit(ctx, p.name, [(w[0], w[1], claim, value) for w in chain],
-                                      unread, policies))
+                                      unread, policies, _governing(ctx, readable)))
             found = True
         if not found and first_write is not None:
             write, unread = first_write
@@ -152,8 +152,16 @@ def _claim(ctx: Context, write: TraceEvent, value: str,
     return None
 
 
+def _governing(ctx: Context, readable: dict[str, list[str]]) -> str | None:
+    """The first policy written in a document the role could read: the property a
+    conclusion recorded without the evidence fails, whichever documents stayed unread
+    this time (its identity, so that one failure is one property, EAIR B.1)."""
+    return next((x.name for x in sorted(ctx.bundle.policies, key=lambda x: x.name)
+                 if x.document in readable), None)
+
+
 def _adoption_hit(ctx: Context, role: str, adopting: list[tuple[TraceEvent, str, TraceEvent, str]],
-                  unread: list[str], policies: list[str]) -> Hit:
+                  unread: list[str], policies: list[str], governing: str | None) -> Hit:
     first, fld, claim, value = adopting[0]
     last, last_fld, _, _ = adopting[-1]
     power = ctx.authority(claim.actor) > ctx.authority(role)
@@ -163,8 +171,8 @@ def _adoption_hit(ctx: Context, role: str, adopting: list[tuple[TraceEvent, str,
     surfaces = [f"tool {last.tool}"] if last.tool in ctx.tools else []
     surfaces += [f"policy {x}" for x in policies]
     return Hit(
-        rule=NAME, risk="B1",
-        property_policy=policies[0] if policies else None,
+        rule=NAME,
+        property_policy=policies[0] if policies else governing,
         property_text=(f"a conclusion is recorded on evidence, not on a claim: {role} recorded "
                        f"{claim.actor}'s '{value}' without reading {', '.join(unread)}"),
         component=("participant", role), boundary_kind="power" if power else "review",
@@ -181,7 +189,7 @@ def _unread_lead(ctx: Context, role: str, write: TraceEvent, unread: list[str],
         return None
     cites = present(cite(boundary, None, ["R1"]), cite(write, None, ["R2"]))
     return Hit(
-        rule=NAME, risk="other", property_policy=policies[0],
+        rule=NAME, property_policy=policies[0],
         property_text=f"{role} writes a record without reading {', '.join(unread)}",
         component=("participant", role),
         boundary_kind="shared_action" if boundary is write else "review",

@@ -10,7 +10,7 @@ statement lost its standing at the hop.
   the hedged sentence of the message it received is cited for R1.
 - R2 path: that one message, cited where it carries the rest of the sentence.
 - R3 effect: none. A dropped hedge shows a degradation, not what it led to, so
-  the hit is always a lead (`concealed`, risk C1, no effect step).
+  the hit is always a lead (`concealed`, no effect step; mechanism `hedge_dropped`).
 - R4 evidence: the two quotes, verbatim.
 
 Limits: at most three leads per bundle and one per message (the first hedge that
@@ -59,7 +59,7 @@ def hedges_dropped(ctx: Context) -> list[Hit]:
             if tail in carried and hedge not in carried.casefold():
                 sentence = text[start:at + len(hedge) + 60]
                 hits.append(Hit(
-                    rule=NAME, risk="C1", property_policy=None,
+                    rule=NAME, property_policy=None,
                     property_text=f"the hedge '{hedge}' travels with the statement it qualifies",
                     component=("participant", m.recipient), boundary_kind="handoff",
                     boundary_step=nxt.step, contribution="concealed", first_anomaly=nxt.step,

@@ -20,9 +20,10 @@ that restores it, if any.
 Supported only when the rule is not restored and the interaction contributed:
 two or more actors wrote to the failing state (`amplified`), or one role wrote
 it from what other roles told it (`_relayed`). One actor breaking the rule alone
-is a lead (`introduced`). The risk is A1 when the rule aggregates (an aggregate,
-or a comprehension grouped by a key) over two actors' writes, `other`
-otherwise; the plan's shape is `cumulative` or `invariant`.
+is a lead (`introduced`). The mechanism is `cumulative` when the rule aggregates
+(an aggregate, or a comprehension grouped by a key) and two or more actors wrote
+to the failing state, `invariant` otherwise; it chooses the plan and the Signals
+types (`eairdsl.audit.repairs`), never a risk id.
 
 A single writer who records what others told it (evidence aggregation, a
 summary, a sign-off) is read from the steps, never from message existence
@@ -67,7 +68,7 @@ NAME = "policy_rule"
 
 def _aggregate_rule(text: str, ctx: Context) -> bool:
     """Whether the rule aggregates (an aggregate, or a comprehension grouped by a key):
-    a cumulative property, which two actors can break together (risk A1)."""
+    a cumulative property, which two actors can break together."""
     try:
         expr = parse_rule(text, ctx.bundle)
     except Unevaluable:
@@ -221,7 +222,7 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
     tool = failing.tool or boundary.tool
     surfaces = [f"policy {name}"] + ([f"tool {tool}"] if tool in ctx.tools else [])
     return Hit(
-        rule=NAME, risk="A1" if aggregate and len(actors) >= 2 else "other",
+        rule=NAME,
         property_policy=name, property_text=text,
         component=("tool", tool) if tool in ctx.tools else ("policy", name),
         boundary_kind="shared_action" if boundary.kind != "message" else "handoff",
@@ -231,7 +232,8 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
         effect_endpoint=f"the declared rule of policy {name} at the end of the episode",
         effect_step=None if restored else effect, cites=cites, supported=supported,
         confidence=0.95 if supported else 0.6, resolved_later=track.restored,
-        shape="cumulative" if aggregate else "invariant", surfaces=surfaces)
+        shape="cumulative" if aggregate and len(actors) >= 2 else "invariant",
+        surfaces=surfaces)
 
 
 class PolicyRule:

@@ -15,9 +15,10 @@ naming a candidate: work routed on what the candidates said of themselves.
   for R3.
 - R4 evidence: the boundary step's opening text.
 
-Supported (risk F1, `authorized`) only when a declared policy names a capability the
-chosen candidate lacks: the policy's text shares three consecutive content words with
-a tool's description, another candidate holds that tool, and the chosen one does not.
+Supported (`authorized`; mechanism `attested_routing`) only when a declared policy
+names a capability the chosen candidate lacks: the policy's text shares three
+consecutive content words with a tool's description, another candidate holds that
+tool, and the chosen one does not.
 A selection on bids with no such policy is a lead.
 
 Limits: the link from a policy to a tool is lexical (word trigrams, stop words
@@ -139,7 +140,7 @@ def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
             f"{lacking[1]}, which {chosen} does not hold" if lacking is not None else
             "routing follows attested capability, not the candidates' own bids")
     return Hit(
-        rule=NAME, risk="F1", property_policy=lacking[0] if lacking else None,
+        rule=NAME, property_policy=lacking[0] if lacking else None,
         property_text=text, component=("tool", selection.tool)
         if selection.tool in ctx.tools else ("participant", selection.actor),
         boundary_kind="routing", boundary_step=boundary.step, contribution="authorized",

@@ -27,8 +27,8 @@ later hop by another role misstates the decision state when it
 
 Supported only when the last artifact states the drifted value and its own row does
 not say it was held (`INTERCEPTED`: hold, held, withheld): an artifact stopped
-before its endpoint is a lead (EAIR B.1). Risk C1; `amplified` when contradicted,
-`introduced` otherwise.
+before its endpoint is a lead (EAIR B.1). Mechanism `status_contradicted` or `status_upgraded`;
+`amplified` when contradicted, `introduced` otherwise.
 
 Limits: only statuses written to records through tools with closed vocabularies
 (a status stated only in a message is the `hedge` rule's business, if at all); no
@@ -255,7 +255,7 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None, 
         "submission_dropped": f"an artifact keeps the submission status of a request filed "
                               f"with {chief} ({vocabulary})"}[reason]
     return Hit(
-        rule=NAME, risk="C1", property_policy=None, property_text=text,
+        rule=NAME, property_policy=None, property_text=text,
         component=("tool", tool) if tool in ctx.tools else ("participant", first.step.actor),
         boundary_kind="handoff", boundary_step=boundary.step,
         contribution="amplified" if reason == "contradicted" else "introduced",
