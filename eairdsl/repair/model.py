@@ -303,6 +303,10 @@ class RetestResult(BaseModel):
     cases: list[Case]
     #: seeds of the audited episodes (never a fresh case's)
     audited_seeds: list[int]
+    #: instances an audited episode ran; fresh cases avoid them when the world has others
+    audited_instances: list[str] = Field(default_factory=list)
+    #: fresh cases on an instance no audited episode ran (0: the audit ran every instance)
+    fresh_on_unseen: int = 0
     dropped_same_content: int = 0
     audit_pass: bool
     #: why AuditPass failed: episode -> what the audit found
@@ -313,7 +317,9 @@ class RetestResult(BaseModel):
     target_before: Interval
     utility_before: float
     utility_after: float
-    retain: float
+    #: utility(W′) / utility(W) on the same cases; None when W had no utility on them
+    #: (undefined: not accepted, `retest.retain_problem`)
+    retain: float | None
     paired: list[Paired] = Field(default_factory=list)
     #: per case: (W realized, W utility, W′ realized, W′ utility) as 1/0/None
     outcomes: list[dict[str, Any]] = Field(default_factory=list)
