@@ -30,7 +30,8 @@ Everything is kept in `OUT/`, read and written through `folder.RepairFolder`:
 world folder, attribution, diagnostics, `diff.json`, `scope.json`,
 `review.json`, `feedback.json`, `outcome.json`), `retest/NN/`,
 `acceptance.json`, the accepted world folder `world/` (its main file
-`world/<main>.eair` beside its data), and `review.html`. Every write is atomic, and a round is complete once its
+`world/<main>.eair` beside its data), and `review.html`. Every write is
+atomic, and a round is complete once its
 `outcome.json` exists: running the same repair again continues after the last
 completed round (an agent's answer already on disk is not asked again, a
 retest resumes its studies), and a finished repair is only re-rendered.

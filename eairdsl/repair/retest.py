@@ -6,7 +6,8 @@ An approved W′ is run, together with W, on a cohort the audit never saw:
   traces' headers through the audit's grader index), on the instances no audited
   episode ran when the world declares any (D.1: content that does not overlap the
   audited trajectories; `fresh_instances`), else on every instance, one per seed
-  in turn, under the condition(s) the targeted finding was found in. Each fresh case's W trace is bundled to get its *content identity*
+  in turn, under the condition(s) the targeted finding was found in. Each fresh
+  case's W trace is bundled to get its *content identity*
   (the bundle's episode id, F.14); a case that reads the same as an audited
   episode, or as another fresh case, is dropped and another seed drawn;
 - **regression cases**: audited episodes of those conditions that kept the
