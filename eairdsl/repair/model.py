@@ -303,7 +303,7 @@ class RetestResult(BaseModel):
     cases: list[Case]
     #: seeds of the audited episodes (never a fresh case's)
     audited_seeds: list[int]
-    #: instances an audited episode ran; fresh cases avoid them when the world has others
+    #: instances an audited episode ran (fresh cases take the others first)
     audited_instances: list[str] = Field(default_factory=list)
     #: fresh cases on an instance no audited episode ran (0: the audit ran every instance)
     fresh_on_unseen: int = 0

@@ -3,12 +3,11 @@
 An approved W′ is run, together with W, on a cohort the audit never saw:
 
 - **fresh cases**: seeds no audited episode ran with (read from the audited
-  traces' headers through the audit's grader index), on the instances no audited
-  episode ran when the world declares any (D.1: content that does not overlap the
-  audited trajectories; `fresh_instances`), else on every instance, one per seed
-  in turn, under the condition(s) the targeted finding was found in. Each fresh
-  case's W trace is bundled to get its *content identity*
-  (the bundle's episode id, F.14); a case that reads the same as an audited
+  traces' headers through the audit's grader index), one instance per seed in
+  turn, the instances no audited episode ran first and then the audited ones
+  (`fresh_instances`), under the condition(s) the targeted finding was found
+  in. Each fresh case's W trace is bundled to get its *content identity* (the
+  bundle's episode id, F.14); a case that reads the same as an audited
   episode, or as another fresh case, is dropped and another seed drawn;
 - **regression cases**: audited episodes of those conditions that kept the
   property (`realized` false in the grader's result line), rerun as they were
@@ -558,19 +557,19 @@ def draw_cohort(plan: RetestPlan, original: World, folder: RetestFolder, seeds: 
 
 
 def fresh_instances(plan: RetestPlan, ids: list[str]) -> list[str]:
-    """The instances fresh cases are drawn on: those no audited episode ran (in the
-    world's order), or every instance when the audit ran them all.
+    """The instances fresh cases cycle through, one per seed in turn: those no audited
+    episode ran first (in the world's order), then the audited ones.
 
     D.1 asks for fresh-identity episodes "whose content does not overlap the audited
-    trajectories". An instance's facts are content the audited bundles showed (and the
-    Repair Agent saw), and a seed changes the agents' draws, not those facts; so where
-    the world declares instances the audit never ran, the fresh cases use only those (a
-    repair keyed to the audited instances' facts cannot pass on them). Where it does
-    not, fresh seeds are the fresh identities the world offers, as in the paper's own
-    retests (F.11: five task instances × four seeds)."""
+    trajectories"; the paper's own retests reran the audited task instances under new
+    seeds (F.11: five task instances spanning D1's domains × four seeds, every content
+    identity new), so a new seed with a new content identity is a fresh case, and the
+    cohort keeps its spread over the world's instances. An instance the audit never ran
+    is fresher still (its facts were never in a bundle the Repair Agent saw, so a repair
+    keyed to the audited instances' facts cannot pass on it): those come first, so every
+    one is in the cohort when it has room for them, and a small cohort is made of them."""
     seen = {a.instance for a in plan.audited}
-    unseen = [i for i in ids if i not in seen]
-    return unseen or ids
+    return [i for i in ids if i not in seen] + [i for i in ids if i in seen]
 
 
 def _regression_cases(plan: RetestPlan, ids: list[str]) -> list[Case]:
@@ -599,6 +598,7 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
     identities: set[str] = set()
     dropped = 0
     next_seed = (max(plan.seeds_used) + 1) if plan.seeds_used else 0
+    first = next_seed  # the first fresh seed takes the first of `ids`
     want = seeds * len(plan.conditions)
     for _ in range(_BATCHES):
         if len(fresh) >= want:
@@ -607,8 +607,8 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
         for cond in plan.conditions:
             have = sum(1 for c in fresh if c.condition == cond)
             for s in range(next_seed, next_seed + (seeds - have)):
-                batch.append(Case(group="fresh", condition=cond, instance=ids[s % len(ids)],
-                                  seed=s))
+                batch.append(Case(group="fresh", condition=cond,
+                                  instance=ids[(s - first) % len(ids)], seed=s))
         next_seed += seeds
         say(f"retest: running W on {len(batch)} fresh case(s)")
         rows = _run(original, batch, plan.cohort, folder.before, plan.settings)
