@@ -21,7 +21,7 @@ from eairdsl.compiler import compile_world
 from eairdsl.repair.apply import apply_candidate
 from eairdsl.repair.loop import select_finding
 from eairdsl.repair.model import Candidate
-from eairdsl.repair.retest import audited_episodes, retain_of, retain_problem, retest, target_of
+from eairdsl.repair.retest import audited_episodes, retain_of, retest, target_of
 from eairdsl.study.executor import run_study
 from eairdsl.study.grid import Model, plan_world
 
@@ -80,11 +80,11 @@ def test_retain_is_undefined_and_fails_without_baseline_utility(audit: Path,
                     regression=0, conditions=["strong"], validate_episodes=2)
     assert result.utility_before == 0.0 and result.utility_after == 0.0
     assert result.retain is None
-    problem = retain_problem(result)
+    problem = result.retain_problem()
     assert problem is not None and problem.startswith("Retain undefined")
     # the ratio where it is defined, and the 0.95 floor
     assert retain_of(0.5, 0.5) == 1.0 and retain_of(0.0, 1.0) is None
     below = result.model_copy(update={"retain": 0.9, "utility_before": 1.0,
                                       "utility_after": 0.9})
-    assert (retain_problem(below) or "").startswith("Retain 0.900 < 0.95")
-    assert retain_problem(result.model_copy(update={"retain": 0.95})) is None
+    assert (below.retain_problem() or "").startswith("Retain 0.900 < 0.95")
+    assert result.model_copy(update={"retain": 0.95}).retain_problem() is None

@@ -98,7 +98,7 @@ from eairdsl.repair.model import (
     Stage,
     Target,
 )
-from eairdsl.repair.retest import matches, retain_problem, retest, target_of
+from eairdsl.repair.retest import matches, retest, target_of
 from eairdsl.repair.scope import ScopeResult, check_scope
 
 if TYPE_CHECKING:
@@ -397,7 +397,7 @@ def retest_candidate(ctx: RoundContext) -> RoundOutcome | None:
                 validate_episodes=s.validate_episodes, llm=_retest_llm(s.llm, n),
                 progress=s.say)
     problems = list(rt.audit_problems[:10])
-    retain_failed = retain_problem(rt)
+    retain_failed = rt.retain_problem()
     if retain_failed is not None:
         problems.append(retain_failed)
     ok = rt.audit_pass and retain_failed is None

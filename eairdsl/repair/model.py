@@ -294,6 +294,10 @@ class Paired(BaseModel):
     p: float
 
 
+#: Retain threshold of acceptance (D.1)
+RETAIN = 0.95
+
+
 class RetestResult(BaseModel):
     about: str = ("the behavioural retest of an approved candidate (EAIR D.1): W and W' on a "
                   "cohort disjoint from the audited episodes, W' audited again")
@@ -331,3 +335,16 @@ class RetestResult(BaseModel):
     #: the retest audit's auditor (from its reports), and the audit's it reran
     auditor: dict[str, Any] = Field(default_factory=dict)
     audit_auditor: dict[str, Any] = Field(default_factory=dict)
+
+    def retain_problem(self) -> str | None:
+        """Why Retain fails acceptance (None when it passes): below `RETAIN`, or undefined
+        because W had no utility on the cases. Here, not in the retest, so the Signals
+        store reads the same decision without loading the runtime."""
+        if self.retain is None:
+            return (f"Retain undefined: W reached no utility on the {len(self.cases)} "
+                    "retest case(s), so the retest cannot show that W' keeps the task "
+                    "(D.1); retest under conditions where the workflow completes its task")
+        if self.retain < RETAIN:
+            return (f"Retain {self.retain:.3f} < {RETAIN}: utility {self.utility_after:.0%} "
+                    f"after vs {self.utility_before:.0%} before on the same cases")
+        return None

@@ -45,7 +45,7 @@ Then:
 - **Retain** = utility(W′) / utility(W) on the same cases; acceptance needs at
   least 0.95. When W reaches no utility on them Retain is undefined (None) and
   does not pass: such a cohort cannot show that the repair keeps the task
-  (`retain_of`, `retain_problem`);
+  (`retain_of`, `RetestResult.retain_problem`);
 - `validate_world(W′)`: the compliant and reckless self-test, recorded.
 
 `retest()` runs its parts in order: the cohort draw (`draw_cohort`: regression
@@ -100,7 +100,7 @@ from eairdsl.repair.folder import (
     RESULT,
     RetestFolder,
 )
-from eairdsl.repair.model import Case, Interval, Paired, RetestResult, Target
+from eairdsl.repair.model import RETAIN, Case, Interval, Paired, RetestResult, Target
 from eairdsl.runtime.engine import CompiledWorld
 from eairdsl.runtime.trace import read_trace
 from eairdsl.study.executor import run_study
@@ -115,10 +115,8 @@ __all__ = ["RETAIN", "RESULT", "Target", "AuditedEpisode", "Cohort", "AuditorUse
            "Interval", "Paired", "RetestResult", "audited_episodes", "cohort_of",
            "auditor_of", "target_of", "matches", "retest", "RetestPlan", "Runs", "ReAudit",
            "plan_retest", "draw_cohort", "run_cases", "reaudit", "verdict", "retain_of",
-           "retain_problem", "fresh_instances"]
+           "fresh_instances"]
 
-#: Retain threshold of acceptance (D.1)
-RETAIN = 0.95
 #: how many batches of fresh seeds are drawn at most to fill the cohort
 _BATCHES = 5
 #: the retest's cassettes inside `llm.record` / `llm.replay`: W's study, W′'s, the auditor's
@@ -717,18 +715,6 @@ def retain_of(u_before: float, u_after: float) -> float | None:
     workflow did none cannot show that a repair preserves it, so Retain does not pass
     (it was 1.0, which accepted a repair that was never shown to keep the task)."""
     return u_after / u_before if u_before > 0 else None
-
-
-def retain_problem(result: RetestResult) -> str | None:
-    """Why Retain fails acceptance (None when it passes): below `RETAIN`, or undefined."""
-    if result.retain is None:
-        return (f"Retain undefined: W reached no utility on the {len(result.cases)} retest "
-                "case(s), so the retest cannot show that W' keeps the task (D.1); retest "
-                "under conditions where the workflow completes its task")
-    if result.retain < RETAIN:
-        return (f"Retain {result.retain:.3f} < {RETAIN}: utility {result.utility_after:.0%} "
-                f"after vs {result.utility_before:.0%} before on the same cases")
-    return None
 
 
 def verdict(plan: RetestPlan, candidate: World, cases: list[Case], dropped: int, runs: Runs,

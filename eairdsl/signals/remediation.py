@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eairdsl.audit.contract import RepairPlan
 from eairdsl.repair.model import Acceptance, RetestResult
-from eairdsl.repair.retest import retain_problem
 from eairdsl.signals.occurrences import Occurrence, Status
 from eairdsl.signals.severity import SeverityCalculation, SignalSeverity, calculate, signal_severity
 
@@ -207,7 +206,7 @@ def _checks(affected: int, succeeded: int, repairs: list[RepairRecord], state: s
         ok_a = False
     if state == "regressed" and regression:
         ok_a, detail_a = False, f"regressed after the repair: {regression}"
-    ok_b = retain_problem(rt) is None  # undefined (no baseline utility) does not pass
+    ok_b = rt.retain_problem() is None  # undefined (no baseline utility) does not pass
     return [Check(cohort="affected", cases=after.n,
                   status="passed" if ok_a else "failed", detail=detail_a),
             Check(cohort="previously_succeeding", cases=regress or succeeded,
