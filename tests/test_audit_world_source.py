@@ -49,6 +49,10 @@ def test_audit_study_finds_the_world_without_world_option(study: Path,
     # from another folder too: the recorded path is absolute
     away = run_eairc("audit", study / "runs/s", "-o", tmp_path / "a", cwd=tmp_path)
     assert away.returncode == 0, away.stderr
+    # the audit study draws its cohort from the same store
+    cohort = run_eairc("audit-study", "runs/s", "--per-world", "2", "--positives", "1",
+                       "-o", tmp_path / "as", cwd=study)
+    assert cohort.returncode == 0, cohort.stderr
 
 
 def test_a_world_changed_since_the_study_is_named(study: Path, tmp_path: Path) -> None:
