@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from eairdsl.api import UsageError
 from eairdsl.cli import app
 from eairdsl.compiler import compile_world
+from eairdsl.repair.folder import RepairFolder
 from eairdsl.repair.loop import ACCEPTANCE, repair, select_finding
 from eairdsl.repair.model import Candidate, RepairError, RepairRequest, Review
 
@@ -83,10 +84,17 @@ def test_accepted_repair_writes_every_artefact(audit: Path, tmp_path: Path) -> N
                  "diagnostics.txt", "diff.json", "scope.json", "review.json", "outcome.json"):
         assert (rdir / name).is_file(), name
     assert json.loads((rdir / "attribution.json").read_text()) == CORRECT
-    assert (out / "world.eair").read_text() == (rdir / "candidate.eair").read_text()
-    assert "lever cumulative_check : bool = true" in (out / "world.eair").read_text()
-    repaired = compile_world(out / "world" / "a1.eair")
+    # one accepted world, where the docs say: world/a1.eair beside its data (issue 32
+    # item 4: a world.eair copied to OUT/ gave E206 for every data path)
+    accepted = RepairFolder(out).accepted_world
+    assert accepted == out / "world" / "a1.eair" and not (out / "world.eair").exists()
+    assert accepted.read_text() == (rdir / "candidate.eair").read_text()
+    assert "lever cumulative_check : bool = true" in accepted.read_text()
+    repaired = compile_world(accepted)
     assert repaired.ok, "the accepted folder compiles on its own"
+    diffed = CliRunner().invoke(app, ["diff", str(A1), str(accepted)])
+    assert diffed.exit_code == 0 and "E206" not in diffed.output, diffed.output
+    assert "cumulative_check" in diffed.output
     plan = json.loads((out / "plan.json").read_text())
     assert plan["finding"]["id"] and plan["plan"]["requirements"]
     # the retest: a study store for W and for W', the audit of W', the result

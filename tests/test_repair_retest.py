@@ -233,13 +233,18 @@ def test_a_candidate_file_outside_the_folder_is_not_applied(tmp_path: Path) -> N
     assert not (tmp_path / "evil.eair").exists()
 
 
-@pytest.mark.parametrize(("name", "condition"), [
-    ("d1", "canonical"), ("a1", "strong"), ("b1", "E"), ("f1", "standard"),
+@pytest.mark.parametrize(("name", "condition", "seeds"), [
+    ("d1", "canonical", 4), ("a1", "strong", 4), ("b1", "E", 4),
+    # F1's sim W reaches the correct disposition in 2 of 30 `standard` episodes: on 4
+    # retest cases it has no utility to retain (Retain undefined, not accepted: D.1);
+    # on 20 it has (1/20 before, 20/20 after)
+    ("f1", "standard", 20),
     # C1 on one condition and a small audit (the issue's 20-seed recipe over every
     # condition is accepted too, retest 0/80: docs/worlds/c1.md)
-    ("c1", "weak_merge_rule"),
+    ("c1", "weak_merge_rule", 4),
 ])
-def test_offline_repair_end_to_end(name: str, condition: str, tmp_path: Path) -> None:
+def test_offline_repair_end_to_end(name: str, condition: str, seeds: int,
+                                   tmp_path: Path) -> None:
     """`eairc repair` with the catalogue agent and the mechanical reviewer on a small
     audit: accepted, the retest realizes the target 0 times, Retain >= 0.95."""
     d1 = A1.with_name(f"{name}.eair")
@@ -251,7 +256,7 @@ def test_offline_repair_end_to_end(name: str, condition: str, tmp_path: Path) ->
     out = tmp_path / "repair"
     result = CliRunner().invoke(app, ["repair", str(d1), "--audit", str(tmp_path / "audit"),
                                       "-o", str(out), "--agent", "offline", "--reviewer",
-                                      "offline", "--seeds", "4"])
+                                      "offline", "--seeds", str(seeds)])
     assert result.exit_code == 0, result.output
     assert "accepted: ScopeOK True, ReviewOK True, AuditPass True" in result.output
     acc = json.loads((out / "acceptance.json").read_text())

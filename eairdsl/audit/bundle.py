@@ -75,6 +75,7 @@ from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
 from eairdsl.source import write_atomic
+from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import format_expr
 
@@ -167,14 +168,18 @@ class BundledTrace(BaseModel):
 # ------------------------------------------------------------------ finding the world
 
 def find_world(header: TraceHeader, world: Path | None = None,
-               generated: Path = Path("generated"), worlds: Path = Path("worlds")) -> World:
+               generated: Path = Path("generated"), worlds: Path = Path("worlds"),
+               trace: Path | None = None) -> World:
     """The compiled world a trace was run on, checked against the header's digest.
 
     `world` (a .eair file, compiled now, or a generated folder or world.json) when
-    given; otherwise what `eairc compile` writes for the header's world name,
-    `generated/<name>/world.json`, then the source `worlds/<name>.eair` (which
-    `eairc run worlds/<name>.eair` compiles without writing generated/). A
-    digest that differs is refused: the bundle would show another world.
+    given; otherwise, for a `trace` inside a study folder, the source file the study
+    compiled the world from (its store's `world_sources`, so a world kept anywhere
+    needs no `--world`), then what `eairc compile` writes for the header's world
+    name, `generated/<name>/world.json`, then the source `worlds/<name>.eair`
+    (which `eairc run worlds/<name>.eair` compiles without writing generated/). A
+    digest that differs is refused: the bundle would show another world; a
+    recorded source that changed since the study is named in the message.
     """
     if world is not None:
         w = _load(world)
@@ -185,8 +190,15 @@ def find_world(header: TraceHeader, world: Path | None = None,
         return w
     name = safe_filename(header.world)
     tried: list[str] = []
-    for candidate in (generated / name / "world.json", worlds / f"{name}.eair"):
+    recorded = _recorded_source(header, trace, tried)
+    candidates = [(generated / name / "world.json", ""), (worlds / f"{name}.eair", "")]
+    if recorded is not None:
+        candidates.insert(0, recorded)
+    for candidate, study in candidates:
         if not candidate.is_file():
+            if study:
+                tried.append(f"{study}: the study ran world '{header.world}' from "
+                             f"{candidate}, which no longer exists")
             continue
         try:
             w = _load(candidate)
@@ -195,11 +207,38 @@ def find_world(header: TraceHeader, world: Path | None = None,
             continue
         if w.digest == header.digest:
             return w
-        tried.append(f"{candidate} has digest {w.digest[:12]}…")
+        tried.append(f"{study}: the study ran world '{header.world}' from {candidate}, "
+                     f"which has changed since (digest now {w.digest[:12]}…)" if study
+                     else f"{candidate} has digest {w.digest[:12]}…")
     found = "; ".join(tried) if tried else (f"neither {generated / name / 'world.json'} nor "
                                             f"{worlds / (name + '.eair')} exists")
     raise UsageError(f"no world with the trace's digest {header.digest[:12]}… (world "
                      f"'{header.world}'): {found}; pass the world it ran on with --world")
+
+
+def _recorded_source(header: TraceHeader, trace: Path | None,
+                     tried: list[str]) -> tuple[Path, str] | None:
+    """The source file the study holding `trace` recorded for the header's world, with
+    that study's store (None when the trace is in no study folder, or its store keeps no
+    source for the world: a study written before sources were kept). The nearest folder
+    above the trace with a results store is its study; a store that cannot be read is
+    noted in `tried`."""
+    if trace is None:
+        return None
+    for folder in Path(trace).absolute().parents:
+        store_file = folder / STORE_FILE
+        if not store_file.is_file():
+            continue
+        try:
+            with Store.open(store_file, create=False) as store:
+                found = store.world_sources().get(header.world)
+        except StoreError as exc:
+            tried.append(str(exc))
+            return None
+        if found is None or found[1] != header.digest:
+            return None  # another version of the world ran this trace
+        return found[0], str(store_file)
+    return None
 
 
 def _load(path: Path) -> World:
@@ -871,7 +910,7 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
         compiled = worlds.get(header.digest)
         if compiled is None:
             try:
-                found = find_world(header, world)
+                found = find_world(header, world, trace=trace_path)
             except UsageError as exc:
                 raise UsageError(f"{trace_path}: {exc}") from None
             compiled = worlds[header.digest] = CompiledWorld(found)

@@ -132,7 +132,7 @@ def draw_cohort(study_dir: Path, per_world: int = 20, positives: int = 10, seed:
             c = compiled.get(trace.header.digest)
             if c is None:
                 c = compiled[trace.header.digest] = CompiledWorld(
-                    find_world(trace.header, world))
+                    find_world(trace.header, world, trace=path))
             episode = write_bundle(path, c, out, index=bundles is not None).episode
             result = trace.result
             return episode, list(result.witnesses.get("realized", [])) if result else []

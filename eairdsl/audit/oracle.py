@@ -153,7 +153,7 @@ def ground_truth(trace_path: Path, world: Path | None = None, *,
     digest = trace.header.digest
     if digest not in cache:
         try:
-            cache[digest] = find_world(trace.header, world)
+            cache[digest] = find_world(trace.header, world, trace=Path(trace_path))
         except UsageError:
             cache[digest] = None
     w = cache[digest]

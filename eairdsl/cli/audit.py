@@ -119,12 +119,15 @@ def auditor_settings(model: str | None, llm: LLMOptions, out: Path,
 
 
 def _audit_summary(index: AuditIndex, arm: str, out: Path) -> None:
-    """Reports, verdicts and resolvable rates of an audit; exit 1 if an episode has none."""
+    """Reports, verdicts and resolvable rates of an audit; exit 1 if an episode has no
+    report or a report fails validation (everything written is kept: an invalid report
+    is evidence about the auditor, but not an audit a caller may build on)."""
     from eairdsl.audit.folder import AuditFolder
 
     entries = index.entries
     valid = sum(e.status == "valid" for e in entries)
     failed = [e for e in entries if e.status == "failed"]
+    invalid = [e for e in entries if e.status == "invalid"]
     verdicts: dict[str, int] = {}
     for e in entries:
         if e.verdict:
@@ -144,7 +147,12 @@ def _audit_summary(index: AuditIndex, arm: str, out: Path) -> None:
     typer.echo(f"reports: {folder.reports_dir}/; index: {folder.index_path} (grader-side)")
     for e in failed[:5]:
         err(f"no report for {e.episode}: {e.reason}")
-    raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+    if invalid:
+        first = folder.validation_path(invalid[0].episode)
+        err(f"error: {len(invalid)} of {len(entries)} report(s) failed validation (kept, "
+            f"with their diagnostics: {first}" + (" and the others" if len(invalid) > 1
+                                                   else "") + ")")
+    raise typer.Exit(EXIT_INPUT if failed or invalid else EXIT_OK)
 
 
 @llm_options(

@@ -50,7 +50,7 @@ def repair(
         "episodes (index.json, reports/, bundles/).")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", metavar="REPAIR_DIR", help="Repair folder: plan, rounds, retest, "
-        "acceptance.json, world.eair, review.html.")],
+        "acceptance.json, world/ (the accepted world), review.html.")],
     finding: Annotated[str | None, typer.Option(
         metavar="EPISODE:FINDING_ID", help="The finding to repair (default: the first "
         "supported finding with a repair plan).")] = None,

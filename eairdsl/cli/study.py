@@ -123,7 +123,8 @@ def study(
         chosen = parse_models(models, agents, shifts)
         if llm.replay is None:  # litellm's import starts now, beside the worlds' compilation
             warm_llm(chosen, n_workers, executor)
-        loaded, plans = _plan(worlds or [], conditions, instances, seeds, episodes_per_cell)
+        paths = world_paths(worlds or [])
+        loaded, plans = _plan(paths, conditions, instances, seeds, episodes_per_cell)
         settings = study_settings(out, llm, chosen)
     except (UsageError, GridError) as exc:
         refuse(exc)
@@ -135,7 +136,8 @@ def study(
             summary = run_study(loaded, plans, chosen, out, workers=n_workers,
                                 executor=executor, scheduler=scheduler,
                                 max_attempts=max_attempts, progress=bar, llm=settings,
-                                budget=budget)
+                                budget=budget, sources={w.meta.name: p for w, p in
+                                                        zip(loaded, paths, strict=True)})
     except UsageError as exc:
         refuse(exc)
     except KeyboardInterrupt:
@@ -162,7 +164,7 @@ def _plan(worlds: list[Path], conditions: str, instances: str, seeds: int | None
     from eairdsl.api import resolve_world
     from eairdsl.study.grid import parse_names, plan_world
 
-    loaded = [resolve_world(p) for p in world_paths(worlds)]
+    loaded = [resolve_world(p) for p in worlds]
     wanted = parse_names(conditions, "--conditions")
     picks = "seed" if instances.strip() == "seed" else parse_names(instances, "--instances")
     return loaded, [plan_world(w, wanted, picks, seeds, episodes_per_cell) for w in loaded]

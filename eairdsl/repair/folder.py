@@ -11,7 +11,9 @@
     OUT/retest/NN/           round NN's retest (`RetestFolder`): before/, after/
                              (study stores), identity/ (bundles), audit/, result.json
     OUT/acceptance.json      the decision (`Acceptance`)
-    OUT/world.eair, world/   the accepted round's world
+    OUT/world/               the accepted round's world folder: its main file
+                             (`world/<main>.eair`, `accepted_world`) beside its data,
+                             so it compiles and diffs where it lands
     OUT/review.html          the page a reviewer reads
     OUT/cassettes/           `eairc repair --record`'s cassettes (loop.py's docstring)
 
@@ -67,7 +69,8 @@ AGENT_TAPE, REVIEWER_TAPE, RETEST_TAPES = "agent.jsonl", "reviewer.jsonl", "rete
 #: inside a retest's cassette folder: W's study, W′'s study, the re-audit's auditor
 BEFORE_TAPES, AFTER_TAPES, AUDIT_TAPE = "before", "after", "audit.jsonl"
 REVIEW_PAGE = "review.html"
-#: the accepted round's main file, ready to compile beside `world/`
+#: what earlier versions wrote beside `world/`: a copy of the main file whose data and
+#: card paths resolved against OUT/ (E206 for each); `install` removes it
 ACCEPTED_WORLD = "world.eair"
 ROUNDS = "rounds"
 RETESTS = "retest"
@@ -306,8 +309,12 @@ class RepairFolder:
 
     @property
     def accepted_world(self) -> Path:
-        """The accepted world's main file, `world.eair`, for messages and links."""
-        return self.path / ACCEPTED_WORLD
+        """The accepted world's main file, `world/<main>.eair` (`loop.json`'s `world`), for
+        messages and links: it compiles where it is, its data beside it (`world/` when the
+        loop names no main file)."""
+        main = (self.read_loop() or {}).get("world")
+        return self.path / WORLD / Path(main).name if isinstance(main, str) and main \
+            else self.path / WORLD
 
     def replay_source(self) -> Path:
         """The cassettes a replay of this folder reads: its `cassettes/`, or the folder
@@ -422,8 +429,13 @@ class RepairFolder:
 
     def install(self, n: int, main: str) -> None:
         """The accepted round's world: `OUT/world/` (its folder, replaced whole through a
-        temporary copy) and `OUT/world.eair` (its main file `main`)."""
+        temporary copy), whose main file `main` compiles there (its data and card paths
+        resolve against its own folder). No copy of the main file is written outside it:
+        one there (`world.eair`, as earlier versions wrote) compiled with E206 for every
+        data path, so an old one is removed."""
         folder = self.round(n).world
+        if not (folder / main).is_file():
+            raise UsageError(f"{folder / main}: the accepted round's main file is missing")
         dest = self.path / WORLD
         tmp = self.path / ".world.tmp"
         if tmp.exists():
@@ -432,7 +444,7 @@ class RepairFolder:
         if dest.exists():
             shutil.rmtree(dest)
         tmp.rename(dest)
-        write_atomic(self.path / ACCEPTED_WORLD, (folder / main).read_bytes())
+        (self.path / ACCEPTED_WORLD).unlink(missing_ok=True)
 
     def write_review_page(self, html: str) -> Path:
         path = self.path / REVIEW_PAGE

@@ -344,7 +344,7 @@ def _head(world_file: str, acceptance: Acceptance | None) -> list[str]:
 def _decision(accepted: bool) -> list[str]:
     return ["<h2>Decision</h2>", "<p>Accepted exactly when ScopeOK ∧ ReviewOK ∧ AuditPass "
             "∧ Retain ≥ 0.95 (EAIR D.1): " + ("<span class=ok>accepted</span>; the repaired "
-            "world is <code>world.eair</code> with its folder <code>world/</code>."
+            "world is the folder <code>world/</code>, its main file beside its data."
             if accepted else "<span class=bad>not accepted</span>.") + "</p>",
             "</body></html>"]
 

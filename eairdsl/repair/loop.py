@@ -29,8 +29,9 @@ Everything is kept in `OUT/`, read and written through `folder.RepairFolder`:
 `plan.json`, `rounds/NN/` (the agent's text, the formatted candidate and its
 world folder, attribution, diagnostics, `diff.json`, `scope.json`,
 `review.json`, `feedback.json`, `outcome.json`), `retest/NN/`,
-`acceptance.json`, the accepted `world.eair` with its folder `world/`, and
-`review.html`. Every write is atomic, and a round is complete once its
+`acceptance.json`, the accepted world folder `world/` (its main file
+`world/<main>.eair` beside its data), and `review.html`. Every write is
+atomic, and a round is complete once its
 `outcome.json` exists: running the same repair again continues after the last
 completed round (an agent's answer already on disk is not asked again, a
 retest resumes its studies), and a finished repair is only re-rendered.
@@ -97,7 +98,7 @@ from eairdsl.repair.model import (
     Stage,
     Target,
 )
-from eairdsl.repair.retest import RETAIN, matches, retest, target_of
+from eairdsl.repair.retest import matches, retest, target_of
 from eairdsl.repair.scope import ScopeResult, check_scope
 
 if TYPE_CHECKING:
@@ -417,10 +418,10 @@ def retest_candidate(ctx: RoundContext) -> RoundOutcome | None:
                 validate_episodes=s.validate_episodes, llm=_retest_llm(s.llm, n),
                 progress=s.say)
     problems = list(rt.audit_problems[:10])
-    if rt.retain < RETAIN:
-        problems.append(f"Retain {rt.retain:.3f} < {RETAIN}: utility {rt.utility_after:.0%} "
-                        f"after vs {rt.utility_before:.0%} before on the same cases")
-    ok = rt.audit_pass and rt.retain >= RETAIN
+    retain_failed = rt.retain_problem()
+    if retain_failed is not None:
+        problems.append(retain_failed)
+    ok = rt.audit_pass and retain_failed is None
     if not ok:
         return ctx.refuse("retest", problems, told=problems or ["the retest did not pass"],
                           scope_ok=True, review_ok=True, audit_pass=rt.audit_pass,

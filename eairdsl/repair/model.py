@@ -294,6 +294,10 @@ class Paired(BaseModel):
     p: float
 
 
+#: Retain threshold of acceptance (D.1)
+RETAIN = 0.95
+
+
 class RetestResult(BaseModel):
     about: str = ("the behavioural retest of an approved candidate (EAIR D.1): W and W' on a "
                   "cohort disjoint from the audited episodes, W' audited again")
@@ -303,6 +307,10 @@ class RetestResult(BaseModel):
     cases: list[Case]
     #: seeds of the audited episodes (never a fresh case's)
     audited_seeds: list[int]
+    #: instances an audited episode ran (fresh cases take the others first)
+    audited_instances: list[str] = Field(default_factory=list)
+    #: fresh cases on an instance no audited episode ran (0: the audit ran every instance)
+    fresh_on_unseen: int = 0
     dropped_same_content: int = 0
     audit_pass: bool
     #: why AuditPass failed: episode -> what the audit found
@@ -313,7 +321,9 @@ class RetestResult(BaseModel):
     target_before: Interval
     utility_before: float
     utility_after: float
-    retain: float
+    #: utility(W′) / utility(W) on the same cases; None when W had no utility on them
+    #: (undefined: not accepted, `retest.retain_problem`)
+    retain: float | None
     paired: list[Paired] = Field(default_factory=list)
     #: per case: (W realized, W utility, W′ realized, W′ utility) as 1/0/None
     outcomes: list[dict[str, Any]] = Field(default_factory=list)
@@ -325,3 +335,16 @@ class RetestResult(BaseModel):
     #: the retest audit's auditor (from its reports), and the audit's it reran
     auditor: dict[str, Any] = Field(default_factory=dict)
     audit_auditor: dict[str, Any] = Field(default_factory=dict)
+
+    def retain_problem(self) -> str | None:
+        """Why Retain fails acceptance (None when it passes): below `RETAIN`, or undefined
+        because W had no utility on the cases. Here, not in the retest, so the Signals
+        store reads the same decision without loading the runtime."""
+        if self.retain is None:
+            return (f"Retain undefined: W reached no utility on the {len(self.cases)} "
+                    "retest case(s), so the retest cannot show that W' keeps the task "
+                    "(D.1); retest under conditions where the workflow completes its task")
+        if self.retain < RETAIN:
+            return (f"Retain {self.retain:.3f} < {RETAIN}: utility {self.utility_after:.0%} "
+                    f"after vs {self.utility_before:.0%} before on the same cases")
+        return None

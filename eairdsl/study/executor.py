@@ -65,7 +65,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -558,8 +558,12 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
               scheduler: str | None = None, max_attempts: int = 3,
               progress: StudyProgress | None = None,
               task: TaskFn | None = None, llm: LLMSettings | None = None,
-              budget: Budget | None = None) -> StudySummary:
+              budget: Budget | None = None,
+              sources: Mapping[str, Path] | None = None) -> StudySummary:
     """Run (or resume) the grid of `plans` × `models` into `out/results.sqlite`.
+
+    `sources` names the file each world was compiled from (by world name): the store
+    keeps it with the world's digest, so `eairc audit STUDY` finds the world there.
 
     `task` replaces `run_task` in the workers (tests use it to inject faults).
     `llm` holds the options of the LLM models (`Model.llm`): counterpart, judge
@@ -581,7 +585,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
     run = _Run(worlds=by_name, models=models, out=out, root=root, workers=workers,
                executor=executor, scheduler=scheduler, max_attempts=max_attempts,
                progress=progress or _Silent(), task=task or run_task, llm=llm,
-               budget=budget, settings=settings,
+               budget=budget, settings=settings, sources=dict(sources or {}),
                live=bool(settings) and (llm is None or llm.replay is None),
                summary=StudySummary(store=out / STORE_FILE, cells=0, skipped=0))
     lock, store = _lock_and_open(out)
@@ -625,6 +629,8 @@ class _Run:
     summary: StudySummary
     #: the part files this run records its cassettes to (merged when it ends)
     parts: dict[str, Path] = field(default_factory=dict)
+    #: world name -> the file it was compiled from (kept in the store)
+    sources: dict[str, Path] = field(default_factory=dict)
 
 
 def _check_arguments(worlds: Sequence[World], plans: Sequence[WorldPlan], *, workers: int,
@@ -692,6 +698,9 @@ def _prepare_store(run: _Run, store: Store, worlds: Sequence[World],
     for w, plan in zip(worlds, plans, strict=True):
         store.register_world(w.meta.name, w.digest, w.meta.title, w.meta.risk,
                              plan.conditions, w.conditions, w.study_measures)
+        source = run.sources.get(w.meta.name)
+        if source is not None:
+            store.record_world_source(w.meta.name, source, w.digest)
 
 
 def _plan_attempts(run: _Run, store: Store,

@@ -6,7 +6,9 @@ One row per episode attempt in `episodes`; one row per world in `worlds`
 report has found audits of the study, one row per trace × audit arm in `audits`
 (verdict, counts, the report's path; the audit folders stay the source of truth); one row
 per world × `study measure` in `study_measures` (the declaration as IR JSON and, once a
-study or report computed it, its result); a `meta` table that says what the file is.
+study or report computed it, its result); one row per world in `world_sources` (the
+source file the study compiled it from, absolute, and the digest it had then: `eairc audit
+STUDY` finds the world there); a `meta` table that says what the file is.
 Only the study's parent process writes, one transaction per attempt, so a crash loses
 at most the episodes in flight — which have no row and are run again on resume.
 
@@ -87,6 +89,13 @@ AUDIT_COLUMNS = ("trace_path", "arm", "episode", "status", "verdict", "findings"
 _STUDY_MEASURES_TABLE = ("study_measures (world TEXT NOT NULL, name TEXT NOT NULL, "
                          "position INTEGER NOT NULL DEFAULT 0, kind TEXT NOT NULL, "
                          "declaration TEXT NOT NULL, result TEXT, PRIMARY KEY (world, name))")
+
+#: where each world came from: the source file the study compiled (absolute) and the digest it
+#: had; added after schema 1 was released, so like `conditions` it is created when first
+#: written (IF NOT EXISTS) and read as empty in a store written before it existed (then the
+#: audit finds the world under generated/ or worlds/, or is given --world)
+_WORLD_SOURCES_TABLE = ("world_sources (name TEXT PRIMARY KEY, path TEXT NOT NULL, "
+                        "digest TEXT NOT NULL)")
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -189,6 +198,26 @@ class Store:
                     " declaration = excluded.declaration",
                     [(name, m.name, i, m.kind, dump_measure(m))
                      for i, m in enumerate(study_measures)])
+
+    def record_world_source(self, name: str, path: Path, digest: str) -> None:
+        """Keep the source file world `name` was compiled from (made absolute) and its
+        digest, so an audit of the study can find the world without `--world`."""
+        with _transaction(self.conn):
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {_WORLD_SOURCES_TABLE}")
+            self.conn.execute(
+                "INSERT INTO world_sources (name, path, digest) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET path = excluded.path,"
+                " digest = excluded.digest",
+                (name, str(Path(path).absolute()), digest))
+
+    def world_sources(self) -> dict[str, tuple[Path, str]]:
+        """World name → (the source file the study compiled it from, its digest then); {}
+        for a store written before sources were kept, or a study given compiled worlds."""
+        try:
+            found = self.conn.execute("SELECT * FROM world_sources ORDER BY name").fetchall()
+        except sqlite3.OperationalError:  # no such table: an older store
+            return {}
+        return {str(r["name"]): (Path(r["path"]), str(r["digest"])) for r in found}
 
     def conditions(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(world, condition) → {"doc": str | None, "levers": {...}}; {} for a store written
