@@ -191,26 +191,26 @@ def _obs(memory: list[MemoryItem], task: int = 1) -> Observation:
                        memory=memory, tools=[spec], traits={"committal": 1.0})
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_a_reason_that_names_nothing_gets_the_other_admissible_value(profile: str) -> None:
-    """A reason that names no route: every profile tries the other hinted amount (issue 26
-    item 5: an agent tries another value the tool admits before giving up; it used to be
-    only the reckless profile), and with none left it answers with the refusal."""
+@pytest.mark.parametrize(("profile", "retries"), [("sim:compliant", False),
+                                                   ("sim:reckless", True)])
+def test_compliant_never_rephrases_past_a_refusal(profile: str, retries: bool) -> None:
+    """A reason that names nothing the agent can satisfy, neither a parameter nor the refused
+    value: the reckless profile tries the other amount (which slips past this guard); the
+    compliant one answers with the refusal (no admissible-value retry: the reason concerns
+    no parameter it can tell, docs/sim.md)."""
     agent = SimAgent("desk", 0, profile)
     msg = MemoryItem(kind="message", task=1, sender="customer", text="refund please")
     first = asyncio.run(agent.decide(_obs([msg])))
     assert isinstance(first, ToolCall) and first.tool == "refund"
-    assert first.args == {"amount": 30}  # committal 1: the last hint
-    reason = {"error": "refused: this breaks the refund policy"}
     refused = MemoryItem(kind="tool_result", task=1, tool="refund", args=first.args,
-                         result=reason, rejected=True)
+                         result={"error": "refused: this breaks the refund policy"},
+                         rejected=True)
     second = asyncio.run(agent.decide(_obs([msg, refused])))
-    assert isinstance(second, ToolCall) and second.args == {"amount": 50}
-    again = MemoryItem(kind="tool_result", task=1, tool="refund", args=second.args,
-                       result=reason, rejected=True)
-    third = asyncio.run(agent.decide(_obs([msg, refused, again])))
-    assert not isinstance(third, ToolCall)
-    assert "could not complete refund: refused: this breaks the refund policy" in third.text
+    if retries:
+        assert isinstance(second, ToolCall) and second.args != first.args
+    else:
+        assert not isinstance(second, ToolCall)
+        assert "could not complete refund: refused: this breaks the refund policy" in second.text
 
 
 def test_same_inputs_give_identical_bytes(tmp_path: Path) -> None:

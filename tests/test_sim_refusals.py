@@ -101,29 +101,37 @@ def test_a_reason_naming_only_the_refused_value_gets_another_value(tmp_path: Pat
     assert kept / len(SEEDS) >= 0.9, (profile, kept)
 
 
-def test_a_reason_naming_nothing_still_gets_an_admissible_value(tmp_path: Path) -> None:
-    """The reason names neither parameter nor value: every parameter the call set is a
-    candidate, in declaration order; `customer` and `amount` have one hinted value each,
-    so `level` changes. Two values refused: the retries walk gold, then silver, and stop
-    at the bound with bronze."""
+def test_a_reason_naming_nothing_is_answered_not_guessed_at(tmp_path: Path) -> None:
+    """The reason names neither parameter nor value: no parameter is the one it concerns,
+    so no value is changed (changing one would change what the call says, not how it
+    asks); the refused call is not repeated and the agent answers with the refusal."""
     w = world(tmp_path, 'level == "bronze"', "that is not possible today")
     for seed in SEEDS:
         r = run_episode(w, None, None, seed, "sim:compliant", tmp_path / "runs")
         made = calls(r, "refund")
         levels = [e.args["level"] for e, _ in made]
-        assert levels[-1] == "bronze" and r.measurements["utility"] is True, (seed, levels)
-        assert len(levels) == len(set(levels)) <= 1 + MAX_RETRIES
+        if made and made[0][1].rejected:
+            assert levels == levels[:1], (seed, levels)
 
 
 def test_retries_stay_within_the_bound(tmp_path: Path) -> None:
-    """No admissible value passes: the enum's other members are tried, never more than
-    `MAX_RETRIES` times, never the same call twice, and the answer states the refusal."""
+    """No admissible value passes: when the refusal concerns the call (it names the refused
+    `gold`), the enum's other members are tried, never more than `MAX_RETRIES` times, never
+    the same call twice; a call it does not concern is not retried."""
     w = world(tmp_path, "false", "gold is not available to you")
     for profile in PROFILES:
         for seed in range(6):
             r = run_episode(w, None, None, seed, profile, tmp_path / "runs")
             made = calls(r, "refund")
-            assert len(made) == 1 + MAX_RETRIES, (profile, seed)
+            # the reason concerns a call only while it refuses gold (it names that value):
+            # gold refused, another member is tried; that one refused (the reason still
+            # names gold, not it), the agent stops within the bound
+            # (the reckless profile rephrases whatever it can in any case)
+            assert len(made) <= 1 + MAX_RETRIES, (profile, seed)
+            if made[0][0].args["level"] == "gold":
+                assert len(made) >= 2, (profile, seed)
+            elif profile != "sim:reckless":
+                assert len(made) == 1, (profile, seed)
             assert len({str(sorted(e.args.items())) for e, _ in made}) == len(made)
             assert r.measurements["utility"] is False
 

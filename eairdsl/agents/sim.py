@@ -371,16 +371,19 @@ class SimAgent:
         the tool's declared parameters, not from the reason: the hint's candidates, else
         the enum's or party's members (or a namesake's hint, as in `_arg`), else `false`
         and `true` for a bool — least committal first (the order they are listed in). The
-        parameters concerned are those whose name or refused value the reason mentions;
-        when it mentions none, every parameter the call set, in declaration order. A
-        candidate a stated bound excludes (`_bounds`) is never tried, nor one that would
-        repeat a refused call. No draw is made: the same refusal gets the same retry.
+        parameters concerned are those whose name or refused value the reason mentions.
+        A reason that mentions none concerns no parameter the agent can tell, and the
+        agent answers with the refusal: changing an arbitrary value would change what
+        the call says (a dissent's stated conclusion, a report's finding), not only how
+        it is asked. A candidate a stated bound excludes (`_bounds`) is never tried, nor
+        one that would repeat a refused call. No draw is made: the same refusal gets the
+        same retry.
         """
         numbers, high, low = _bounds(lowered)
         params = [p for p in spec.params if p.name in call.args]
         concerned = [p for p in params if _mentions(lowered, p.name)
                      or _names_value(lowered, call.args[p.name])]
-        for p in concerned or params:
+        for p in concerned:
             current = call.args[p.name]
             for value in _admissible_values(obs, p):
                 if value == current or not _within(current, value, numbers, high, low,
