@@ -636,7 +636,11 @@ def _policy_cards(w: World, records: list[str], documents: list[str],
         rule = None
         if pol.rule is not None:
             try:
-                rule = rule_text(pol.rule, w.lets, frozenset({"lever", "measure"}),
+                # the task instance and the call context are not in the bundle: a rule
+                # reading them prints them withheld and stays unassessed, rather than
+                # evaluating them as missing (an empty list made such a rule hold)
+                rule = rule_text(pol.rule, w.lets,
+                                 frozenset({"lever", "measure", "instance", "context"}),
                                  hidden_names, shown, settings=settings, fold=fold)
             except RuleWithheld:
                 rule = None
