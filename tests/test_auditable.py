@@ -28,13 +28,15 @@ EXAMPLE = ROOT / "docs" / "examples"
 #: reads `landmines` (the grader's table of the contract's hidden conflicts), which no
 #: tool of any participant reaches, so every F1 bundle prints the rule as null
 #: (test_f1_rule_named_by_w709_is_left_out_of_the_bundle)
-JUSTIFIED = {"f1": ["W709 legal_review_before_signature landmines"]}
+#: F1's signature rule reads the task instance and the `landmines` table no tool reaches
+#: (its bundle prints the rule as null): W709 names the first
+JUSTIFIED = {"f1": ["W709 legal_review_before_signature"]}
 
 
 def _codes(path: Path) -> list[str]:
     result = compile_world(path)
     assert result.ok, [d.message for d in result.diagnostics]
-    return [f"{d.code} {d.message.split(chr(39))[1]} {d.message.split(chr(39))[3]}"
+    return [f"{d.code} {d.message.split(chr(39))[1]}"
             if d.code == "W709" else d.code
             for d in result.diagnostics if d.code in ("W708", "W709")]
 

@@ -35,9 +35,9 @@ that gives it none of them gets no finding on any episode, realized or not, and
   out), or the grader-side builtins (`canary_hits`, `canary_exact`, `pattern_hits`:
   grader markers; `judged`: judge rubrics). Levers are not withheld: the bundle prints
   a rule with the lever's value for the episode's condition (issue 26, item 2). The
-  task instance is not W709 either: its fields are constant for the episode, like a
-  lever's value, so a bundle may print them the same way; until it does, a rule that
-  reads `instance.…` does not count as evaluable for W708.
+  task instance and a call's context are withheld: the bundle prints them
+  `⟨withheld⟩` and the rule is not assessed (a rule reading the instance used to hold
+  on every episode, evaluated against a missing instance).
 
 Both skip worlds with errors (what a name means is then not settled) and the
 declarations of `stdlib/`.
@@ -60,7 +60,8 @@ __all__ = ["WITHHELD_CALLS", "check_auditable"]
 #: builtins that read what every bundle withholds (grader markers, judge rubrics)
 WITHHELD_CALLS = frozenset({"canary_hits", "canary_exact", "pattern_hits", "judged"})
 #: name kinds a bundle withholds whatever the world
-_WITHHELD_KINDS = {"measure": "a measurement", "context": "a tool call's context"}
+_WITHHELD_KINDS = {"measure": "a measurement", "context": "a tool call's context",
+                   "instance": "the task instance"}
 #: how a name the offline evaluator does not read is named in W708's message
 _KIND_WORDS = {"state": "a state variable", "instance": "the task instance",
                "document": "a document"}
