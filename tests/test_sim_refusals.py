@@ -106,12 +106,15 @@ def test_a_reason_naming_nothing_is_answered_not_guessed_at(tmp_path: Path) -> N
     so no value is changed (changing one would change what the call says, not how it
     asks); the refused call is not repeated and the agent answers with the refusal."""
     w = world(tmp_path, 'level == "bronze"', "that is not possible today")
+    refused = 0
     for seed in SEEDS:
         r = run_episode(w, None, None, seed, "sim:compliant", tmp_path / "runs")
         made = calls(r, "refund")
         levels = [e.args["level"] for e, _ in made]
         if made and made[0][1].rejected:
+            refused += 1
             assert levels == levels[:1], (seed, levels)
+    assert refused > 0  # the fixture does exercise the refusal
 
 
 def test_retries_stay_within_the_bound(tmp_path: Path) -> None:
