@@ -182,7 +182,7 @@ Pattern = Callable[[Situation], Iterator[Proposal]]
 
 # ------------------------------------------------------------------ the patterns
 
-_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff"})
+_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff", "delegation"})
 
 
 def _rule_policies(s: Situation) -> list[str]:
@@ -692,7 +692,9 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     # rule reads the decision (F.13's "bind signing authorization to a substantive legal
     # review") only by the guard there (the retest target); then the routing alone
     "routing": (approval_review, attested_routing),
-    "delegation": (requester_bound,),
+    # a delegated requester's scope first (F.11's closed handoff); then a declared rule
+    # the delegation left unperformed (a duty nobody did) enforced at the action
+    "delegation": (requester_bound, policy_guard),
     "handoff": (reconcile_at_gate, policy_guard),
 }
 
