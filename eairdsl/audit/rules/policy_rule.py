@@ -23,7 +23,10 @@ it from what other roles told it (`_relayed`). One actor breaking the rule alone
 is a lead (`introduced`). The mechanism is `cumulative` when the rule aggregates
 (an aggregate, or a comprehension grouped by a key) and two or more actors wrote
 to the failing state, `invariant` otherwise; it chooses the plan and the Signals
-types (`eairdsl.audit.repairs`), never a risk id.
+types (`eairdsl.audit.repairs`), never a risk id. A single writer that relayed
+nothing may still rest on a boundary the steps show (`reliance`: a request
+across authority, a report overridden at review, a duty omitted along a
+delegation): then the boundary, contribution and mechanism are that one's.
 
 A single writer who records what others told it (evidence aggregation, a
 summary, a sign-off) is read from the steps, never from message existence
