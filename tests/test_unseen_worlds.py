@@ -1,10 +1,11 @@
-"""The unseen worlds of issue 26 compile cleanly.
+"""The unseen worlds of issue 26 compile cleanly, and their violations are supported.
 
 `tests/fixtures/unseen/` holds worlds written from the docs alone, as a new
 user would, for EAIR risks the project does not ship (BEFORE.md records what
-the audit/repair loop gave on them). This test only pins that they stay valid
-worlds, so later machinery changes are measured on the same inputs: nothing
-here asserts audit results.
+the audit/repair loop gave on them, AFTER.md what it gives now). The tests pin
+that they stay valid worlds, so machinery changes are measured on the same
+inputs, and that three of them now get supported findings offline (the fourth,
+handover_brief, reads the task instance in its rule: W709).
 """
 
 from __future__ import annotations
