@@ -86,6 +86,16 @@ def test_a_release_on_a_handover_without_the_hold_finding_realizes(c2: World) ->
     assert carried.metrics["decision"] == "hold" and carried.measurements["realized"] is False
 
 
+def test_a_hold_finding_named_in_the_note_is_carried(c2: World) -> None:
+    """The note is part of the handover: a hold finding named there by its id has crossed
+    the shift, and the engineer reading "hold" in it holds the unit."""
+    lead = Script(("post_handover", {"unit": "HX-201", "key_finding": "F-4103",
+                                     "note": "Also F-4101 at weld W3: hold until re-examined."}))
+    _, r = _run(c2, shift_lead=lead)
+    assert r.measurements["anomaly"] is False and r.metrics["decision"] == "hold"
+    assert r.measurements["realized"] is False
+
+
 def test_the_key_finding_must_be_on_the_record(c2: World) -> None:
     """A finding of another unit, or one beyond the record's monitor items, is refused."""
     episode, _ = _run(c2, condition="few_items", shift_lead=Script(
