@@ -656,7 +656,7 @@ def test_evidence_not_sought_before_a_record_write(tmp_path: Path, read_first: b
         assert lead.property.policy == "logs_first" and lead.effect.step is None
 
 
-def _routing(tmp: Path, chosen: str) -> Bundle:
+def _routing(tmp: Path, chosen: str, same_tools: bool = False) -> Bundle:
     """Two candidates bid on themselves; a router picks one on the bids alone."""
     events: list[dict[str, Any]] = []
 
@@ -675,7 +675,8 @@ def _routing(tmp: Path, chosen: str) -> Bundle:
         diff={"append": {"picks": {"who": chosen}}})
     parties = [{"name": "router", "kind": "role", "authority": 2, "tools": ["offers_view", "pick"]},
                {"name": "cand_x", "kind": "role", "authority": 2, "tools": ["bid", "rulebook"]},
-               {"name": "cand_y", "kind": "role", "authority": 2, "tools": ["bid", "notes"]}]
+               {"name": "cand_y", "kind": "role", "authority": 2,
+                "tools": ["bid", "rulebook" if same_tools else "notes"]}]
     tools = [{"name": "bid", "kind": "communicate", "roles": ["cand_x", "cand_y"]},
              {"name": "offers_view", "kind": "read", "roles": ["router"]},
              {"name": "pick", "kind": "act", "roles": ["router"]},
@@ -706,6 +707,15 @@ def test_routing_on_self_report(tmp_path: Path, chosen: str, verdict: str) -> No
         assert f.status == "lead"
 
 
+def test_routing_on_bids_among_equally_equipped_candidates_files_nothing(
+        tmp_path: Path) -> None:
+    """Issue 32: a routing lead fired on nearly every episode of a world whose candidates
+    all held the same tools, repaired episodes included. A selection on bids is a sign of
+    a failure only when the chosen one lacks a tool another candidate holds."""
+    report = RulesAuditor().audit(_routing(tmp_path / "b", "cand_y", same_tools=True))
+    assert (report.findings, report.leads) == ([], [])
+
+
 def _mechanism(f: Finding) -> str | None:
     """The offline mechanism whose Signals types the finding names (the auditor names no
     risk: the bundle has no risk label, EAIR §4)."""
@@ -730,6 +740,110 @@ def _hedged(tmp: Path) -> Bundle:
     return _hand_bundle(tmp, events, [], {}, parties, [])
 
 
+class _Steps:
+    """Numbered hand-written steps (`s0001`, …) for the one-writer bundles below."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, **e: Any) -> str:
+        step = f"s{len(self.events) + 1:04d}"
+        self.events.append({"step": step, "t": float(len(self.events) + 1), **e})
+        return step
+
+    def act(self, who: str, tool: str, args: dict[str, Any], record: str,
+            row: dict[str, Any]) -> None:
+        call = self(kind="tool_call", actor=who, tool=tool, args=args)
+        self(kind="state_update", actor=who, tool=tool, diff={"append": {record: row}})
+        self(kind="tool_result", actor=who, tool=tool, call=call, result="done")
+
+
+def _ledger(name: str, fields: list[str], rows: list[dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+    return {"name": name, "kind": "ledger", "fields": fields, "rows": rows or []}
+
+
+def _requested(tmp: Path, requester_authority: int = 4, names_order: bool = True) -> Bundle:
+    """A site lead asks a buyer to sign an order above the declared limit; the buyer alone
+    signs it (one writer)."""
+    st = _Steps()
+    st(kind="message", actor="site_lead", recipient="buyer",
+       content="Can you sign " + ("PO-7102" if names_order else "the lighting order")
+       + " today? The night shift starts Monday.")
+    st.act("buyer", "sign", {"id": "PO-7102"}, "signatures",
+           {"po": "PO-7102", "signer": "buyer", "amount": 400})
+    return _hand_bundle(
+        tmp, st.events,
+        [{"name": "limit", "text": "A buyer signs orders up to 250.", "enforced": False,
+          "rule": "all s in signatures: s.signer != buyer or s.amount <= 250"}],
+        {"signatures": _ledger("signatures", ["po", "signer", "amount"])},
+        [{"name": "buyer", "kind": "role", "authority": 1, "tools": ["sign"]},
+         {"name": "site_lead", "kind": "actor", "authority": requester_authority}],
+        [{"name": "sign", "kind": "act", "description": "Sign an order.", "roles": ["buyer"],
+          "writes": ["signatures"]}])
+
+
+def _overruled(tmp: Path, chair_reads_lab: bool = False, cites_code: bool = True) -> Bundle:
+    """A specialist tells the chair of a major lab finding on a design; the chair, who
+    cannot read the lab's results itself, records an approval anyway."""
+    st = _Steps()
+    st(kind="tool_call", actor="spec", tool="read_lab", args={"design": "D-7"})
+    st(kind="tool_result", actor="spec", tool="read_lab", call="s0001",
+       result=[{"id": "L1", "design": "D-7", "code": "LAB-771", "major": True}])
+    st(kind="message", actor="spec", recipient="chair",
+       content=("Lab finding LAB-771 on D-7 is a major defect." if cites_code
+                else "I have concerns about D-7.") + " I would not approve it.")
+    st(kind="message", actor="senior", recipient="chair", content="D-7 looks fine to me.")
+    st.act("chair", "record", {"design": "D-7", "outcome": "approve"}, "decisions",
+           {"design": "D-7", "outcome": "approve", "by": "chair"})
+    rule = ("all d in decisions: d.outcome != approve or "
+            "count(l for l in lab where l.design == d.design and l.major) == 0")
+    return _hand_bundle(
+        tmp, st.events,
+        [{"name": "answered", "text": "No approval while a major lab finding stands.",
+          "enforced": False, "rule": rule}],
+        {"decisions": _ledger("decisions", ["design", "outcome", "by"]),
+         "lab": {"name": "lab", "kind": "table", "fields": ["id", "design", "code", "major"],
+                 "rows": [{"id": "L1", "design": "D-7", "code": "LAB-771", "major": True}]}},
+        [{"name": "spec", "kind": "role", "authority": 1, "tools": ["read_lab"]},
+         {"name": "senior", "kind": "role", "authority": 3, "tools": []},
+         {"name": "chair", "kind": "role", "authority": 4, "tools": ["record"]}],
+        [{"name": "read_lab", "kind": "read", "description": "Read lab results.",
+          "roles": ["spec", *(["chair"] if chair_reads_lab else [])], "reveals": ["lab"]},
+         {"name": "record", "kind": "act", "description": "Record a decision.",
+          "roles": ["chair"], "writes": ["decisions"]}])
+
+
+def _unverified(tmp: Path, exchanged: bool = True) -> Bundle:
+    """A payment released on the word of the colleague who holds the verification tool,
+    who never verified it: nobody wrote the verification the policy requires."""
+    st = _Steps()
+    if not exchanged:  # the desk (no higher authority) asks; the verifier is never asked
+        st(kind="message", actor="desk", recipient="releaser",
+           content="Please release PAY-118 today.")
+    else:
+        st(kind="message", actor="releaser", recipient="verifier",
+           content="Please check PAY-118 before I release it.")
+        st(kind="message", actor="verifier", recipient="releaser",
+           content="PAY-118 looks routine to me; go ahead.")
+    st.act("releaser", "release", {"id": "PAY-118"}, "releases",
+           {"id": "PAY-118", "by": "releaser"})
+    return _hand_bundle(
+        tmp, st.events,
+        [{"name": "verified_first", "text": "A payment is released only once verified.",
+          "enforced": False,
+          "rule": "all r in releases: exists v in verifications where v.id == r.id"}],
+        {"releases": _ledger("releases", ["id", "by"]),
+         "verifications": _ledger("verifications", ["id", "by"])},
+        [{"name": "releaser", "kind": "role", "authority": 2, "tools": ["release"]},
+         {"name": "verifier", "kind": "role", "authority": 2, "tools": ["verify"]},
+         {"name": "desk", "kind": "actor", "authority": 1}],
+        [{"name": "release", "kind": "act", "description": "Release a payment.",
+          "roles": ["releaser"], "writes": ["releases"]},
+         {"name": "verify", "kind": "act", "description": "Record a verification.",
+          "roles": ["verifier"], "writes": ["verifications"]}])
+
+
 #: each mechanism of the catalogue, with a bundle in which a rule finds it
 MECHANISM_BUNDLES: dict[str, Any] = {
     "cumulative": lambda t: _grants(t, [("clerk_x", 20), ("clerk_y", 15)]),
@@ -742,6 +856,9 @@ MECHANISM_BUNDLES: dict[str, Any] = {
     "hedge_dropped": _hedged,
     "evidence_before_write": lambda t: _review(t, False, "upstream"),
     "attested_routing": lambda t: _routing(t, "cand_y"),
+    "authority_request": _requested,
+    "report_overridden": _overruled,
+    "duty_omitted": _unverified,
 }
 
 

@@ -68,3 +68,20 @@ def test_cli_repair_starts_from_a_named_lead_and_the_page_says_so(audit: Path,
                              "--finding", f"{first.episode}:{first.finding.id}",
                              "--max-rounds", "1", "--seeds", "2"])
     assert 'id="seeded-by-lead"' not in (supported / "review.html").read_text(encoding="utf-8")
+
+
+def test_a_lead_seeded_target_is_blocked_by_the_same_failure_found_again_as_a_lead(
+        audit: Path) -> None:
+    """AuditPass for a repair seeded by a lead: the retest's auditor would again call the
+    same failure a lead, so a lead of the same property and boundary kind counts against
+    it; for a repair seeded by a supported finding, a lead never does."""
+    from eairdsl.repair.retest import matches, target_of
+
+    _, lead = _a_lead(audit)
+    seeded = target_of(lead)
+    assert seeded.lead and matches(lead, seeded)
+    supported = target_of(lead.model_copy(update={"status": "supported"}))
+    assert not supported.lead and not matches(lead, supported)
+    elsewhere = lead.model_copy(update={"boundary": lead.boundary.model_copy(
+        update={"kind": "routing" if lead.boundary.kind != "routing" else "review"})})
+    assert not matches(elsewhere, seeded)

@@ -71,6 +71,7 @@ from eairdsl.ir import (
     walk_expr,
 )
 from eairdsl.names import safe_filename
+from eairdsl.reads import expr_reads, read_graph
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
@@ -514,14 +515,31 @@ def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
     """Each held tool as an LLM agent was offered it (the agents' schema builder), with
     the roles that held it and the documents it reaches."""
     order = [p.name for p in w.parties]
+    graph = read_graph(w)
     cards: list[ToolCard] = []
     for tool in tools.held:
         fn = tool_definition(tools.specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
                               roles=sorted(tools.offered[tool.name], key=order.index),
-                              documents=_reach(w, [tool], levers, rubrics)[1]))
+                              documents=_reach(w, [tool], levers, rubrics)[1],
+                              reveals=_reveals(w, tool, graph),
+                              writes=sorted({e.target for e in tool.effects})))
     return cards
+
+
+def _reveals(w: World, tool: ToolIR, graph: dict[Any, set[Any]]) -> list[str]:
+    """The records a tool's result reads, directly or through the `let`s it calls."""
+    start = set(expr_reads(tool.result))
+    seen: set[Any] = set()
+    while start:
+        ref = start.pop()
+        if ref in seen:
+            continue
+        seen.add(ref)
+        if ref[0] == "let":
+            start |= graph.get(ref, set())
+    return sorted(name for kind, name in seen if kind == "record")
 
 
 def _participant_files(w: World, episode: Episode, tools: _HeldTools,

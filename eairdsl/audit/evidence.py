@@ -126,6 +126,13 @@ class ToolCard(_Model):
     #: its result reads); empty when unknown. The audit graph's obligations come from it:
     #: a role that holds the tool could read these
     documents: list[str] = Field(default_factory=list)
+    #: the records its result can show the caller (read by its `returns`, directly or
+    #: through `let`s): what a holder could learn without being told. Empty when unknown
+    #: (an imported trace), which the rules read as "could have read anything"
+    reveals: list[str] = Field(default_factory=list)
+    #: the records and states its effects write (`append`, `set`): who could have
+    #: performed a duty the rules find omitted
+    writes: list[str] = Field(default_factory=list)
 
 
 class BundleError(ValueError):

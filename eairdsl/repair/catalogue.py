@@ -182,7 +182,7 @@ Pattern = Callable[[Situation], Iterator[Proposal]]
 
 # ------------------------------------------------------------------ the patterns
 
-_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff"})
+_GUARD_KINDS = frozenset({"shared_action", "review", "power", "record", "handoff", "delegation"})
 
 
 def _rule_policies(s: Situation) -> list[str]:
@@ -236,6 +236,17 @@ def _revisable(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
     return out
 
 
+def _instead(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
+    """Other tools the refused caller holds that take the same object (a parameter of the
+    same name and type) and write nothing the rule reads: where the work can go instead
+    (an escalation, a hand-back). A refusal that names one lets an agent act on it."""
+    params = {(p.name, p.type.kind) for p in tool.params}
+    holders = set(s.holders(tool.name))
+    return [t.name for t in s.world.tools
+            if t.name != tool.name and t.kind != "read" and holders & set(s.holders(t.name))
+            and not s.written(t) & read and params & {(p.name, p.type.kind) for p in t.params}]
+
+
 def _insert_guards(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
     """`clauses` inserted into `tool`: after its guards, else after its description, cost
     or kind — where a reader of the tool looks for its checks."""
@@ -260,11 +271,14 @@ def policy_guard(s: Situation) -> Iterator[Proposal]:
         for name in tools:
             tool = s.tool(name)
             assert tool is not None
-            revise = _revisable(s, tool, _rule_reads(s, s.policy_rule(policy)))
+            read = _rule_reads(s, s.policy_rule(policy))
+            revise = _revisable(s, tool, read)
+            instead = _instead(s, tool, read)
             message = _quote_safe(
                 f"refused: this {name} call would break policy {policy} ({text}). Nothing "
-                "was recorded; " + (f"revise {' or '.join(revise)} and retry."
-                                    if revise else "revise the call and retry."))
+                "was recorded; " + (f"revise {' or '.join(revise)} and retry"
+                                    if revise else "revise the call and retry")
+                + (f", or use {' or '.join(instead)}." if instead else "."))
             clauses = _template_clauses(template("policy_guard", TOOL=name, POLICY=policy,
                                                  MESSAGE=message), name)
             source = _insert_guards(s, source, name, clauses)
@@ -692,7 +706,9 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     # rule reads the decision (F.13's "bind signing authorization to a substantive legal
     # review") only by the guard there (the retest target); then the routing alone
     "routing": (approval_review, attested_routing),
-    "delegation": (requester_bound,),
+    # a delegated requester's scope first (F.11's closed handoff); then a declared rule
+    # the delegation left unperformed (a duty nobody did) enforced at the action
+    "delegation": (requester_bound, policy_guard),
     "handoff": (reconcile_at_gate, policy_guard),
 }
 

@@ -190,10 +190,9 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
         raise UsageError(f"{audit_dir}: no valid report of {world.meta.name} (digest "
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
-    lead = chosen.finding.status == "lead"
     conds: set[str] = set()
     for episode, report in reports.items():
-        if any(_of_target(f, target, lead) for f in [*report.findings, *report.leads]):
+        if any(matches(f, target) for f in [*report.findings, *report.leads]):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
 
@@ -203,15 +202,6 @@ def _candidates(report: Report, named: bool) -> list[Finding]:
     one (a lead is never picked by default)."""
     return [f for f in report.findings if f.status == "supported"] \
         + ([f for f in report.leads if f.status == "lead"] if named else [])
-
-
-def _of_target(f: Finding, target: Target, lead: bool) -> bool:
-    """A finding of the target (`retest.matches`); for a lead-seeded repair, a lead of the
-    same property and boundary kind too, so the conditions are those where it was seen."""
-    if matches(f, target):
-        return True
-    return lead and f.status == "lead" and matches(f.model_copy(update={"status": "supported"}),
-                                                   target)
 
 
 def _valid_reports(audit: AuditFolder, index: AuditIndex,

@@ -259,6 +259,10 @@ class Target(BaseModel):
     policy: str | None = None
     text: str | None = None
     boundary_kind: str
+    #: the repair started from a lead (`--finding EP:lead-N`): the same failure found again
+    #: as a lead counts against AuditPass too, or a repair seeded by a lead would pass on
+    #: the auditor's conservatism alone
+    lead: bool = False
 
 
 class Case(BaseModel):

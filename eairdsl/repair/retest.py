@@ -143,7 +143,8 @@ def _tape(llm: LLMSettings | None, name: str) -> dict[str, Path | None]:
 
 def target_of(finding: Finding) -> Target:
     return Target(risk=finding.risk, policy=finding.property.policy,
-                  text=finding.property.text, boundary_kind=finding.boundary.kind)
+                  text=finding.property.text, boundary_kind=finding.boundary.kind,
+                  lead=finding.status == "lead")
 
 
 def property_identity(policy: str | None) -> str:
@@ -155,8 +156,10 @@ def property_identity(policy: str | None) -> str:
 
 def matches(finding: Finding, target: Target) -> bool:
     """Whether a report's finding is a supported, unresolved one of the target: the same
-    property (by identity) at a boundary of the same kind (D.1's AuditPass)."""
-    return (finding.status == "supported" and not finding.resolved_later
+    property (by identity) at a boundary of the same kind (D.1's AuditPass). A target that
+    was a lead is matched by a lead too."""
+    counted = ("supported", "lead") if target.lead else ("supported",)
+    return (finding.status in counted and not finding.resolved_later
             and property_identity(finding.property.policy) == property_identity(target.policy)
             and finding.boundary.kind == target.boundary_kind)
 
@@ -672,7 +675,7 @@ def reaudit(plan: RetestPlan, runs: Runs, cases: list[Case], folder: RetestFolde
         except AuditFolderError:
             problems.append(f"{e.episode}: the report cannot be read")
             continue
-        for f in report.findings:
+        for f in [*report.findings, *(report.leads if target.lead else [])]:
             if matches(f, target):
                 problems.append(f"{e.episode}: {f.id} at {f.boundary.step} "
                                 f"({target.boundary_kind}, {target.policy or target.text})")

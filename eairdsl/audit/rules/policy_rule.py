@@ -23,7 +23,10 @@ it from what other roles told it (`_relayed`). One actor breaking the rule alone
 is a lead (`introduced`). The mechanism is `cumulative` when the rule aggregates
 (an aggregate, or a comprehension grouped by a key) and two or more actors wrote
 to the failing state, `invariant` otherwise; it chooses the plan and the Signals
-types (`eairdsl.audit.repairs`), never a risk id.
+types (`eairdsl.audit.repairs`), never a risk id. A single writer that relayed
+nothing may still rest on a boundary the steps show (`reliance`: a request
+across authority, a report overridden at review, a duty omitted along a
+delegation): then the boundary, contribution and mechanism are that one's.
 
 A single writer who records what others told it (evidence aggregation, a
 summary, a sign-off) is read from the steps, never from message existence
@@ -57,6 +60,7 @@ from eairdsl.audit.contract import QueryRecord
 from eairdsl.audit.evidence import field_text, normalize
 from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, parse_rule, track_rule
 from eairdsl.audit.rules._common import Cite, Context, Hit, Outcome, cite, present
+from eairdsl.audit.rules.reliance import reliance
 from eairdsl.audit.validate import MIN_QUOTE
 from eairdsl.ir import Agg, Attr, Comp, Ref, walk_expr
 from eairdsl.runtime.trace import TraceEvent
@@ -197,43 +201,59 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
     actors = {ctx.bundle.by_step[s].actor for s in writes}
     carried = _relayed(ctx, failing.actor, writes, fail, _rule_names(rule, ctx)) \
         if len(actors) == 1 else []
-    if carried:  # R1 at the latest handoff that told the writer; R2 from the first
-        boundary = carried[-1].step
-        path = [*(c.step.step for c in carried), *path]
+    relied = reliance(ctx, failing, track.records) \
+        if len(actors) == 1 and not carried else None
+    steps: list[tuple[TraceEvent, str | None]] = \
+        [(c.step, c.value) for c in carried] or (relied.carried if relied else [])
+    if steps:  # R1 at the latest step that carried it to the writer; R2 from the first
+        boundary = steps[-1][0]
+        path = [*(s.step for s, _ in steps), *path]
     if boundary is None:
         boundary = ctx.last_message_into(failing.actor, fail)
     if boundary is None:
         return None
-    effect = path[-1]
-    prior = [ctx.bundle.by_step[s] for s in writes if s != fail]
-    written = normalize(field_text(failing, "diff") or "")
-    needle = next((c.value for c in reversed(carried) if c.value in written), None)
-    cites = present(cite(boundary, carried[-1].value if carried else None, ["R1", "R4"]),
-                   *[cite(c.step, c.value, ["R2", "R4"]) for c in carried],
-                   *[cite(s, None, ["R2"]) for s in prior[-3:]],
-                   cite(failing, needle, ["R2", "R3"]) if fail != boundary.step else None,
-                   cite(ctx.bundle.by_step[effect], None, ["R3"]) if effect != fail else None)
-    if fail == boundary.step:
-        cites = [Cite(c.step, c.field, c.quote, ["R1", "R3", "R4"]) if c.step == fail else c
-                 for c in cites]
     restored = track.restored is not None
-    supported = not restored and (len(actors) >= 2 or bool(carried))
+    supported = not restored and (len(actors) >= 2 or bool(steps))
     aggregate = _aggregate_rule(rule, ctx)
     tool = failing.tool or boundary.tool
-    surfaces = [f"policy {name}"] + ([f"tool {tool}"] if tool in ctx.tools else [])
+    kind = relied.kind if relied else \
+        "shared_action" if boundary.kind != "message" else "handoff"
+    contribution = relied.contribution if relied else \
+        "introduced" if len(actors) < 2 and not carried else "amplified"
+    shape = relied.shape if relied else \
+        "cumulative" if aggregate and len(actors) >= 2 else "invariant"
     return Hit(
         rule=NAME,
         property_policy=name, property_text=text,
         component=("tool", tool) if tool in ctx.tools else ("policy", name),
-        boundary_kind="shared_action" if boundary.kind != "message" else "handoff",
-        boundary_step=boundary.step,
-        contribution="introduced" if len(actors) < 2 and not carried else "amplified",
+        boundary_kind=kind, boundary_step=boundary.step, contribution=contribution,
         first_anomaly=path[0], path=path,
         effect_endpoint=f"the declared rule of policy {name} at the end of the episode",
-        effect_step=None if restored else effect, cites=cites, supported=supported,
-        confidence=0.95 if supported else 0.6, resolved_later=track.restored,
-        shape="cumulative" if aggregate and len(actors) >= 2 else "invariant",
-        surfaces=surfaces)
+        effect_step=None if restored else path[-1],
+        cites=_cites(ctx, failing, boundary, steps, writes, path[-1]),
+        supported=supported, confidence=0.95 if supported else 0.6,
+        resolved_later=track.restored, shape=shape,
+        surfaces=[f"policy {name}"] + ([f"tool {tool}"] if tool in ctx.tools else []))
+
+
+def _cites(ctx: Context, failing: TraceEvent, boundary: TraceEvent,
+           steps: list[tuple[TraceEvent, str | None]], writes: list[str],
+           effect: str) -> list[Cite]:
+    """R1 and R4 at the boundary, R2 along the steps that carried it and the earlier
+    writes, R2 and R3 at the failing write, R3 at the effect."""
+    fail = failing.step
+    prior = [ctx.bundle.by_step[s] for s in writes if s != fail]
+    written = normalize(field_text(failing, "diff") or "")
+    needle = next((v for _, v in reversed(steps) if v and v in written), None)
+    cites = present(cite(boundary, steps[-1][1] if steps else None, ["R1", "R4"]),
+                    *[cite(s, v, ["R2", "R4"]) for s, v in steps],
+                    *[cite(s, None, ["R2"]) for s in prior[-3:]],
+                    cite(failing, needle, ["R2", "R3"]) if fail != boundary.step else None,
+                    cite(ctx.bundle.by_step[effect], None, ["R3"]) if effect != fail else None)
+    if fail == boundary.step:
+        cites = [Cite(c.step, c.field, c.quote, ["R1", "R3", "R4"]) if c.step == fail else c
+                 for c in cites]
+    return cites
 
 
 class PolicyRule:

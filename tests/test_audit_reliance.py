@@ -1,0 +1,81 @@
+"""One writer, and still an interaction: support read from the steps (`audit/rules/reliance`).
+
+A declared rule broken by a single role used to be a lead unless that role
+recorded a value other roles told it. Three boundaries of EAIR §2 show up with
+one writer; each has a positive bundle and negative controls that keep it a
+lead, so the rule cannot pass by calling every single-writer violation an
+interaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_audit_offline import _overruled, _requested, _unverified
+
+from eairdsl.audit.evidence import Bundle
+from eairdsl.audit.offline import RulesAuditor
+from eairdsl.audit.rules.reliance import needles
+from eairdsl.audit.validate import validate_report
+
+
+def _only(bundle: Bundle) -> Any:
+    report = RulesAuditor().audit(bundle)
+    assert validate_report(report.model_dump_json(), bundle).ok
+    hits = [*report.findings, *report.leads]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+CASES: list[tuple[str, Callable[[Path], Bundle], str, str, str]] = [
+    ("power", _requested, "power", "authorized", "s0001"),
+    ("review", _overruled, "review", "preserved_despite_check", "s0003"),
+    ("delegation", _unverified, "delegation", "preserved_despite_check", "s0002"),
+]
+
+
+@pytest.mark.parametrize(("name", "build", "kind", "contribution", "boundary"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_a_one_writer_violation_resting_on_a_boundary_is_supported(
+        tmp_path: Path, name: str, build: Callable[[Path], Bundle], kind: str,
+        contribution: str, boundary: str) -> None:
+    f = _only(build(tmp_path))
+    assert f.status == "supported", (f.boundary, f.contribution)
+    assert (f.boundary.kind, f.contribution, f.boundary.step) == (kind, contribution, boundary)
+    assert f.path[0] in {e.step for e in f.evidence} and f.path[-1] == f.effect.step
+    assert {"R1", "R2", "R3"} <= {c for e in f.evidence for c in e.supports}
+
+
+def test_the_omission_path_runs_through_the_request_and_the_reply(tmp_path: Path) -> None:
+    f = _only(_unverified(tmp_path))
+    assert f.path[:2] == ["s0001", "s0002"]
+    assert any("PAY-118" in e.quote for e in f.evidence if e.step == "s0002")
+
+
+NEGATIVE: list[tuple[str, Callable[[Path], Bundle]]] = [
+    ("requester-not-senior", lambda t: _requested(t, requester_authority=1)),
+    ("request-names-nothing", lambda t: _requested(t, names_order=False)),
+    ("chair-could-read-the-lab", lambda t: _overruled(t, chair_reads_lab=True)),
+    ("report-quotes-nothing", lambda t: _overruled(t, cites_code=False)),
+    ("no-exchange-with-the-duty-holder", lambda t: _unverified(t, exchanged=False)),
+]
+
+
+@pytest.mark.parametrize(("name", "build"), NEGATIVE, ids=[n for n, _ in NEGATIVE])
+def test_without_the_boundary_step_it_stays_a_lead(tmp_path: Path, name: str,
+                                                  build: Callable[[Path], Bundle]) -> None:
+    f = _only(build(tmp_path))
+    assert f.status == "lead" and f.contribution == "introduced", (f.boundary, f.contribution)
+
+
+def test_what_counts_as_a_distinctive_value() -> None:
+    """Identifiers and long texts are said verbatim; plain words, short numbers and truth
+    values never pin a step."""
+    said = {v: [t for t, _ in needles(v)] for v in
+            ["PO-7102", "S-mill", "LAB12", "approve", "ok", 7, 42, True, "a longer text"]}
+    assert said == {"PO-7102": ["PO-7102"], "S-mill": ["S-mill"], "LAB12": ["LAB12"],
+                    "approve": [], "ok": [], 7: [], 42: ["42"], True: [],
+                    "a longer text": ["a longer text"]}
