@@ -81,41 +81,6 @@ def test_what_counts_as_a_distinctive_value() -> None:
                     "a longer text": ["a longer text"]}
 
 
-def test_a_colleagues_rows_that_kept_the_rule_do_not_make_it_amplified(tmp_path: Path) -> None:
-    """But-for: a second writer counts only when the failure needs its writes. A grant over
-    the per-grant limit after a colleague's grant within it is one clerk's violation (a
-    lead); a cumulative cap two grants exceed together is amplified (supported)."""
-    from test_audit_offline import _grants
-
-    from eairdsl.audit.policy_eval import value_without
-
-    alone = _grants(tmp_path / "alone", [("clerk_y", 10), ("clerk_x", 20)])
-    rule = "all g in grants: g.amount <= 18"
-    fail = alone.steps[-2].step
-    assert value_without("cap", rule, alone, fail, frozenset({"clerk_y"})) is False
-    bundle = _hand_copy(alone, tmp_path / "alone2", rule)
-    f = _only(bundle)
-    assert (f.status, f.contribution) == ("lead", "introduced")
-    together = _grants(tmp_path / "together", [("clerk_x", 20), ("clerk_y", 15)])
-    f = _only(together)
-    assert (f.status, f.contribution) == ("supported", "amplified")
-
-
-def _hand_copy(bundle: Bundle, tmp: Path, rule: str) -> Bundle:
-    """The bundle with its one policy's rule replaced."""
-    from test_audit_offline import _hand_bundle
-
-    events = [e.model_dump(mode="json", exclude_none=True) for e in bundle.steps]
-    for e in events:
-        e.pop("type", None)
-    return _hand_bundle(
-        tmp, events, [{"name": "cap", "text": "No grant above 18.", "enforced": False,
-                       "rule": rule}],
-        {n: v.model_dump(mode="json") for n, v in bundle.records.items()},
-        [p.model_dump(mode="json") for p in bundle.participants],
-        [t.model_dump(mode="json") for t in bundle.tools])
-
-
 def test_a_value_read_from_a_record_another_role_filled_is_carried(tmp_path: Path) -> None:
     """A record one role fills and another reads is a boundary (kind `record`): the amount
     a clerk grants, read from a quote a colleague recorded, was carried to it even though

@@ -56,8 +56,7 @@ from eairdsl.runtime.values import Row
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_text
 
-__all__ = ["RuleTrack", "Unevaluable", "parse_rule", "track_rule", "rule_records",
-           "value_without"]
+__all__ = ["RuleTrack", "Unevaluable", "parse_rule", "track_rule", "rule_records"]
 
 #: how a withheld name prints in a rule (eairdsl.audit.rule_text.HIDDEN)
 _HIDDEN = "⟨withheld⟩"
@@ -261,18 +260,3 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
             track.restored = step.step
         current = v
     return track
-
-
-def value_without(policy: str, text: str, bundle: Bundle, until: str,
-                  without: frozenset[str]) -> bool | None:
-    """The rule's value after step `until` had the state updates of the actors `without`
-    never happened: the but-for test of whether their writes contributed to a failure."""
-    value, _ = _evaluator(policy, text, bundle)
-    records = _state(bundle)
-    states: dict[str, Any] = {}
-    for step in bundle.steps:
-        if step.kind == "state_update" and step.diff and step.actor not in without:
-            _apply(records, states, step.diff)
-        if step.step == until:
-            break
-    return value(records, states)

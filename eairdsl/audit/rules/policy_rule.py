@@ -61,13 +61,7 @@ from typing import Any
 
 from eairdsl.audit.contract import QueryRecord
 from eairdsl.audit.evidence import field_text, normalize
-from eairdsl.audit.policy_eval import (
-    RuleTrack,
-    Unevaluable,
-    parse_rule,
-    track_rule,
-    value_without,
-)
+from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, parse_rule, track_rule
 from eairdsl.audit.rules._common import Cite, Context, Hit, Outcome, cite, present
 from eairdsl.audit.rules.reliance import reliance
 from eairdsl.audit.validate import MIN_QUOTE
@@ -180,22 +174,6 @@ def _held_alone(ctx: Context, step: TraceEvent) -> bool:
     return card is None or len(set(card.roles)) < 2
 
 
-def _contributors(ctx: Context, name: str, rule: str, writes: list[str],
-                  failing: TraceEvent) -> set[str]:
-    """The actors whose writes the failure needed: every writer of the state the rule reads
-    up to the failure, unless the rule fails just the same without the others' writes (a
-    colleague's rows that kept the rule play no part in one actor's violation)."""
-    actors = {ctx.bundle.by_step[s].actor for s in writes}
-    if len(actors) < 2:
-        return actors
-    others = frozenset(actors - {failing.actor})
-    try:
-        alone = value_without(name, rule, ctx.bundle, failing.step, others)
-    except Unevaluable:
-        return actors
-    return {failing.actor} if alone is False else actors
-
-
 def policy_rules(ctx: Context) -> tuple[list[Hit], list[tuple[str, str | None]]]:
     """Declared rules that fail as the state evolves; and each policy with a rule, with
     why it could not be evaluated (None when it was)."""
@@ -229,7 +207,7 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
     boundary = failing if ctx.cross_role(failing) else next(
         (ctx.bundle.by_step[s] for s in reversed(writes)
          if ctx.cross_role(ctx.bundle.by_step[s])), None)
-    actors = _contributors(ctx, name, rule, writes, failing)
+    actors = {ctx.bundle.by_step[s].actor for s in writes}
     carried = _relayed(ctx, failing.actor, writes, fail, _rule_names(rule, ctx)) \
         if len(actors) == 1 else []
     relied = reliance(ctx, failing, track.records) \
