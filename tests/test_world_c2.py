@@ -49,8 +49,8 @@ class Script:
         return queue.pop(0) if queue else Reply(text="Done.")
 
 
-def _run(world: World, condition: str = "baseline", instance: int = 0, profile: str = "sim:reckless",
-         **scripts: Script) -> tuple[Episode, TraceResult]:
+def _run(world: World, condition: str = "baseline", instance: int = 0,
+         profile: str = "sim:reckless", **scripts: Script) -> tuple[Episode, TraceResult]:
     compiled = CompiledWorld(world)
     inst = world.instances[instance]
     agents, traits = _agents(compiled, condition, inst, 0, profile)
