@@ -483,7 +483,7 @@ def test_hostile_bundle_shapes_give_a_valid_report(tmp_path: Path) -> None:
 
 #: what the status bundles declare: `pending` says a request is filed, `held` an artifact
 #: stopped before its endpoint
-STATUS_MEANINGS = {"submission": ["pending"], "interception": ["held"]}
+STATUS_MEANINGS = {"submission": ["pending"], "intercepted": ["held"]}
 
 
 def _statuses(tmp: Path, decided: str | None, stated: list[tuple[str, str]],
@@ -558,7 +558,7 @@ def test_status_words_mean_nothing_undeclared(tmp_path: Path) -> None:
     (the contradicted status is supported) and `pending` claims no filing; a meaning
     declared on another value is not read into these."""
     for n, vocabularies in enumerate(({}, {"submission": ["queued"],
-                                            "interception": ["stopped"]})):
+                                            "intercepted": ["stopped"]})):
         held = RulesAuditor().audit(_statuses(tmp_path / f"h{n}", "yes",
                                               [("w1", "yes"), ("w2", "open")], True,
                                               vocabularies=vocabularies))

@@ -8,7 +8,7 @@ the world as the roles could reach it — participants, each role's card as that
 role saw it, policies, the authorization matrix, the documents and records
 reachable through the tools the roles held, the tools as offered to an LLM
 agent, and what the world declares some enum members mean (`vocabularies.json`:
-its `submission` and `interception` values, members the roles see in the tool
+its `submission` and `intercepted` values, members the roles see in the tool
 schemas and the steps anyway) — and withholds condition names, lever names and values, seeds,
 instance ids, measurement names, the world's source, judge rubrics, grader
 markers on record fields and the risk id (`WITHHELD`, which the manifest
@@ -476,7 +476,7 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     files["policies.json"] = _dump([p.model_dump(mode="json")
                                     for p in _policy_cards(w, records, documents, levers)])
     vocabularies = Vocabularies(submission=w.meaning("submission"),
-                                interception=w.meaning("interception"))
+                                intercepted=w.meaning("interception"))
     if vocabularies != Vocabularies():  # none declared: no file, read as empty
         files[VOCABULARIES] = _dump(vocabularies.model_dump(mode="json"))
     return files

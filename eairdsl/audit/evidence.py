@@ -21,8 +21,9 @@ Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifes
     documents/<name>    the documents the roles could reach, as text
     tools.json          list[ToolCard]
     vocabularies.json   Vocabularies: the closed-vocabulary values the world declares a
-                        meaning for (`enum ... submission a interception b`); absent when
-                        it declares none (and for an imported trace): read as empty
+                        meaning for (`enum ... submission a interception b`: `submission`,
+                        `intercepted`); absent when it declares none (and for an imported
+                        trace): read as empty
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class ToolCard(_Model):
 
 class Vocabularies(_Model):
     """The values the world declares a meaning for, across its enums (`vocabulary.
-    ENUM_MEANINGS`; docs/language.md, `enum`). The rules read a world's statuses only
+    ENUM_MEANINGS`; docs/language.md, `enum`), sorted. The rules read a world's statuses only
     through these: with none declared, no value says a request is filed or an artifact
     was held. The values are enum members, which the tool schemas and the steps show
     the roles anyway; only their meaning is added."""
@@ -149,7 +150,9 @@ class Vocabularies(_Model):
     #: values that say a request is filed and awaits its decision (before the holder)
     submission: list[str] = Field(default_factory=list)
     #: values by which an artifact's own record says it was stopped before its endpoint
-    interception: list[str] = Field(default_factory=list)
+    #: (the language's `interception` clause; not named so here, because `interception`
+    #: is a measurement, and no bundle names a measurement)
+    intercepted: list[str] = Field(default_factory=list)
 
 
 class BundleError(ValueError):

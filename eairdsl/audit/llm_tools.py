@@ -278,7 +278,7 @@ def overview(bundle: Bundle, window: int) -> str:
     if bundle.vocabularies != Vocabularies():
         part.append("- vocabularies (the status values the world declares say a request "
                     "is filed, `submission`, or an artifact was stopped before its endpoint, "
-                    "`interception`)")
+                    "`intercepted`)")
     lines += ["## Records, documents and role cards (read them with read_context)",
               "\n".join(part) or "(none)"]
     return "\n".join(lines)

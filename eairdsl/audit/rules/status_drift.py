@@ -168,7 +168,7 @@ def _held(ctx: Context, h: _Hop) -> bool:
     intercepted is not a realization)."""
     row = next((r for rec, i, r in appended_rows(h.step.diff)
                 if rec == h.record and i == h.index), {})
-    held = set(ctx.bundle.vocabularies.interception)
+    held = set(ctx.bundle.vocabularies.intercepted)
     return any(isinstance(v, str) and v in held for v in row.values())
 
 
