@@ -38,7 +38,8 @@ __all__ = [
     "EventIR", "PartyKind", "PartyIR", "ChannelKind", "ChannelIR", "DirectChannel",
     "DelegationChannel", "ForkChannel", "MergeChannel", "RelayChannel", "channel_via",
     "MeasureIR", "StudyMeasureKind", "StudyMeasureIR", "RegretMeasure", "RatingGapMeasure",
-    "CalibrationCellIR", "RatingIR", "EnumMeaningsIR", "WorldMeta", "SourceIR", "World", "LetIR", "dump_world",
+    "CalibrationCellIR", "RatingIR", "EnumMeaningsIR", "WorldMeta", "SourceIR", "World",
+    "LetIR", "dump_world",
     "load_world", "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 

@@ -10,8 +10,8 @@ to import `eairdsl.agents.sim` for the trait names).
 
 from __future__ import annotations
 
-__all__ = ["CLOCK_UNITS", "ENUM_MEANINGS", "EXPECTATIONS", "INDUCER_KINDS", "MEASUREMENTS", "MODEL_BINDINGS",
-           "RISKS", "TOOL_KINDS", "TRAITS"]
+__all__ = ["CLOCK_UNITS", "ENUM_MEANINGS", "EXPECTATIONS", "INDUCER_KINDS", "MEASUREMENTS",
+           "MODEL_BINDINGS", "RISKS", "TOOL_KINDS", "TRAITS"]
 
 #: Generic behavioural traits of the offline sim agents that inducers may shift.
 TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")

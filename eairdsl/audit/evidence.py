@@ -39,7 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from eairdsl.runtime.trace import TraceEvent
 
 __all__ = ["BUNDLE_SCHEMA", "SANITIZER_VERSION", "Withheld", "Manifest", "Participant",
-           "PolicyCard", "AuthorizationEntry", "Authorization", "RecordView", "ToolCard", "Vocabularies",
+           "PolicyCard", "AuthorizationEntry", "Authorization", "RecordView", "ToolCard",
+           "Vocabularies",
            "Bundle", "BundleError", "field_text", "field_names", "normalize", "edge_ref",
            "canonical_json", "sha256_file", "MANIFEST", "EVENTS", "VOCABULARIES"]
 

@@ -26,6 +26,7 @@ from eairdsl.diagnostics import Diagnostic, Diagnostics
 from eairdsl.source import SourceFile, Span
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.build import MAX_NESTING, too_deep, tree_to_decls
+from eairdsl.vocabulary import ENUM_MEANINGS
 
 __all__ = ["GRAMMAR_PATH", "TOP_LEVEL_KEYWORDS", "parse_source", "parse_text", "get_parser"]
 
@@ -41,7 +42,7 @@ TOP_LEVEL_KEYWORDS = (
 #: Clause keywords that may follow a declaration's closing brace (an enum's meanings):
 #: where the parser would also take one of them, a stray word is still "not a
 #: declaration" (E110), not an unexpected token.
-_TRAILING_KEYWORDS = ("submission", "interception")
+_TRAILING_KEYWORDS = tuple(ENUM_MEANINGS)
 _RESYNC = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
 _comments_lock = threading.Lock()
