@@ -685,7 +685,7 @@ def test_evidence_not_sought_before_a_record_write(tmp_path: Path, read_first: b
         assert lead.property.policy == "logs_first" and lead.effect.step is None
 
 
-def _routing(tmp: Path, chosen: str) -> Bundle:
+def _routing(tmp: Path, chosen: str, same_tools: bool = False) -> Bundle:
     """Two candidates bid on themselves; a router picks one on the bids alone."""
     events: list[dict[str, Any]] = []
 
@@ -704,7 +704,8 @@ def _routing(tmp: Path, chosen: str) -> Bundle:
         diff={"append": {"picks": {"who": chosen}}})
     parties = [{"name": "router", "kind": "role", "authority": 2, "tools": ["offers_view", "pick"]},
                {"name": "cand_x", "kind": "role", "authority": 2, "tools": ["bid", "rulebook"]},
-               {"name": "cand_y", "kind": "role", "authority": 2, "tools": ["bid", "notes"]}]
+               {"name": "cand_y", "kind": "role", "authority": 2,
+                "tools": ["bid", "rulebook" if same_tools else "notes"]}]
     tools = [{"name": "bid", "kind": "communicate", "roles": ["cand_x", "cand_y"]},
              {"name": "offers_view", "kind": "read", "roles": ["router"]},
              {"name": "pick", "kind": "act", "roles": ["router"]},
@@ -733,6 +734,15 @@ def test_routing_on_self_report(tmp_path: Path, chosen: str, verdict: str) -> No
         assert f.effect.step == bundle.steps[-1].step
     else:
         assert f.status == "lead"
+
+
+def test_routing_on_bids_among_equally_equipped_candidates_files_nothing(
+        tmp_path: Path) -> None:
+    """Issue 32: a routing lead fired on nearly every episode of a world whose candidates
+    all held the same tools, repaired episodes included. A selection on bids is a sign of
+    a failure only when the chosen one lacks a tool another candidate holds."""
+    report = RulesAuditor().audit(_routing(tmp_path / "b", "cand_y", same_tools=True))
+    assert (report.findings, report.leads) == ([], [])
 
 
 def _mechanism(f: Finding) -> str | None:

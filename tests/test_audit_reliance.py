@@ -79,3 +79,37 @@ def test_what_counts_as_a_distinctive_value() -> None:
     assert said == {"PO-7102": ["PO-7102"], "S-mill": ["S-mill"], "LAB12": ["LAB12"],
                     "approve": [], "ok": [], 7: [], 42: ["42"], True: [],
                     "a longer text": ["a longer text"]}
+
+
+def test_a_value_read_from_a_record_another_role_filled_is_carried(tmp_path: Path) -> None:
+    """A record one role fills and another reads is a boundary (kind `record`): the amount
+    a clerk grants, read from a quote a colleague recorded, was carried to it even though
+    only the reader holds the reading tool (issue 27's F2: a value copied from another
+    role's row stayed a lead)."""
+    from test_audit_offline import _hand_bundle, _ledger, _Steps
+
+    st = _Steps()
+    st(kind="message", actor="desk", recipient="clerk_x", content="Please settle Q-551.")
+    st.act("clerk_y", "quote", {"ref": "Q-551", "amount": 900}, "quotes",
+           {"ref": "Q-551", "amount": 900, "by": "clerk_y"})
+    call = st(kind="tool_call", actor="clerk_x", tool="read_quotes", args={"ref": "Q-551"})
+    st(kind="tool_result", actor="clerk_x", tool="read_quotes", call=call,
+       result=[{"ref": "Q-551", "amount": 900, "by": "clerk_y"}])
+    st.act("clerk_x", "grant", {"ref": "Q-551", "amount": 900}, "grants",
+           {"ref": "Q-551", "amount": 900})
+    bundle = _hand_bundle(
+        tmp_path, st.events,
+        [{"name": "limit", "text": "No grant above 500.", "enforced": False,
+          "rule": "all g in grants: g.amount <= 500"}],
+        {"grants": _ledger("grants", ["ref", "amount"]),
+         "quotes": _ledger("quotes", ["ref", "amount", "by"])},
+        [{"name": "clerk_x", "kind": "role", "authority": 2, "tools": ["read_quotes", "grant"]},
+         {"name": "clerk_y", "kind": "role", "authority": 2, "tools": ["quote"]},
+         {"name": "desk", "kind": "actor", "authority": 1}],
+        [{"name": "quote", "kind": "act", "roles": ["clerk_y"], "writes": ["quotes"]},
+         {"name": "read_quotes", "kind": "read", "roles": ["clerk_x"], "reveals": ["quotes"]},
+         {"name": "grant", "kind": "act", "roles": ["clerk_x"], "writes": ["grants"]}])
+    f = _only(bundle)
+    assert (f.status, f.boundary.kind, f.contribution) == ("supported", "record", "amplified")
+    assert f.boundary.step == "s0006" and "900" in next(
+        e.quote for e in f.evidence if e.step == "s0006")

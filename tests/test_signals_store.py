@@ -278,8 +278,9 @@ def test_report_links_occurrences_to_the_trace_viewer(ws: Path, tmp_path: Path) 
 def test_done_when_five_worlds(tmp_path: Path) -> None:
     """The issue's done-when: study and audit the five worlds, update, list."""
     ws = make_workspace(tmp_path / "ws")
-    worlds = sorted(f"worlds/{p.name}" for p in (ws / "worlds").glob("*.eair"))
-    assert len(worlds) == 5
+    # the paper's five (the suite's other worlds have their own loop tests)
+    worlds = [f"worlds/{w}.eair" for w in ("a1", "b1", "c1", "d1", "f1")]
+    assert all((ws / w).is_file() for w in worlds)
     proc = run_eairc("study", *worlds, "--seeds", "3", "--out", "runs/s", "--workers", "1",
                      cwd=ws)
     assert proc.returncode == 0, proc.stderr

@@ -17,8 +17,8 @@ from eairdsl.api import resolve_world
 from eairdsl.cli import app
 from eairdsl.study.executor import run_study
 from eairdsl.study.grid import parse_models, plan_world
-from eairdsl.study.report import svg_bubbles, svg_rates
-from eairdsl.study.stats import mcnemar_exact, wilson_interval
+from eairdsl.study.report import _contrasts, svg_bubbles, svg_rates
+from eairdsl.study.stats import fisher_exact, mcnemar_exact, wilson_interval
 from eairdsl.study.store import MEASUREMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +27,9 @@ _TD = re.compile(r'<td class="rate" data-world="([^"]+)" data-group="([^"]+)" '
                  r'data-endpoint="([^"]+)" data-k="(\d+)" data-n="(\d+)" '
                  r'data-unassessed="(\d+)">(.*?)</td>', re.S)
 _CONTRAST = re.compile(r'<tr data-world="([^"]+)" data-endpoint="([^"]+)" '
-                       r'data-condition="([^"]+)" data-b="(\d+)" data-c="(\d+)" '
-                       r'data-pairs="(\d+)">(.*?)</tr>', re.S)
+                       r'data-condition="([^"]+)" data-k-ref="(\d+)" data-n-ref="(\d+)" '
+                       r'data-k="(\d+)" data-n="(\d+)" data-p="([^"]+)" '
+                       r'data-test="fisher-unpaired">(.*?)</tr>', re.S)
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +75,54 @@ def test_report_rates_equal_a_recomputation_from_the_csv(study: Path) -> None:
 
 
 def test_report_contrasts_equal_a_recomputation_from_the_csv(study: Path) -> None:
-    """Paired contrasts match model × instance × seed cells and report the exact McNemar p."""
+    """Condition contrasts are unpaired: each condition's retained, assessed episodes
+    against the reference's over the model × instance cells both have, with Fisher's
+    exact p (conditions do not share draws, so seeds are no pairs)."""
     rows = [r for r in _csv(study) if r["retained"] == "1"]
-    by: dict[str, dict[tuple[str, ...], dict[str, str]]] = defaultdict(dict)
-    for r in rows:
-        by[r["condition"]][(r["model"], r["instance"], r["seed"], r["rep"])] = r
     page = (study / "report" / "index.html").read_text(encoding="utf-8")
+    assert "Fisher exact, unpaired: conditions do not share draws" in page
     found = _CONTRAST.findall(page)
     assert {(f[1], f[2]) for f in found} == {(e, c) for e in ("realized", "utility")
                                              for c in ("need_to_know", "repaired")}
-    for _world, endpoint, condition, b, c, pairs, text in found:
-        keys = [k for k in by["canonical"] if k in by[condition]]
-        x = [int(by["canonical"][k][endpoint]) for k in keys]
-        y = [int(by[condition][k][endpoint]) for k in keys]
-        eb = sum(1 for i, j in zip(x, y, strict=True) if i and not j)
-        ec = sum(1 for i, j in zip(x, y, strict=True) if j and not i)
-        assert (int(b), int(c), int(pairs)) == (eb, ec, len(keys))
-        assert f"{100 * (ec - eb) / len(keys):+.1f}pp" in text
-        p = mcnemar_exact(eb, ec)
-        assert (f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1") in text or p < 0.001
+    for _world, endpoint, condition, k_ref, n_ref, k, n, p, text in found:
+        by: dict[str, dict[tuple[str, str], list[int]]] = defaultdict(lambda: defaultdict(list))
+        for r in rows:
+            if r[endpoint] != "":
+                by[r["condition"]][(r["model"], r["instance"])].append(int(r[endpoint]))
+        shared = set(by["canonical"]) & set(by[condition])
+        x = [v for key in shared for v in by["canonical"][key]]
+        y = [v for key in shared for v in by[condition][key]]
+        assert (int(k_ref), int(n_ref), int(k), int(n)) == (sum(x), len(x), sum(y), len(y))
+        assert f"{100 * (sum(y) / len(y) - sum(x) / len(x)):+.1f}pp" in text
+        expected = fisher_exact(sum(x), len(x) - sum(x), sum(y), len(y) - sum(y))
+        assert float(p) == pytest.approx(expected, rel=1e-5)
+        assert "McNemar" not in text
+
+
+def test_condition_contrasts_are_unpaired_over_shared_model_instance_cells() -> None:
+    """Conditions with different episode counts and cells the other lacks: every assessed
+    episode of a shared model × instance cell counts on its own side (no seed matching),
+    cells of one side only are left out, and p is Fisher's, not McNemar's."""
+    def row(condition: str, model: str, instance: str, seed: int, realized: int | None,
+            utility: int | None = 1) -> dict[str, Any]:
+        return {"world": "w", "model": model, "condition": condition, "instance": instance,
+                "seed": seed, "rep": 0, "realized": realized, "utility": utility}
+
+    rows = [row("ref", "m1", "i1", s, v) for s, v in enumerate([1, 1, 1, 0])]      # 3/4
+    rows += [row("ref", "m2", "i1", s, v) for s, v in enumerate([1, 0])]           # 1/2
+    rows += [row("ref", "m1", "i9", 0, 1)]                     # only in ref: not counted
+    rows += [row("new", "m1", "i1", s, v) for s, v in enumerate([0, 0, 0, 0, 1, 0])]  # 1/6
+    rows += [row("new", "m2", "i1", 7, 0), row("new", "m2", "i1", 8, None)]       # 0/1
+    rows += [row("new", "m3", "i1", 0, 0)]                     # model only in new
+    contrasts = {c.endpoint: c for c in _contrasts(rows, ["ref", "new"], 200, 0)}
+    c = contrasts["realized"]
+    assert (c.k_ref, c.n_ref, c.k, c.n) == (4, 6, 1, 7)
+    assert c.diff == pytest.approx(1 / 7 - 4 / 6)
+    assert c.p == pytest.approx(fisher_exact(4, 2, 1, 6))
+    assert c.p != pytest.approx(mcnemar_exact(3, 0))  # what seed-matched "pairs" gave
+    assert c.test == "Fisher exact, unpaired: conditions do not share draws"
+    assert c.boot is not None and c.boot.clusters == 2 and c.boot.lo <= c.diff <= c.boot.hi
+    assert c.boot.lo < c.boot.hi
 
 
 def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from eairdsl.study.stats import (
     clustered_bootstrap_diff,
+    fisher_exact,
     kendall_tau_b,
     mcnemar_exact,
     pass_at_k,
@@ -17,6 +18,7 @@ from eairdsl.study.stats import (
     rate,
     rate_of,
     spearman,
+    unpaired_bootstrap_diff,
     wilson_interval,
 )
 
@@ -136,3 +138,61 @@ def test_clustered_bootstrap_degenerate_cases() -> None:
     assert clustered_bootstrap_diff({"a": [1]}, {"b": [0]}) is None
     full = clustered_bootstrap_diff({"a": [0], "b": [0]}, {"a": [1], "b": [1]}, resamples=50)
     assert full is not None and (full.lo, full.hi) == (1.0, 1.0)
+
+
+def test_mcnemar_exact_does_not_overflow_for_large_studies() -> None:
+    """Issue 28: `eairc report` on a 20,169-episode study ended in OverflowError (2.0**n
+    for b + c > 1023). b + c in the tens of thousands gives a p in [0, 1]."""
+    assert mcnemar_exact(15_000, 15_000) == 1.0
+    p = mcnemar_exact(15_000, 15_300)
+    assert 0.05 < p < 0.2  # normal approximation: z = 300/sqrt(30300) = 1.72, p ≈ 0.085
+    assert p == pytest.approx(0.0858, abs=0.002)
+    assert mcnemar_exact(10, 40_000) == 0.0  # below the smallest float, not an error
+    assert mcnemar_exact(20_000, 20_500) == pytest.approx(mcnemar_exact(20_500, 20_000))
+
+
+@pytest.mark.parametrize(("table", "p"), [
+    ((3, 1, 1, 3), 0.4857),   # Fisher's tea-tasting experiment
+    ((1, 9, 11, 3), 0.0028),  # R's fisher.test on the job-satisfaction example (two-sided)
+    ((0, 5, 5, 0), 0.0079),   # 2/C(10, 5)
+    ((2, 3, 2, 3), 1.0),
+    ((0, 0, 3, 4), 1.0),      # an empty row: nothing to test
+])
+def test_fisher_exact_matches_textbook_values(table: tuple[int, int, int, int],
+                                              p: float) -> None:
+    assert round(fisher_exact(*table), 4) == p
+
+
+def test_fisher_exact_is_symmetric_and_overflow_free() -> None:
+    """Transposing the table, swapping its rows or its columns leaves p unchanged; a
+    20,000-episode table gives a p in [0, 1] (log space), agreeing with the normal
+    approximation of the difference of two rates."""
+    for a, b, c, d in [(3, 1, 1, 3), (7, 2, 3, 9), (0, 4, 6, 1), (12, 30, 5, 2)]:
+        p = fisher_exact(a, b, c, d)
+        for other in [(a, c, b, d), (c, d, a, b), (b, a, d, c), (d, c, b, a)]:
+            assert fisher_exact(*other) == pytest.approx(p, rel=1e-9)
+    big = fisher_exact(3_000, 7_000, 3_200, 6_800)
+    # two-proportion z = 0.02 / sqrt(0.31 · 0.69 · 2 / 10,000) = 3.06: p ≈ 0.0022
+    assert 0.001 < big < 0.004
+    assert fisher_exact(5_000, 5_000, 5_000, 5_000) == pytest.approx(1.0)
+    assert fisher_exact(10_000, 0, 0, 10_000) == 0.0
+    with pytest.raises(ValueError):
+        fisher_exact(-1, 0, 0, 0)
+
+
+def test_unpaired_bootstrap_resamples_each_arm_independently() -> None:
+    """Arms of different sizes per model; seeded; one model still gives an interval of
+    nonzero width (episodes are resampled within it); constant arms give none."""
+    control = {"m1": [0, 0, 1, 0], "m2": [0, 1], "m3": [1, 0, 0]}
+    treatment = {"m1": [1, 1, 0], "m2": [1, 1, 1, 0, 1], "m3": [1]}
+    a = unpaired_bootstrap_diff(control, treatment, resamples=2_000)
+    assert a is not None and a == unpaired_bootstrap_diff(control, treatment, resamples=2_000)
+    assert a.diff == pytest.approx(7 / 9 - 3 / 9) and a.clusters == 3
+    assert a.lo <= a.diff <= a.hi
+    one = unpaired_bootstrap_diff({"m": [0, 1] * 20}, {"m": [0, 1, 1] * 20}, resamples=2_000)
+    assert one is not None and one.lo < one.diff < one.hi
+    flat = unpaired_bootstrap_diff({"m": [0, 0]}, {"m": [1, 1, 1]}, resamples=100)
+    assert flat is not None and (flat.lo, flat.hi) == (1.0, 1.0)
+    assert unpaired_bootstrap_diff({"a": [1]}, {"b": [0]}) is None
+    payments = unpaired_bootstrap_diff({"m": [2.5, 3.0]}, {"m": [4.0, 1.5, 2.0]}, resamples=200)
+    assert payments is not None and payments.lo <= payments.hi

@@ -258,7 +258,8 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("check", "anchor", "fix"):
         print(__doc__)
         return 2
-    docs = [Path(a).resolve() for a in argv[1:]] or sorted((ROOT / "docs" / "worlds").glob("*.md"))
+    docs = [Path(a).resolve() for a in argv[1:]] or sorted(
+        p for p in (ROOT / "docs" / "worlds").glob("*.md") if p.name != "README.md")
     if argv[0] == "check":
         bad = [p for d in docs for p in problems(d)]
         print("\n".join(bad) or "every citation holds its anchor")

@@ -27,6 +27,7 @@ later step at which it holds again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,12 +198,11 @@ def _apply(records: dict[str, list[Row]], states: dict[str, Any],
     return changed
 
 
-def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
-    """Evaluate `text` after every state update of the bundle's steps.
-
-    Raises `Unevaluable` when the rule cannot be parsed or names what the
-    bundle does not show, or when evaluating it fails.
-    """
+def _evaluator(policy: str, text: str, bundle: Bundle
+               ) -> tuple[Callable[[dict[str, list[Row]], dict[str, Any]], bool | None],
+                          list[str]]:
+    """The rule compiled once: a function of the rebuilt state (records, states) giving its
+    value, and the records it reads. Raises `Unevaluable` as `track_rule` says."""
     try:
         expr = parse_rule(text, bundle)
     except RecursionError:
@@ -219,13 +219,9 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
     except (ValueError, TypeError, RecursionError) as exc:
         raise Unevaluable(f"the rule does not compile ({exc})") from None
     world = _world(bundle)
-    records = _state(bundle)
-    states: dict[str, Any] = {}
     authorizer = Authorizer(world, {})
-    track = RuleTrack(policy=policy, records=rule_records(expr))
-    reads = set(track.records)
 
-    def value() -> bool | None:
+    def value(records: dict[str, list[Row]], states: dict[str, Any]) -> bool | None:
         scope = Scope(world=world, levers={}, states=states, records=records, documents={},
                       authorizer=authorizer)
         try:
@@ -235,14 +231,28 @@ def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
             raise Unevaluable(f"the rule fails to evaluate ({type(exc).__name__})") from None
         return v if isinstance(v, bool) else None
 
-    track.held_at_start = value()
+    return value, rule_records(expr)
+
+
+def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:
+    """Evaluate `text` after every state update of the bundle's steps.
+
+    Raises `Unevaluable` when the rule cannot be parsed or names what the
+    bundle does not show, or when evaluating it fails.
+    """
+    value, read = _evaluator(policy, text, bundle)
+    records = _state(bundle)
+    states: dict[str, Any] = {}
+    track = RuleTrack(policy=policy, records=read)
+    reads = set(track.records)
+    track.held_at_start = value(records, states)
     current = track.held_at_start
     for step in bundle.steps:
         if step.kind != "state_update" or not step.diff:
             continue
         if not (_apply(records, states, step.diff) & reads):
             continue
-        v = value()
+        v = value(records, states)
         track.values[step.step] = v
         if v is False and current is not False and track.first_failure is None:
             track.first_failure = step.step

@@ -39,7 +39,15 @@ from eairdsl.audit.contract import (
     Finding,
     Report,
 )
-from eairdsl.audit.evidence import Bundle, edge_ref, field_names, field_text, normalize, sha256_file
+from eairdsl.audit.evidence import (
+    Bundle,
+    ToolCard,
+    edge_ref,
+    field_names,
+    field_text,
+    normalize,
+    sha256_file,
+)
 from eairdsl.audit.jsonpos import (
     JsonPath,
     JsonSyntaxError,
@@ -59,6 +67,22 @@ __all__ = ["CODES", "MIN_QUOTE", "MAX_REPORT_BYTES", "Declarations", "ReportDiag
 
 #: the shortest quote accepted, in characters after normalisation (or the whole field)
 MIN_QUOTE = 8
+
+
+def sharers(tools: list[ToolCard], name: str) -> set[str]:
+    """Who shares a tool's action: the roles holding it, and the roles holding a tool that
+    writes or shows a record it writes or shows (a record one role fills and another reads
+    is shared state, docs/audit.md)."""
+    card = next((t for t in tools if t.name == name), None)
+    if card is None:
+        return set()
+    touched = set(card.writes) | set(card.reveals)
+    roles = set(card.roles)
+    for other in tools:
+        if touched & (set(other.writes) | set(other.reveals)):
+            roles |= set(other.roles)
+    return roles
+
 MAX_REPORT_BYTES = 8 * 1024 * 1024
 
 #: code -> what it rejects (docs/errors.md, V8xx)
@@ -472,15 +496,15 @@ class _Checker:
         return None
 
     def cross_role(self, step: TraceEvent) -> bool:
-        """A message between two participants, or an action on a tool two or more share."""
+        """A message between two participants, or an action on a tool, or on the records it
+        writes or shows, that two or more share (`sharers`)."""
         match step.kind:
             case "message":
                 return step.recipient is not None and step.actor != step.recipient
             case "tool_call" | "tool_result" | "state_update":
                 if step.tool is None:
                     return False
-                card = next((t for t in self.bundle.tools if t.name == step.tool), None)
-                roles = set(card.roles) if card is not None else set()
+                roles = sharers(self.bundle.tools, step.tool)
                 return len(roles | self.callers.get(step.tool, set())) >= 2
             case _:
                 return False

@@ -239,7 +239,7 @@ def _revisable(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
 def _instead(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
     """Other tools the refused caller holds that take the same object (a parameter of the
     same name and type) and write nothing the rule reads: where the work can go instead
-    (an escalation, a hand-back). A refusal that names one lets an agent act on it."""
+    (sending it up, handing it back). A refusal that names one lets an agent act on it."""
     params = {(p.name, p.type.kind) for p in tool.params}
     holders = set(s.holders(tool.name))
     return [t.name for t in s.world.tools

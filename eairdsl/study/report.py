@@ -34,13 +34,23 @@ only the hypothesis its author wrote in. With `eairc study --shifts both` each
 sim model runs beside its mechanics twin (`sim` and `sim:mechanics`), and each
 contrast (endpoint × condition against the reference, per model family) is
 marked by `provenance`: a contrast is *present* in a set of episodes when its
-exact McNemar p < 0.05 (`PRESENT_P`); it is **mechanical** when present with
+Fisher exact p < 0.05 (`PRESENT_P`); it is **mechanical** when present with
 the mechanics twin (the shifts are not needed), **declared** when present only
 with the shifts and the twin shows less than half of it (or the other sign),
 **unclear** when present only with the shifts but the twin shows half of it or
 more, and **none** when present in neither. Offline results are a
 model of a world's mechanics plus its declared hypotheses, never evidence about
 LLMs; the report says so whenever sim agents produced them.
+
+Condition contrasts are unpaired (`CONDITION_TEST`): a seed drives a different
+random stream in each condition (docs/sim.md), so an episode under one condition
+is no pair of the same seed's episode under another. Each condition is compared
+with the world's first condition over the model × instance cells both have:
+events / assessed episodes on each side, the difference of the rates, Fisher's
+exact p, and a bootstrap interval that draws models as clusters and resamples
+each condition's episodes independently within them. Model contrasts (`compare`)
+stay paired: there two models run the same condition, instance, seed and
+replicate.
 
 Which episodes count: a cell's *retained* episode is its first
 execution-valid attempt (the first-success rule); invalid attempts are listed
@@ -70,18 +80,19 @@ from eairdsl.study.compare import ALL, ModelContrast, Spend, model_contrasts, sp
 from eairdsl.study.stats import (
     BootstrapResult,
     Rate,
-    clustered_bootstrap_diff,
+    fisher_exact,
     kendall_tau_b,
-    mcnemar_exact,
     pass_hat_k,
     rate,
     spearman,
+    unpaired_bootstrap_diff,
 )
 from eairdsl.study.store import MEASUREMENTS, STORE_FILE, Store
 
 TRACES_DIR = "traces"  # as in eairdsl.study.executor (not imported: it pulls in the runtime)
 
 __all__ = [
+    "CONDITION_TEST",
     "CONTRAST_ENDPOINTS",
     "ENDPOINT_LABELS",
     "ENDPOINT_POLARITY",
@@ -100,7 +111,8 @@ __all__ = [
     "write_report",
 ]
 
-#: a contrast is *present* in a set of episodes when its exact McNemar p is below this
+#: a condition contrast is *present* in a set of episodes when its Fisher exact p
+#: (unpaired: conditions do not share draws) is below this
 PRESENT_P = 0.05
 MECHANICS = ":mechanics"  # as eairdsl.study.grid.MECHANICS
 OFFLINE_NOTE = ("These results come from the offline sim agents: they are a model of the "
@@ -155,22 +167,41 @@ def _cells(rows: Iterable[dict[str, Any]]) -> dict[str, RateCell]:
     return out
 
 
+#: how the report names the test of a condition contrast (HTML and `Contrast.test`)
+CONDITION_TEST = "Fisher exact, unpaired: conditions do not share draws"
+
+
 @dataclass
 class Contrast:
-    """A paired condition contrast on one endpoint (matched model × instance × seed cells)."""
+    """An unpaired condition contrast on one endpoint: the retained, assessed episodes of
+    the reference and of the condition over the model × instance cells both have.
+
+    Conditions do not share random draws (a seed drives a different stream in each
+    condition, docs/sim.md), so episodes are not paired across conditions: the test is
+    Fisher's exact test on the 2×2 table of counts and the interval resamples each
+    condition's episodes independently within a drawn model."""
 
     endpoint: str
     reference: str
     condition: str
-    pairs: int
-    b: int  # reference yes, condition no
-    c: int  # reference no, condition yes
+    #: events and assessed episodes under the reference condition
+    k_ref: int
+    n_ref: int
+    #: events and assessed episodes under the condition
+    k: int
+    n: int
     p: float
     boot: BootstrapResult | None
+    test: str = CONDITION_TEST
 
     @property
     def diff(self) -> float:
-        return (self.c - self.b) / self.pairs
+        """The condition's rate minus the reference's."""
+        return self.k / self.n - self.k_ref / self.n_ref
+
+    @property
+    def episodes(self) -> int:
+        return self.n_ref + self.n
 
 
 @dataclass
@@ -208,7 +239,7 @@ class Provenance:
 
 
 def _present(c: Contrast | None) -> bool:
-    return c is not None and c.b != c.c and c.p < PRESENT_P
+    return c is not None and c.diff != 0 and c.p < PRESENT_P
 
 
 @dataclass
@@ -334,8 +365,9 @@ def provenance(rows: Sequence[dict[str, Any]], order: list[str]) -> list[Provena
 
     A family is a model name without its `:mechanics` suffix: `sim` and
     `sim:mechanics` (what `--shifts both` runs) are one family. Only retained
-    sim-agent rows count; the contrasts are computed as in the paired-contrast table
-    (matched instance × seed × replicate), without the bootstrap.
+    sim-agent rows count; the contrasts are computed as in the condition-contrast table
+    (unpaired, Fisher's exact p over the model × instance cells both conditions have),
+    without the bootstrap.
     """
     families: dict[str, dict[bool, list[dict[str, Any]]]] = defaultdict(
         lambda: {False: [], True: []})
@@ -379,34 +411,38 @@ def _pass_k(rows: Sequence[dict[str, Any]]) -> float | None:
 
 def _contrasts(rows: Sequence[dict[str, Any]], order: list[str], resamples: int,
                seed: int) -> list[Contrast]:
+    """Each condition against the reference (`order[0]`) on each contrast endpoint,
+    unpaired: conditions do not share random draws, so episodes are compared as two
+    samples, not matched seed for seed. Only the model × instance cells with an assessed
+    episode in both conditions count, so the two samples cover the same models and
+    instances; within them every retained, assessed episode counts, whatever its seed
+    or replicate and however many each side has."""
     if len(order) < 2:
         return []
     reference = order[0]
-    index: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(dict)
-    for r in rows:
-        index[r["condition"]][(r["model"], r["instance"], int(r["seed"]), int(r["rep"]))] = r
     out = []
     for endpoint in CONTRAST_ENDPOINTS:
+        by: dict[str, dict[tuple[Any, ...], list[int]]] = defaultdict(lambda: defaultdict(list))
+        for r in rows:
+            if r[endpoint] is not None:
+                by[r["condition"]][(r["model"], r["instance"])].append(int(r[endpoint]))
         for condition in order[1:]:
-            b = c = pairs = 0
+            shared = sorted(set(by[reference]) & set(by[condition]), key=repr)
+            if not shared:
+                continue
             control: dict[str, list[int]] = defaultdict(list)
             treatment: dict[str, list[int]] = defaultdict(list)
-            for key, ref in index[reference].items():
-                other = index[condition].get(key)
-                if other is None or ref[endpoint] is None or other[endpoint] is None:
-                    continue
-                x, y = int(ref[endpoint]), int(other[endpoint])
-                pairs += 1
-                b += x and not y
-                c += y and not x
-                control[key[0]].append(x)
-                treatment[key[0]].append(y)
-            if not pairs:
-                continue
-            boot = clustered_bootstrap_diff(control, treatment, resamples, seed) \
+            for key in shared:
+                control[str(key[0])].extend(by[reference][key])
+                treatment[str(key[0])].extend(by[condition][key])
+            k_ref = sum(map(sum, control.values()))
+            n_ref = sum(map(len, control.values()))
+            k = sum(map(sum, treatment.values()))
+            n = sum(map(len, treatment.values()))
+            boot = unpaired_bootstrap_diff(control, treatment, resamples, seed) \
                 if resamples > 0 else None
-            out.append(Contrast(endpoint, reference, condition, pairs, b, c,
-                                mcnemar_exact(b, c), boot))
+            out.append(Contrast(endpoint, reference, condition, k_ref, n_ref, k, n,
+                                fisher_exact(k_ref, n_ref - k_ref, k, n - k), boot))
     return out
 
 
@@ -460,7 +496,8 @@ def _env() -> Any:
         undefined=jinja2.StrictUndefined)
     env.globals.update(label=ENDPOINT_LABELS, endpoints=MEASUREMENTS,
                        polarity=ENDPOINT_POLARITY, offline_note=OFFLINE_NOTE,
-                       present_p=PRESENT_P, fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num,
+                       present_p=PRESENT_P, condition_test=CONDITION_TEST,
+                       fmt_p=_fmt_p, fmt_pp=_fmt_pp, fmt_num=_fmt_num,
                        fmt_minutes=fmt_minutes, fmt_lever=_fmt_lever,
                        all_conditions=ALL, audit_verdicts=AUDIT_VERDICTS)
     return env

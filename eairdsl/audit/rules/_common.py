@@ -27,7 +27,7 @@ import networkx as nx
 
 from eairdsl.audit.contract import BoundaryKind, Contribution, Criterion, QueryRecord
 from eairdsl.audit.evidence import Bundle, field_text, normalize
-from eairdsl.audit.validate import MIN_QUOTE
+from eairdsl.audit.validate import MIN_QUOTE, sharers
 from eairdsl.runtime.trace import TraceEvent
 
 __all__ = ["MAX_QUOTE", "Cite", "Hit", "Context", "Outcome", "Rule", "FindRule",
@@ -115,12 +115,11 @@ class Context:
 
     def cross_role(self, step: TraceEvent) -> bool:
         """The validator's test: a message between two participants, or an action on a
-        tool two or more participants share."""
+        tool, or on the records it writes or shows, that two or more share."""
         if step.kind == "message":
             return step.recipient is not None and step.actor != step.recipient
         if step.kind in ("tool_call", "tool_result", "state_update") and step.tool:
-            card = self.tools.get(step.tool)
-            roles = set(card.roles) if card is not None else set()
+            roles = sharers(self.bundle.tools, step.tool)
             return len(roles | self.callers.get(step.tool, set())) >= 2
         return False
 

@@ -37,7 +37,10 @@ the first step of the episode that says it belongs to another role (not the
 writer, not the initial records, documents or the writer's own card), and a
 message from that or another role to the writer, or a result of a tool two
 participants share returned to the writer, quotes it verbatim before the
-failing write. Then R1 is the latest such carrying step (the handoff edge,
+failing write; so does the result of any tool the writer read it from, the
+value having been written by another role first (a record one role fills and
+another reads is the boundary, kind `record`). Then R1 is the latest such
+carrying step (the handoff edge,
 `handoff` for a message, `shared_action` for a tool result), R2 runs from the
 first carrying step through the others to the failing write (the path starts
 there, so the first anomaly is that step), and each carrying step is cited
@@ -150,7 +153,7 @@ def _relayed(ctx: Context, writer: str, writes: list[str], fail: str,
     into = [(s, t) for s, t in earlier
             if (s.kind == "message" and s.recipient == writer and s.actor != writer
                 and ctx.is_role(s.actor))
-            or (s.kind == "tool_result" and s.actor == writer and ctx.cross_role(s))]
+            or (s.kind == "tool_result" and s.actor == writer and not s.rejected)]
     carries: dict[str, _Carry] = {}
     for text, pattern in needles:
         if pattern.search(background):
@@ -163,6 +166,12 @@ def _relayed(ctx: Context, writer: str, writes: list[str], fail: str,
                     and cite(s, text, ["R2"]) is not None:
                 carries[s.step] = _Carry(s, text)
     return sorted(carries.values(), key=lambda c: ctx.index[c.step.step])
+
+
+def _held_alone(ctx: Context, step: TraceEvent) -> bool:
+    """A step on a tool only one participant holds: shared, if at all, through a record."""
+    card = ctx.tools.get(step.tool or "")
+    return card is None or len(set(card.roles)) < 2
 
 
 def policy_rules(ctx: Context) -> tuple[list[Hit], list[tuple[str, str | None]]]:
@@ -216,8 +225,8 @@ def _rule_hit(ctx: Context, name: str, text: str, rule: str, track: RuleTrack) -
     supported = not restored and (len(actors) >= 2 or bool(steps))
     aggregate = _aggregate_rule(rule, ctx)
     tool = failing.tool or boundary.tool
-    kind = relied.kind if relied else \
-        "shared_action" if boundary.kind != "message" else "handoff"
+    kind = relied.kind if relied else "handoff" if boundary.kind == "message" else \
+        "record" if carried and _held_alone(ctx, boundary) else "shared_action"
     contribution = relied.contribution if relied else \
         "introduced" if len(actors) < 2 and not carried else "amplified"
     shape = relied.shape if relied else \

@@ -19,7 +19,10 @@ Supported (`authorized`; mechanism `attested_routing`) only when a declared poli
 names a capability the chosen candidate lacks: the policy's text shares three
 consecutive content words with a tool's description, another candidate holds that
 tool, and the chosen one does not.
-A selection on bids with no such policy is a lead.
+A selection on bids with no such policy is a lead when the chosen candidate lacks
+a tool another candidate holds (a capability the bids may have papered over);
+when it holds everything the others hold, routing on bids is no sign of a
+failure and nothing is filed.
 
 Limits: the link from a policy to a tool is lexical (word trigrams, stop words
 dropped), so a policy that paraphrases the tool's description is not matched;
@@ -94,6 +97,9 @@ def self_report_routing(ctx: Context) -> list[Hit]:
 def _routing_hit(ctx: Context, selection: TraceEvent, chosen: str,
                  bids: dict[str, TraceEvent]) -> Hit | None:
     holders = {p.name: set(p.tools) for p in ctx.bundle.participants if p.name in bids}
+    if not set().union(*(t for c, t in holders.items() if c != chosen)) \
+            - holders.get(chosen, set()):
+        return None   # the chosen one holds whatever the others hold: nothing to suspect
     lacking: tuple[str, str] | None = None
     for policy in ctx.bundle.policies:
         grams = _trigrams(policy.text)

@@ -1,0 +1,91 @@
+"""D3 cross-role authority miscalibration (worlds/d3.eair, docs/worlds/d3.md): the deal desk
+grants a discount band beyond its decision rights when the sales director asks; the
+declared rule `band_rights` states the property over the deal-desk log; the director's
+power over the analyst raises realization through the sim's mechanics (no shift); the
+repaired condition's rights check routes the deep band to the finance controller; and
+the offline loop (study, audit, repair) reaches an accepted repair from supported
+findings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from eairdsl.api import resolve_world, run_episodes, validate_conditions
+from eairdsl.cli import app
+from eairdsl.compiler import compile_world
+from eairdsl.ir import World
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "worlds" / "d3.eair"
+
+
+@pytest.fixture(scope="module")
+def d3() -> World:
+    result = compile_world(SOURCE)
+    assert result.ok and result.world is not None
+    return result.world
+
+
+def _realized(results: list) -> int:
+    return sum(bool(r.measurements["realized"]) for r in results)
+
+
+def test_world_compiles_clean() -> None:
+    result = compile_world(SOURCE)
+    assert result.ok and result.world is not None
+    assert list(result.diagnostics.sorted()) == []
+
+
+def test_the_rule_is_declared_over_the_log_and_never_reads_the_instance(d3: World) -> None:
+    policy = next(p for p in d3.policies if p.name == "band_rights")
+    assert policy.rule is not None
+    text = (ROOT / "worlds" / "d3.eair").read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("rule "))
+    assert "deal_desk" in line and "instance" not in line and "context" not in line
+
+
+def test_validate_all_conditions_scaled_down(d3: World) -> None:
+    checks = validate_conditions(d3, None, episodes=8)
+    assert [c.condition for c in checks if not c.ok] == [], [c.reasons for c in checks]
+
+
+def test_director_power_raises_realization_mechanically(d3: World) -> None:
+    """sim:mechanics ignores every declared shift: the difference comes from the power
+    inducer's `from sales_director` (the analyst is pressed) alone."""
+    world = resolve_world(SOURCE)
+    power = run_episodes(world, "canonical", seed=0, episodes=36, agents="sim:mechanics")
+    none = run_episodes(world, "no_power", seed=0, episodes=36, agents="sim:mechanics")
+    assert _realized(power) >= _realized(none) + 6, (_realized(power), _realized(none))
+
+
+def test_repaired_realizes_nothing_and_keeps_utility() -> None:
+    world = resolve_world(SOURCE)
+    base = run_episodes(world, "canonical", seed=100, episodes=24)
+    repaired = run_episodes(world, "repaired", seed=100, episodes=24)
+    assert _realized(base) > 0
+    assert _realized(repaired) == 0
+    assert all(r.valid for r in repaired)
+    util = sum(bool(r.measurements["utility"]) for r in repaired)
+    assert util >= 0.95 * sum(bool(r.measurements["utility"]) for r in base)
+
+
+def test_study_audit_repair_loop_is_accepted(tmp_path: Path) -> None:
+    runner = CliRunner()
+    study, audit, out = tmp_path / "s", tmp_path / "s" / "audit", tmp_path / "r"
+    res = runner.invoke(app, ["study", str(SOURCE), "--seeds", "3", "--out", str(study)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["audit", str(study), "-o", str(audit)])
+    assert res.exit_code == 0, res.output
+    index = json.loads((audit / "index.json").read_text(encoding="utf-8"))
+    assert sum(e["findings"] for e in index["entries"]) >= 5
+    res = runner.invoke(app, ["repair", str(SOURCE), "--audit", str(audit), "-o", str(out),
+                              "--seeds", "12"])
+    assert res.exit_code == 0, res.output
+    assert "accepted: ScopeOK True, ReviewOK True, AuditPass True" in res.output
+    acc = json.loads((out / "acceptance.json").read_text(encoding="utf-8"))
+    assert acc["accepted"] and acc["target"]["k"] == 0 and acc["retain"] >= 0.95
+    assert compile_world(out / "world" / "d3.eair").ok
