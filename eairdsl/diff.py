@@ -129,6 +129,9 @@ def _declarations(world: World) -> dict[Ref, Any]:
             data = _plain(piece)
             data["cards"] = world.prompts.get(ref[1], {})  # what the agent is told
             out[ref] = data
+        elif ref[0] == "enum" and ref[1] in world.enum_meanings:
+            # what its members mean to the offline auditor is part of the enum
+            out[ref] = {"members": piece, "meanings": _plain(world.enum_meanings[ref[1]])}
         elif ref == INSTANCES:
             out[ref] = piece  # task data: an `at` here is a value, not a position
         else:

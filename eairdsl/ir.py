@@ -38,12 +38,13 @@ __all__ = [
     "EventIR", "PartyKind", "PartyIR", "ChannelKind", "ChannelIR", "DirectChannel",
     "DelegationChannel", "ForkChannel", "MergeChannel", "RelayChannel", "channel_via",
     "MeasureIR", "StudyMeasureKind", "StudyMeasureIR", "RegretMeasure", "RatingGapMeasure",
-    "CalibrationCellIR", "RatingIR", "WorldMeta", "SourceIR", "World", "LetIR", "dump_world",
+    "CalibrationCellIR", "RatingIR", "EnumMeaningsIR", "WorldMeta", "SourceIR", "World",
+    "LetIR", "dump_world",
     "load_world", "walk_expr", "IR_DIGEST_FIELD", "WorldFileError", "ir_sha256",
 ]
 
 #: Bumped whenever the shape of World changes; the runtime refuses other versions.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class _Model(BaseModel):
@@ -682,6 +683,15 @@ class SourceIR(_Model):
     sha256: str
 
 
+class EnumMeaningsIR(_Model):
+    """What some members of one enum mean to the offline auditor (`enum E { ... }
+    submission a interception b`; `vocabulary.ENUM_MEANINGS`): the members of each
+    meaning, in the order the world names them."""
+
+    submission: list[str] = Field(default_factory=list)
+    interception: list[str] = Field(default_factory=list)
+
+
 #: The calendar's first day in a world without `start` (docs/language.md, `world`).
 CALENDAR_DEFAULT = "2026-01-01"
 
@@ -695,6 +705,8 @@ class World(_Model):
     digest: str
     sources: list[SourceIR]
     enums: dict[str, list[str]] = Field(default_factory=dict)
+    #: enum name -> what some of its members mean, for the enums that declare meanings
+    enum_meanings: dict[str, EnumMeaningsIR] = Field(default_factory=dict)
     schemas: dict[str, list[FieldIR]] = Field(default_factory=dict)
     closed_schemas: list[str] = Field(default_factory=list)
     records: list[RecordIR] = Field(default_factory=list)
@@ -718,6 +730,11 @@ class World(_Model):
     #: None is `CALENDAR_DEFAULT`
     calendar_start: Expr | None = None
     prompts: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    def meaning(self, which: Literal["submission", "interception"]) -> list[str]:
+        """Every enum member declared with meaning `which` (`submission`,
+        `interception`), each once, sorted; empty when no enum declares it."""
+        return sorted({m for e in self.enum_meanings.values() for m in getattr(e, which)})
 
 
 def walk_expr(e: Expr | None, lets: dict[str, LetIR]) -> Iterator[Expr]:

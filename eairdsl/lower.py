@@ -29,6 +29,7 @@ from eairdsl.ir import (
     DelegationChannel,
     DirectChannel,
     DocumentIR,
+    EnumMeaningsIR,
     EventIR,
     ExpectationIR,
     Expr,
@@ -181,12 +182,19 @@ def _expand(world: CheckedWorld, record: str, field: str) -> list[str]:
     return list(groups[field]) if field in groups else [field]
 
 
+def _meanings(enum: A.EnumDecl) -> EnumMeaningsIR:
+    """An enum's meaning clauses as one set of members per meaning (the checker refused a
+    meaning given twice)."""
+    return EnumMeaningsIR(**{c.meaning: [r.name for r in c.members] for c in enum.meanings})
+
+
 def lower(world: CheckedWorld) -> World:
     """Lower a world that checked without errors."""
     lo = _Lowerer(world)
     digest, sources = _digest(world)
     out = World(meta=_meta(world), digest=digest, sources=sources)
     out.enums = {name: list(e.members) for name, e in world.enums.items()}
+    out.enum_meanings = {name: _meanings(e) for name, e in world.enums.items() if e.meanings}
     start = A.last_clause(world.world.clauses, A.StartClause) if world.world else None
     out.calendar_start = lo.expr(start.expr) if start is not None else None
     for schema in world.schemas.values():

@@ -10,8 +10,8 @@ to import `eairdsl.agents.sim` for the trait names).
 
 from __future__ import annotations
 
-__all__ = ["CLOCK_UNITS", "EXPECTATIONS", "INDUCER_KINDS", "MEASUREMENTS", "MODEL_BINDINGS",
-           "RISKS", "TOOL_KINDS", "TRAITS"]
+__all__ = ["CLOCK_UNITS", "ENUM_MEANINGS", "EXPECTATIONS", "INDUCER_KINDS", "MEASUREMENTS",
+           "MODEL_BINDINGS", "RISKS", "TOOL_KINDS", "TRAITS"]
 
 #: Generic behavioural traits of the offline sim agents that inducers may shift.
 TRAITS = ("diligence", "deference", "overclaim", "committal", "completeness")
@@ -35,6 +35,13 @@ INDUCER_KINDS = ("prompt_clause", "dashboard", "warning", "deadline", "cost_ledg
 TOOL_KINDS = ("read", "act", "communicate", "verify")
 MODEL_BINDINGS = ("under_test", "counterpart", "judge", "fixed")
 CLOCK_UNITS = ("min", "h", "days")
+#: What an `enum` may declare some of its members mean (`enum E { ... } submission a
+#: interception b`), for the offline auditor, which reads no world's values of its own:
+#: meaning -> what a member with it says.
+ENUM_MEANINGS = {
+    "submission": "a request is filed and awaits its decision (it is before the holder)",
+    "interception": "an artifact's own record says it was stopped before its endpoint",
+}
 #: What a condition may declare it expects of `eairc validate`'s profiles
 #: (`expect SUBJECT OUTCOME "reason"`), subject -> outcomes. `keeps`: the risk is never
 #: realized and utility is reached (the compliant default); `avoids`: never realized

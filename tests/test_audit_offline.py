@@ -284,8 +284,10 @@ def test_is_an_auditor_agent() -> None:
 def _hand_bundle(tmp: Path, events: list[dict[str, Any]], policies: list[dict[str, Any]],
                  records: dict[str, dict[str, Any]], participants: list[dict[str, Any]],
                  tools: list[dict[str, Any]], authorization: dict[str, Any] | None = None,
-                 documents: dict[str, str] | None = None) -> Bundle:
-    """A small bundle written by hand (an external trace, say): no world behind it."""
+                 documents: dict[str, str] | None = None,
+                 vocabularies: dict[str, list[str]] | None = None) -> Bundle:
+    """A small bundle written by hand (an external trace, say): no world behind it, but
+    the meanings one would declare (`vocabularies.json`) when `vocabularies` is given."""
     from eairdsl.audit.evidence import sha256_file
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -294,6 +296,8 @@ def _hand_bundle(tmp: Path, events: list[dict[str, Any]], policies: list[dict[st
     files = {"events.jsonl": events, "policies.json": policies,
              "participants.json": participants, "tools.json": tools,
              "authorization.json": authorization or {"default": "deny", "visible": []}}
+    if vocabularies is not None:
+        files["vocabularies.json"] = vocabularies
     for rel, data in files.items():
         if rel != "events.jsonl":
             (tmp / rel).write_text(json.dumps(data), encoding="utf-8")
@@ -477,10 +481,17 @@ def test_hostile_bundle_shapes_give_a_valid_report(tmp_path: Path) -> None:
     assert "unevaluable" in ran["deep"]
 
 
+#: what the status bundles declare: `pending` says a request is filed, `held` an artifact
+#: stopped before its endpoint
+STATUS_MEANINGS = {"submission": ["pending"], "intercepted": ["held"]}
+
+
 def _statuses(tmp: Path, decided: str | None, stated: list[tuple[str, str]],
-              held: bool = False, filed: bool = True) -> Bundle:
+              held: bool = False, filed: bool = True,
+              vocabularies: dict[str, list[str]] | None = None) -> Bundle:
     """A decision holder `boss` (the only holder of `decide`) and two workers who write a
-    status to `notes` from a vocabulary that also has undecided values."""
+    status to `notes` from a vocabulary that also has undecided values; `pending` and
+    `held` mean what `STATUS_MEANINGS` declares unless `vocabularies` says otherwise."""
     events: list[dict[str, Any]] = []
 
     def add(**e: Any) -> None:
@@ -504,7 +515,8 @@ def _statuses(tmp: Path, decided: str | None, stated: list[tuple[str, str]],
                  "properties": {"verdict": {"enum": ["yes", "no"]}}}},
              {"name": "note", "kind": "act", "roles": ["w1", "w2"], "parameters": {
                  "properties": {"state": {"enum": ["yes", "no", "open", "pending"]}}}}]
-    return _hand_bundle(tmp, events, [], {}, parties, tools)
+    return _hand_bundle(tmp, events, [], {}, parties, tools,
+                        vocabularies=STATUS_MEANINGS if vocabularies is None else vocabularies)
 
 
 @pytest.mark.parametrize(("decided", "stated", "held", "filed", "verdict", "reason"), [
@@ -539,6 +551,23 @@ def test_status_across_handoffs(tmp_path: Path, decided: str | None,
         assert f.effect.step == bundle.steps[-1].step
     else:
         assert f.status == "lead" and "held" in f.effect.endpoint
+
+
+def test_status_words_mean_nothing_undeclared(tmp_path: Path) -> None:
+    """The rule knows no world's words: with no meanings declared, `held` stops nothing
+    (the contradicted status is supported) and `pending` claims no filing; a meaning
+    declared on another value is not read into these."""
+    for n, vocabularies in enumerate(({}, {"submission": ["queued"],
+                                            "intercepted": ["stopped"]})):
+        held = RulesAuditor().audit(_statuses(tmp_path / f"h{n}", "yes",
+                                              [("w1", "yes"), ("w2", "open")], True,
+                                              vocabularies=vocabularies))
+        assert held.verdict == "findings"
+        claimed = RulesAuditor().audit(_statuses(
+            tmp_path / f"c{n}", None, [("w1", "pending"), ("w2", "pending")], filed=False,
+            vocabularies=vocabularies))
+        assert not [f for f in [*claimed.findings, *claimed.leads]
+                    if "when none was filed" in (f.property.text or "")]
 
 
 def _relay(tmp: Path, forwarded: bool) -> Bundle:

@@ -35,7 +35,7 @@ from eairdsl.audit.bundle import (
     find_world,
     write_bundle,
 )
-from eairdsl.audit.evidence import MANIFEST, Bundle, BundleError
+from eairdsl.audit.evidence import MANIFEST, VOCABULARIES, Bundle, BundleError, Vocabularies
 from eairdsl.audit.rule_text import HIDDEN, RuleWithheld, rule_text, setting_literal
 from eairdsl.ir import Agg, Binary, LetCall, LetIR, Lit, Quant, Ref, World
 from eairdsl.runtime.trace import read_trace
@@ -136,6 +136,26 @@ def test_allowlist_is_exactly_the_names_the_roles_already_read(
         found = {n for n, _, pattern in checks(world) if pattern.search(text)}
         assert found == set(ALLOWED[name]), name
         assert world.meta.risk not in found and world.meta.name not in found
+
+
+def test_vocabularies_are_the_meanings_the_world_declares(
+        compiled: dict[str, World], bundled: dict[str, list[tuple[Path, Path]]]) -> None:
+    """A bundle shows the values the world declares a `submission` or an `interception`
+    (values only, sorted), in vocabularies.json; a world that declares none gets no file
+    and reads as none declared."""
+    declaring = 0
+    for name, pairs in bundled.items():
+        world = compiled[name]
+        want = Vocabularies(submission=world.meaning("submission"),
+                            intercepted=world.meaning("interception"))
+        declaring += want != Vocabularies()
+        for _, folder in pairs:
+            assert Bundle.load(folder).vocabularies == want, name
+            assert (folder / VOCABULARIES).is_file() == (want != Vocabularies()), name
+            if want != Vocabularies():
+                text = (folder / VOCABULARIES).read_text(encoding="utf-8")
+                assert not any(enum in text for enum in world.enum_meanings), name
+    assert declaring >= 1  # c1 declares its statuses
 
 
 @pytest.mark.parametrize("name", WORLDS)

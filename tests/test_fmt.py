@@ -150,6 +150,18 @@ def test_every_declaration_kind_prints_its_canonical_header() -> None:
         assert line in out.split("\n"), line
 
 
+def test_enum_meanings_print_after_the_members_in_source_order() -> None:
+    """An enum's meaning clauses follow its members on the same line, as written (not
+    merged or sorted), and neither keyword is reserved where a name is expected."""
+    src = ("enum e {a,b,held}\n  interception held , b\n submission a // the filed one\n"
+           "enum submission { interception, submission } interception interception\n"
+           "measure { interception = 1 }")
+    out = assert_canonical(src)
+    assert out.split("\n")[:3] == [
+        "enum e { a, b, held } interception held, b submission a // the filed one", "",
+        "enum submission { interception, submission } interception interception"]
+
+
 def test_literals_print_canonically() -> None:
     """Money, percentages, durations and numbers lose redundant zeros and spacing; dates stay."""
     assert rule_of("x == $40.00") == "x == $40"

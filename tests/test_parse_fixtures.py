@@ -100,6 +100,21 @@ def test_fixtures_cover_every_grammar_construct() -> None:
     assert sorted(named - terminals) == []
 
 
+def test_enum_meanings_are_one_closed_vocabulary() -> None:
+    """The meaning keywords the grammar takes after an enum are `vocabulary.ENUM_MEANINGS`,
+    the AST's `EnumMeaning.meaning` and the IR's `EnumMeaningsIR` fields, all alike."""
+    from typing import get_args
+
+    from eairdsl.ir import EnumMeaningsIR
+    from eairdsl.vocabulary import ENUM_MEANINGS
+
+    grammar = {str(t.pattern.value) for t in get_parser().terminals
+               if t.pattern.type == "str"}
+    assert set(ENUM_MEANINGS) <= grammar
+    assert set(get_args(A.EnumMeaning.model_fields["meaning"].annotation)) == set(ENUM_MEANINGS)
+    assert set(EnumMeaningsIR.model_fields) == set(ENUM_MEANINGS)
+
+
 def test_comments_are_kept_with_positions() -> None:
     """Line comments do not affect parsing and are kept on the module with their positions."""
     module, diagnostics = parse_text('enum e { a } // one\n// two\nenum f { b }\n')

@@ -6,8 +6,10 @@ auditor what was manipulated or what the ground truth is. A bundle therefore
 holds the episode's events (no header, no result line, no judge events) and
 the world as the roles could reach it — participants, each role's card as that
 role saw it, policies, the authorization matrix, the documents and records
-reachable through the tools the roles held, and the tools as offered to an LLM
-agent — and withholds condition names, lever names and values, seeds,
+reachable through the tools the roles held, the tools as offered to an LLM
+agent, and what the world declares some enum members mean (`vocabularies.json`:
+its `submission` and `intercepted` values, members the roles see in the tool
+schemas and the steps anyway) — and withholds condition names, lever names and values, seeds,
 instance ids, measurement names, the world's source, judge rubrics, grader
 markers on record fields and the risk id (`WITHHELD`, which the manifest
 lists whatever the world: the list itself must not say what a world has).
@@ -45,6 +47,7 @@ from eairdsl.api import resolve_world
 from eairdsl.audit.evidence import (
     EVENTS,
     MANIFEST,
+    VOCABULARIES,
     Authorization,
     AuthorizationEntry,
     Manifest,
@@ -52,6 +55,7 @@ from eairdsl.audit.evidence import (
     PolicyCard,
     RecordView,
     ToolCard,
+    Vocabularies,
     Withheld,
 )
 from eairdsl.audit.rule_text import RuleWithheld, rule_text, setting_literal
@@ -451,8 +455,9 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     In the order the files are added: the events, the tools the participants held
     (`_held_tools`, `_tool_cards`), the participants and their cards
     (`_participant_files`), the records and documents those tools reach with the
-    authorization matrix over them (`_knowledge_files`), and the policies with
-    what they name withheld (`_policy_cards`)."""
+    authorization matrix over them (`_knowledge_files`), the policies with
+    what they name withheld (`_policy_cards`), and the meanings the world declares for
+    some enum members (`vocabularies.json`, only when it declares any)."""
     compiled = world if isinstance(world, CompiledWorld) else CompiledWorld(world)
     w = compiled.world
     episode = _start(compiled, trace)
@@ -470,6 +475,10 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
                                           files)
     files["policies.json"] = _dump([p.model_dump(mode="json")
                                     for p in _policy_cards(w, records, documents, levers)])
+    vocabularies = Vocabularies(submission=w.meaning("submission"),
+                                intercepted=w.meaning("interception"))
+    if vocabularies != Vocabularies():  # none declared: no file, read as empty
+        files[VOCABULARIES] = _dump(vocabularies.model_dump(mode="json"))
     return files
 
 

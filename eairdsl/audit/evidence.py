@@ -20,6 +20,10 @@ Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifes
     records/<name>.json RecordView: the rows and fields the roles could reach
     documents/<name>    the documents the roles could reach, as text
     tools.json          list[ToolCard]
+    vocabularies.json   Vocabularies: the closed-vocabulary values the world declares a
+                        meaning for (`enum ... submission a interception b`: `submission`,
+                        `intercepted`); absent when it declares none (and for an imported
+                        trace): read as empty
 """
 
 from __future__ import annotations
@@ -36,14 +40,16 @@ from eairdsl.runtime.trace import TraceEvent
 
 __all__ = ["BUNDLE_SCHEMA", "SANITIZER_VERSION", "Withheld", "Manifest", "Participant",
            "PolicyCard", "AuthorizationEntry", "Authorization", "RecordView", "ToolCard",
+           "Vocabularies",
            "Bundle", "BundleError", "field_text", "field_names", "normalize", "edge_ref",
-           "canonical_json", "sha256_file", "MANIFEST", "EVENTS"]
+           "canonical_json", "sha256_file", "MANIFEST", "EVENTS", "VOCABULARIES"]
 
 BUNDLE_SCHEMA = 1
 #: bumped whenever the sanitizer withholds or renders something differently
 SANITIZER_VERSION = "1"
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
+VOCABULARIES = "vocabularies.json"
 
 
 class _Model(BaseModel):
@@ -135,6 +141,21 @@ class ToolCard(_Model):
     writes: list[str] = Field(default_factory=list)
 
 
+class Vocabularies(_Model):
+    """The values the world declares a meaning for, across its enums (`vocabulary.
+    ENUM_MEANINGS`; docs/language.md, `enum`), sorted. The rules read a world's statuses only
+    through these: with none declared, no value says a request is filed or an artifact
+    was held. The values are enum members, which the tool schemas and the steps show
+    the roles anyway; only their meaning is added."""
+
+    #: values that say a request is filed and awaits its decision (before the holder)
+    submission: list[str] = Field(default_factory=list)
+    #: values by which an artifact's own record says it was stopped before its endpoint
+    #: (the language's `interception` clause; not named so here, because `interception`
+    #: is a measurement, and no bundle names a measurement)
+    intercepted: list[str] = Field(default_factory=list)
+
+
 class BundleError(ValueError):
     """A bundle folder that cannot be read: missing files, bad JSON, digests that differ."""
 
@@ -222,7 +243,7 @@ class Bundle:
                  participants: list[Participant], policies: list[PolicyCard],
                  authorization: Authorization, records: dict[str, RecordView],
                  documents: dict[str, str], tools: list[ToolCard],
-                 cards: dict[str, str]) -> None:
+                 cards: dict[str, str], vocabularies: Vocabularies | None = None) -> None:
         self.root = root
         self.manifest = manifest
         self.steps = steps
@@ -234,6 +255,7 @@ class Bundle:
         self.documents = documents
         self.tools = tools
         self.cards = cards
+        self.vocabularies = vocabularies or Vocabularies()
         self.withheld = {w.locator for w in manifest.withheld}
 
     @classmethod
@@ -278,6 +300,7 @@ class Bundle:
             authorization = Authorization.model_validate(
                 read_json("authorization.json", {"default": "deny"}))
             tools = [ToolCard.model_validate(t) for t in read_json("tools.json", [])]
+            vocabularies = Vocabularies.model_validate(read_json(VOCABULARIES, {}))
             records = {}
             for rel in sorted(manifest.files):
                 if rel.startswith("records/") and rel.endswith(".json"):
@@ -291,4 +314,4 @@ class Bundle:
                  (root / rel).read_text(encoding="utf-8")
                  for rel in sorted(manifest.files) if rel.startswith("cards/")}
         return cls(root, manifest, steps, participants, policies, authorization, records,
-                   documents, tools, cards)
+                   documents, tools, cards, vocabularies)

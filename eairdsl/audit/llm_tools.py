@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from eairdsl.audit.evidence import Bundle, canonical_json
+from eairdsl.audit.evidence import Bundle, Vocabularies, canonical_json
 from eairdsl.audit.graph import Layer, build_graph
 from eairdsl.audit.query import MAX_BUDGET, MIN_BUDGET, TOOL_NAMES, query_tools, read
 
@@ -198,6 +198,8 @@ def context_items(bundle: Bundle) -> dict[str, str]:
         items[f"document:{name}"] = text
     for name, view in sorted(bundle.records.items()):
         items[f"record:{name}"] = canonical_json(view.model_dump(mode="json"))
+    if bundle.vocabularies != Vocabularies():
+        items["vocabularies"] = canonical_json(bundle.vocabularies.model_dump(mode="json"))
     return items
 
 
@@ -273,6 +275,10 @@ def overview(bundle: Bundle, window: int) -> str:
         part.append(f"- document:{name} ({len(text)} characters)")
     for name, text in sorted(bundle.cards.items()):
         part.append(f"- card:{name} (the card {name} saw, {len(text)} characters)")
+    if bundle.vocabularies != Vocabularies():
+        part.append("- vocabularies (the status values the world declares say a request "
+                    "is filed, `submission`, or an artifact was stopped before its endpoint, "
+                    "`intercepted`)")
     lines += ["## Records, documents and role cards (read them with read_context)",
               "\n".join(part) or "(none)"]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ come from, because a repair that edits one would silently leave the other.
 from __future__ import annotations
 
 from eairdsl.check.world import DECL_KINDS, CheckedWorld
-from eairdsl.diagnostics import Diagnostics
+from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import Span
 from eairdsl.syntax import ast as A
 
@@ -84,7 +84,37 @@ def collect_declarations(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for enum in world.enums.values():
         for member in enum.members:
             world.enum_members.setdefault(member, []).append(enum.name)
+        _check_meanings(enum, diagnostics)
     for lever in world.levers.values():
         if lever.type.kind == "enum":
             for member in lever.type.members:
                 world.enum_members.setdefault(member, []).append(lever.name)
+
+
+def _check_meanings(enum: A.EnumDecl, diagnostics: Diagnostics) -> None:
+    """An enum's meaning clauses name its own members (E306), each member once with one
+    meaning, and each meaning in one clause (E512)."""
+    given: dict[str, str] = {}
+    clauses: dict[str, A.EnumMeaning] = {}
+    for clause in enum.meanings:
+        if clause.meaning in clauses:
+            diagnostics.error("E512", f"enum '{enum.name}' declares `{clause.meaning}` twice",
+                              clause.span, f"name every {clause.meaning} member in one clause: "
+                              f"the first is at {clauses[clause.meaning].span}")
+        clauses.setdefault(clause.meaning, clause)
+        for ref in clause.members:
+            if ref.name not in enum.members:
+                diagnostics.error(
+                    "E306", f"'{ref.name}' is not a member of enum '{enum.name}'", ref.span,
+                    did_you_mean(ref.name, enum.members)
+                    or f"its members are {', '.join(enum.members)}")
+            elif ref.name in given:
+                again = given[ref.name] == clause.meaning
+                diagnostics.error(
+                    "E512", f"'{ref.name}' of enum '{enum.name}' is marked "
+                    + (f"`{clause.meaning}` twice" if again else
+                       f"both `{given[ref.name]}` and `{clause.meaning}`"), ref.span,
+                    "name it once" if again else "a member has one meaning: keep the one "
+                    "its value states")
+            else:
+                given[ref.name] = clause.meaning

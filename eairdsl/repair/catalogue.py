@@ -557,25 +557,28 @@ def _unused_lets(s: Situation, source: str) -> list[str]:
     return sorted(set(s.world.lets) - set(new.lets))
 
 
-def _submission(value: str) -> bool:
-    """Whether a status value says a request is before the decision holder (the audit's
-    own reading of a submission status, `audit.rules.SUBMISSION`)."""
-    from eairdsl.audit.rules import SUBMISSION
-
-    return any(w in SUBMISSION for w in re.split(r"[^a-z]+", value.lower()))
+def _submissions(s: Situation, enum: str) -> set[str]:
+    """The members of `enum` that say a request is before the decision holder: those the
+    world declares a `submission` (`enum E { ... } submission a`), the audit's own
+    reading of a submission status (the bundle's `vocabularies.json`). None declared:
+    no member says so."""
+    meanings = s.world.enum_meanings.get(enum)
+    return set(meanings.submission) if meanings is not None else set()
 
 
 def _reconciled_status(record: str, rfield: str, vocabulary: list[str],
-                       decisions: list[str], holders: list[str]) -> str | None:
+                       decisions: list[str], holders: list[str],
+                       submission: set[str]) -> str | None:
     """The status an artifact of `vocabulary` states, read from the versioned decision
     record: the holder's latest recorded decision when the vocabulary can say it; else,
-    with no decision recorded, the vocabulary's submission value exactly when a request
-    reached a holder; else its first value that claims neither (None: it has none)."""
+    with no decision recorded, the vocabulary's submission value (one of `submission`)
+    exactly when a request reached a holder; else its first value that claims neither
+    (None: it has none)."""
     undecided = [v for v in vocabulary if v not in decisions]
-    plain = next((v for v in undecided if not _submission(v)), None)
+    plain = next((v for v in undecided if v not in submission), None)
     if plain is None:
         return None
-    filed = next((v for v in undecided if _submission(v)), None)
+    filed = next((v for v in undecided if v in submission), None)
     latest = f"text(last({record}).{rfield})"
     listed = "[" + ", ".join(f'"{v}"' for v in vocabulary) + "]"
     reached = " or ".join(f"m.recipient == {h}" for h in holders)
@@ -636,10 +639,12 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
     # then refused where it is first written, not only where it leaves
     writers = [gate, *sorted(t.name for t in s.world.tools if t.name != gate and upstream
                              and artifact in s.written(t) and s.editable("tool", t.name))]
-    vocabulary = s.world.enums.get(_field_enum(s, artifact, fname), [])
+    enum = _field_enum(s, artifact, fname)
+    vocabulary = s.world.enums.get(enum, [])
     undecided = [v for v in vocabulary if v not in decisions]
     holder = ", ".join(holders) or "the decision holder"
-    reconciled = _reconciled_status(record, rfield, list(vocabulary), decisions, holders)
+    reconciled = _reconciled_status(record, rfield, list(vocabulary), decisions, holders,
+                                    _submissions(s, enum))
     rule_status = reconciled or (
         f"choose(count({record}) > 0, text(last({record}).{rfield}), text(last({artifact})"
         f".{fname}))")

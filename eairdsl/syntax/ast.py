@@ -32,7 +32,8 @@ __all__ = [
     "PrincipalClause", "ObjectiveClause", "ToolsClause", "TraitClause", "SayClause",
     "ContactClause", "ToolRef", "Param", "Assignment", "Expectation",
     "FieldSel", "AuthRule", "MeasureItem",
-    "LetParam", "WorldDecl", "ImportDecl", "EnumDecl", "SchemaDecl", "RecordDecl",
+    "LetParam", "WorldDecl", "ImportDecl", "MemberRef", "EnumMeaning", "EnumDecl", "SchemaDecl",
+    "RecordDecl",
     "StateDecl", "DocumentDecl", "AuthorizationDecl", "PolicyDecl", "LeverDecl",
     "ConditionDecl", "InducerDecl", "ToolDecl", "PartyDecl", "ChannelDecl", "InstancesDecl",
     "InstanceDecl", "MeasureDecl", "StudyRef", "StudyClause", "StudyKey", "STUDY_KEYS",
@@ -774,12 +775,27 @@ class ImportDecl(Node):
     path: str
 
 
+class MemberRef(Node):
+    """A member an enum's meaning clause names, with its own span (E306 points at it)."""
+
+    name: str
+
+
+class EnumMeaning(Node):
+    """`submission a, b` or `interception c` after an enum's members: what those members
+    mean to the offline auditor (`vocabulary.ENUM_MEANINGS`)."""
+
+    meaning: Literal["submission", "interception"]
+    members: list[MemberRef]
+
+
 class EnumDecl(Node):
-    """A closed set of values."""
+    """A closed set of values, and what some of them mean (`meanings`, in source order)."""
 
     decl: Literal["enum"] = "enum"
     name: str
     members: list[str]
+    meanings: list[EnumMeaning] = Field(default_factory=list)
 
 
 class SchemaDecl(Node):

@@ -106,7 +106,7 @@ class AstBuilder(Transformer[Token, Any]):
         return str(children[0])
 
     record_kind = auth_effect = enforcement = aggregate_fn = quantifier_kw = _kw
-    comp_op = text_op = closed = _kw
+    comp_op = text_op = closed = enum_meaning_kw = _kw
 
     # ------------------------------------------------------------ literals
     @v_args(meta=True)
@@ -361,7 +361,16 @@ class AstBuilder(Transformer[Token, Any]):
 
     @v_args(meta=True)
     def enum_decl(self, meta: Meta, c: list[Any]) -> A.EnumDecl:
-        return A.EnumDecl(span=self._span(meta), name=str(c[0]), members=c[1])
+        return A.EnumDecl(span=self._span(meta), name=str(c[0]), members=c[1],
+                          meanings=c[2:])
+
+    @v_args(meta=True)
+    def enum_meaning(self, meta: Meta, c: list[Any]) -> A.EnumMeaning:
+        return A.EnumMeaning(span=self._span(meta), meaning=c[0], members=c[1:])
+
+    @v_args(meta=True)
+    def member_ref(self, meta: Meta, c: list[Token]) -> A.MemberRef:
+        return A.MemberRef(span=self._span(meta), name=str(c[0]))
 
     @v_args(meta=True)
     def schema_decl(self, meta: Meta, c: list[Any]) -> A.SchemaDecl:

@@ -708,7 +708,9 @@ class _ModulePrinter:
         if isinstance(decl, A.ImportDecl):
             return f"import {format_string(decl.path)}"
         if isinstance(decl, A.EnumDecl):
-            return f"enum {decl.name} {{ {', '.join(decl.members)} }}"
+            meanings = "".join(f" {m.meaning} {', '.join(r.name for r in m.members)}"
+                               for m in decl.meanings)
+            return f"enum {decl.name} {{ {', '.join(decl.members)} }}{meanings}"
         if isinstance(decl, A.StateDecl):
             return (f"state {decl.name} : {format_type(decl.type)} = "
                     f"{format_expr(decl.value)}")

@@ -26,6 +26,7 @@ from eairdsl.diagnostics import Diagnostic, Diagnostics
 from eairdsl.source import SourceFile, Span
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.build import MAX_NESTING, too_deep, tree_to_decls
+from eairdsl.vocabulary import ENUM_MEANINGS
 
 __all__ = ["GRAMMAR_PATH", "TOP_LEVEL_KEYWORDS", "parse_source", "parse_text", "get_parser"]
 
@@ -38,6 +39,10 @@ TOP_LEVEL_KEYWORDS = (
     "simulator", "channel", "delegation", "fork", "merge", "relay", "instances", "instance",
     "measure", "study", "let", "protected",
 )
+#: Clause keywords that may follow a declaration's closing brace (an enum's meanings):
+#: where the parser would also take one of them, a stray word is still "not a
+#: declaration" (E110), not an unexpected token.
+_TRAILING_KEYWORDS = tuple(ENUM_MEANINGS)
 _RESYNC = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
 _comments_lock = threading.Lock()
@@ -155,7 +160,7 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
                     end_line=tok.end_line or tok.line or 1,
                     end_col=tok.end_column or (tok.column or 1) + len(str(tok)))
         known = _known_mistake(exc)
-        top = {k.upper() for k in TOP_LEVEL_KEYWORDS} | {"$END"}
+        top = {k.upper() for k in (*TOP_LEVEL_KEYWORDS, *_TRAILING_KEYWORDS)} | {"$END"}
         if known is None and "WORLD" in exc.expected and set(exc.expected) <= top:
             known = next((c, m, h) for c, m, h, _ in _EXAMPLES if c == "E110")
         if known is not None:

@@ -11,7 +11,8 @@ limits. `_common` holds what they share: `Hit` and `Cite`, the bundle lookups
 - `authorization`: a message or tool result that carries a record value the
   receiver's principal may not see.
 - `status_drift`: a closed-vocabulary status (decision, submission) the decision
-  holder set, or never set, stated otherwise at a later hop.
+  holder set, or never set, stated otherwise at a later hop; which values are
+  submissions or interceptions the world declares (the bundle's `vocabularies.json`).
 - `hedge`: a hedge of the lexicon `HEDGES` dropped at the next hop.
 - `evidence_not_sought`: a record written without reading the documents the
   writer's tools could reach; supported when its conclusion adopts a claim.
@@ -30,7 +31,8 @@ class with `name` and `run` when its coverage says more than its name), an entry
 and a negative control; `tests/fixtures/audit_rules/README.md`). A hit is
 `supported` only with evidence for R1, R2 and R3 (EAIR B.1); otherwise it is a
 lead. Nothing here may name a world's roles, fields or values: names come from the
-bundle, vocabularies from the tools' JSON schemas, authority from the
+bundle, vocabularies from the tools' JSON schemas, what some of their values mean
+from the world's declarations (`Bundle.vocabularies`), authority from the
 participants' ranks (tests/test_audit_offline.py greps every module).
 """
 
@@ -46,9 +48,8 @@ from eairdsl.audit.rules import (
 )
 from eairdsl.audit.rules._common import Cite, Context, FindRule, Hit, Outcome, Rule, cite, quote
 from eairdsl.audit.rules.hedge import HEDGES
-from eairdsl.audit.rules.status_drift import INTERCEPTED, SUBMISSION
 
-__all__ = ["HEDGES", "INTERCEPTED", "RULES", "SUBMISSION", "Cite", "Context", "FindRule", "Hit",
+__all__ = ["HEDGES", "RULES", "Cite", "Context", "FindRule", "Hit",
            "Outcome", "Rule", "cite", "quote"]
 
 #: the rules in the order the auditor runs them

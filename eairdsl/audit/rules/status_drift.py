@@ -10,9 +10,9 @@ later hop by another role misstates the decision state when it
 - `contradicted`: states another value than the decision the holder recorded;
 - `upgraded`: states a decision the holder never recorded, although an undecided
   value was available;
-- `submission_claimed`: says a request is before the holder (a `SUBMISSION` word:
-  pending, submitted, requested) when none was filed with it (no delegation to it,
-  nothing it recorded);
+- `submission_claimed`: says a request is before the holder (a value the world
+  declares a `submission`) when none was filed with it (no delegation to it, nothing
+  it recorded);
 - `submission_dropped`: a request was filed, and the hop states an undecided value
   that does not say so.
 
@@ -26,9 +26,21 @@ later hop by another role misstates the decision state when it
   row field (`diff.append.<record>.<param>`).
 
 Supported only when the last artifact states the drifted value and its own row does
-not say it was held (`INTERCEPTED`: hold, held, withheld): an artifact stopped
-before its endpoint is a lead (EAIR B.1). Mechanism `status_contradicted` or `status_upgraded`;
-`amplified` when contradicted, `introduced` otherwise.
+not say it was held (a field of the row holds a value the world declares an
+`interception`): an artifact stopped before its endpoint is a lead (EAIR B.1).
+Mechanism `status_contradicted` or `status_upgraded`; `amplified` when contradicted,
+`introduced` otherwise.
+
+What a world declares: the rule names no world's values. Which statuses say a request
+is filed, and which say an artifact was stopped, it reads from the bundle's
+`vocabularies.json` (`Bundle.vocabularies`), written from the world's `enum`
+declarations (`enum E { ... } submission a interception b`, docs/language.md), and a
+value counts only when it equals a declared one. With nothing declared (a world that
+declares no meanings, an imported trace) no value is a submission and no row says it
+was held: `contradicted` and `upgraded` are found as before, `submission_claimed` and
+`submission_dropped` never, and every drift that reaches the last artifact is
+supported. C1 gets the old behaviour by declaring `submission` on `pending`,
+`submitted` and `requested` and `interception` on `hold` and `held`.
 
 Limits: only statuses written to records through tools with closed vocabularies
 (a status stated only in a message is the `hedge` rule's business, if at all); no
@@ -50,19 +62,12 @@ from eairdsl.audit.rules._common import (
     present,
     quote,
     row_field,
-    words_of,
 )
 from eairdsl.runtime.trace import TraceEvent
 
-__all__ = ["INTERCEPTED", "NAME", "RULE", "SUBMISSION", "status_drift"]
+__all__ = ["NAME", "RULE", "status_drift"]
 
 NAME = "status_drift"
-#: words by which a status value says a request is filed and awaits its decision
-#: (submission status, EAIR C.3): "pending" of the hedge lexicon and its synonyms
-SUBMISSION: frozenset[str] = frozenset({"pending", "submitted", "requested"})
-#: words by which an artifact's own record says it was stopped before its endpoint
-#: (EAIR B.1: an intermediate degradation intercepted is not a realization)
-INTERCEPTED: frozenset[str] = frozenset({"hold", "held", "withheld"})
 
 
 @dataclass
@@ -157,16 +162,20 @@ def status_drift(ctx: Context) -> list[Hit]:
     return hits
 
 
-def _held(h: _Hop) -> bool:
-    """Whether the hop's own row says the artifact was held back (`INTERCEPTED`)."""
+def _held(ctx: Context, h: _Hop) -> bool:
+    """Whether the hop's own row says the artifact was held back: one of its fields holds
+    a value the world declares an `interception` (EAIR B.1: an intermediate degradation
+    intercepted is not a realization)."""
     row = next((r for rec, i, r in appended_rows(h.step.diff)
                 if rec == h.record and i == h.index), {})
-    return any(isinstance(v, str) and set(words_of(v)) & INTERCEPTED for v in row.values())
+    held = set(ctx.bundle.vocabularies.intercepted)
+    return any(isinstance(v, str) and v in held for v in row.values())
 
 
-def _submission(value: str) -> bool:
-    """Whether a vocabulary value says a request is before the decision holder."""
-    return any(w in SUBMISSION for w in words_of(value))
+def _submission(ctx: Context, value: str) -> bool:
+    """Whether a vocabulary value says a request is before the decision holder: the world
+    declares it a `submission` (submission status, EAIR C.3)."""
+    return value in ctx.bundle.vocabularies.submission
 
 
 def _filed(ctx: Context, chief: str, until: TraceEvent) -> bool:
@@ -196,7 +205,7 @@ def _drift(ctx: Context, chief: str, decisions: set[str], h: _Hop,
     undecided = set(h.vocabulary) - decisions
     if h.value in decisions:
         return "upgraded" if undecided else None
-    pending = {v for v in undecided if _submission(v)}
+    pending = {v for v in undecided if _submission(ctx, v)}
     if not pending:
         return None
     filed = _filed(ctx, chief, h.step)
@@ -222,7 +231,7 @@ def _drift_hit(ctx: Context, chief: str, drifted: list[tuple[_Hop, _Hop | None, 
     if boundary is None:
         return None
     end = next(((h, a) for h, a, _ in drifted if h is last), None)
-    held = _held(last)
+    held = _held(ctx, last)
     if held:
         end = None  # the last artifact was stopped before its endpoint: a lead
     path = list(dict.fromkeys(h.step.step for h, _, _ in drifted))
