@@ -473,8 +473,10 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     _participant_files(w, episode, tools, files)
     records, documents = _knowledge_files(w, episode, _reach(w, tools.held, levers, rubrics),
                                           files)
+    shown = _shown_instance(episode.instance, files)
     files["policies.json"] = _dump([p.model_dump(mode="json")
-                                    for p in _policy_cards(w, records, documents, levers)])
+                                    for p in _policy_cards(w, records, documents, levers,
+                                                           shown)])
     vocabularies = Vocabularies(submission=w.meaning("submission"),
                                 intercepted=w.meaning("interception"))
     if vocabularies != Vocabularies():  # none declared: no file, read as empty
@@ -615,12 +617,16 @@ def _settings(w: World, levers: dict[str, Any],
         literal = setting_literal(lever.type.kind, levers.get(lever.name, lever.default))
         if literal is None:
             continue
-        printed = format_expr(literal)
-        if any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", printed)
-               for n in hidden_names):
+        if _names_any(format_expr(literal), hidden_names):
             continue
         out[lever.name] = literal
     return out
+
+
+def _names_any(printed: str, names: frozenset[str]) -> bool:
+    """Whether a printed literal says one of `names` as a whole identifier."""
+    return any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", printed)
+               for n in names)
 
 
 def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | None]:
@@ -638,15 +644,50 @@ def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | No
     return fold
 
 
+#: the shortest instance text that counts as shown (a shorter one matches by chance)
+_SHOWN_MIN = 3
+
+
+def _shown_instance(instance: dict[str, Any], files: dict[str, bytes]) -> dict[str, A.Expr]:
+    """The task instance's fields the episode showed its participants, as the literals a
+    rule prints in their place: a text of at least `_SHOWN_MIN` characters, or a number
+    of two or more, said verbatim (a number as a whole number) in the bundle's events or
+    cards — a message, a tool's arguments or result, a rendered card. What no participant
+    saw (a grader flag, an answer key, another field) stays withheld: the instance table
+    itself is never in a bundle."""
+    seen = "\n".join(data.decode("utf-8", "replace") for rel, data in sorted(files.items())
+                     if rel == EVENTS or rel.startswith("cards/"))
+    out: dict[str, A.Expr] = {}
+    for name, value in sorted(instance.items()):
+        if name == "id" or isinstance(value, bool):
+            continue
+        if isinstance(value, str) and len(value) >= _SHOWN_MIN:
+            said = json.dumps(value, ensure_ascii=False)[1:-1] in seen or value in seen
+            literal = setting_literal("text", value) if said else None
+        elif isinstance(value, int | float) and len(str(value)) >= 2:
+            said = re.search(r"(?<![\d.])" + re.escape(str(value)) + r"(?![\d]|\.\d)",
+                             seen) is not None
+            literal = setting_literal("number" if isinstance(value, float) else "int",
+                                      value) if said else None
+        else:
+            continue
+        if literal is not None:
+            out[f"instance.{name}"] = literal
+    return out
+
+
 def _policy_cards(w: World, records: list[str], documents: list[str],
-                  levers: dict[str, Any] | None = None) -> list[PolicyCard]:
+                  levers: dict[str, Any] | None = None,
+                  instance: dict[str, A.Expr] | None = None) -> list[PolicyCard]:
     """Each policy's text and, where it can be printed without naming a measurement,
     lever, condition or a record or document the bundle does not show, its rule, with
     the episode's lever values in place of the levers (`_settings`, `_folder`)."""
     hidden_names = frozenset({m.name for m in w.measures} | {lv.name for lv in w.levers}
                              | {c.name for c in w.conditions})
     shown_records, shown_docs = set(records), set(documents)
-    settings = _settings(w, levers or {}, hidden_names)
+    settings = {**_settings(w, levers or {}, hidden_names),
+                **{k: v for k, v in (instance or {}).items()
+                   if not _names_any(format_expr(v), hidden_names)}}
     fold = _folder(w, levers or {})
 
     def shown(ref: Ref) -> bool:
@@ -664,8 +705,9 @@ def _policy_cards(w: World, records: list[str], documents: list[str],
         if pol.rule is not None:
             try:
                 # the task instance and the call context are not in the bundle: a rule
-                # reading them prints them withheld and stays unassessed, rather than
-                # evaluating them as missing (an empty list made such a rule hold)
+                # reading them prints them withheld (but for instance fields the episode
+                # showed its participants, `_shown_instance`) and stays unassessed,
+                # rather than evaluating them as missing (an empty list made it hold)
                 rule = rule_text(pol.rule, w.lets,
                                  frozenset({"lever", "measure", "instance", "context"}),
                                  hidden_names, shown, settings=settings, fold=fold)

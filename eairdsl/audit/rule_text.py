@@ -18,8 +18,12 @@ Two things differ from the source as written:
   fold to a value for the episode (`fold`: one that reads only levers and
   literals, no state, trace or clock) prints as that value where it would
   otherwise print as a call;
+- a field of the task instance the caller gives a value for (`settings` under
+  `instance.<field>`: a value the episode showed its participants) prints as that
+  value;
 - other names of the kinds in `hide` (levers without a printable value,
-  measurements) print as `HIDDEN`, since their names are withheld.
+  measurements, the rest of the instance) print as `HIDDEN`, since their names are
+  withheld.
 
 Inlining is bounded: a rule that grows past `max_nodes` nodes or `max_chars`
 characters is printed again with its definitions as calls (those whose names
@@ -135,6 +139,9 @@ class _Printer:
                 if kind == "local":
                     return A.NameExpr(span=_SPAN, id=rename.get(name, name))
                 return A.NameExpr(span=_SPAN, id=name)
+            case Attr(obj=Ref(kind="instance"), name=name) \
+                    if f"instance.{name}" in self.settings:
+                return self.settings[f"instance.{name}"]
             case Attr(obj=obj, name=name):
                 return A.AttrExpr(span=_SPAN, obj=sub(obj), name=name)
             case Index(obj=obj, index=index):

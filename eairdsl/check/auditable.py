@@ -35,9 +35,11 @@ that gives it none of them gets no finding on any episode, realized or not, and
   out), or the grader-side builtins (`canary_hits`, `canary_exact`, `pattern_hits`:
   grader markers; `judged`: judge rubrics). Levers are not withheld: the bundle prints
   a rule with the lever's value for the episode's condition (issue 26, item 2). The
-  task instance and a call's context are withheld: the bundle prints them
-  `⟨withheld⟩` and the rule is not assessed (a rule reading the instance used to hold
-  on every episode, evaluated against a missing instance).
+  call's context is withheld: the bundle prints it `⟨withheld⟩` and the rule is not
+  assessed. An instance field is printed as its value only where the episode showed
+  that value to a participant (a message, a tool's arguments or result, a card), else
+  withheld like the context; W709 says so at the read (a rule reading the instance
+  used to hold on every episode, evaluated against a missing instance).
 
 Both skip worlds with errors (what a name means is then not settled) and the
 declarations of `stdlib/`.
@@ -197,7 +199,13 @@ def _rule_reads(world: CheckedWorld, expr: A.Expr, reach: _Reach) -> _RuleReads:
         span = origin or node.span
         res = world.resolutions.get(id(node))
         if res is not None:
-            if res.kind in _WITHHELD_KINDS:
+            if res.kind == "instance":
+                out.withheld.append(("the task instance, which a bundle shows only where the "
+                                     "episode showed a field's value to a participant (in a "
+                                     "message, a tool's arguments or result, a card); "
+                                     "elsewhere it is withheld and the rule not assessed",
+                                     span))
+            elif res.kind in _WITHHELD_KINDS:
                 out.withheld.append((f"{_WITHHELD_KINDS[res.kind]} ({res.name}), which every "
                                      "audit bundle withholds", span))
             elif res.kind in ("record", "document") and res.name not in (
