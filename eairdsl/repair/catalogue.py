@@ -773,10 +773,23 @@ class CatalogueRepairAgent:
 
     def __init__(self) -> None:
         self._worlds: dict[int, World] = {}
+        #: the proposals of each request, feedback aside: a round that moves down the
+        #: list asks again with the same certificate and source, and making every edit
+        #: (each formatted and parsed back) again for it was most of a round's time
+        self._proposals: dict[tuple[int, str], list[Proposal]] = {}
 
     def proposals(self, request: RepairRequest) -> list[Proposal]:
         """Every edit the catalogue has for this certificate, in the order tried."""
         key = hash((request.world_file, request.source, tuple(sorted(request.files.items()))))
+        asked = (key, request.model_dump_json(include={"finding", "plan", "protected"}))
+        known = self._proposals.get(asked)
+        if known is not None:
+            return list(known)
+        made = self._make(request, key)
+        self._proposals[asked] = made
+        return list(made)
+
+    def _make(self, request: RepairRequest, key: int) -> list[Proposal]:
         world = self._worlds.get(key)
         if world is None:
             world = self._worlds[key] = _compile(request)
