@@ -19,6 +19,10 @@ limits. `_common` holds what they share: `Hit` and `Cite`, the bundle lookups
 - `self_report_routing`: a selection of a participant on the candidates' own bids;
   supported when the chosen one lacks the tool a declared policy names.
 
+`reliance` is not a rule: it holds the boundaries `policy_rule` reads when one role
+alone wrote the failing state (a request across authority, a report overridden at
+review, a duty omitted along a delegation).
+
 `RULES` is the order the auditor runs them in (sqlglot's optimizer `RULES`): a
 tuple of `Rule`s, each with the name the report's coverage records and a
 `run(ctx) -> Outcome`. The order is part of the byte-stable report (findings are
