@@ -47,13 +47,21 @@ from pathlib import Path
 
 from eairdsl.audit.contract import Finding, RepairPlan
 from eairdsl.ir import (
+    Agg,
     AppendEffect,
+    Attr,
+    Binary,
     Call,
+    Comp,
     DelegationChannel,
     Expr,
+    LetCall,
+    LetIR,
+    Quant,
     Ref,
     ToolIR,
     World,
+    children,
     walk_expr,
 )
 from eairdsl.ir import ListExpr as IRList
@@ -700,6 +708,172 @@ def _last_policy(s: Situation) -> tuple[str, str] | None:
     return ("policy", name) if isinstance(name, str) else None
 
 
+@dataclass(frozen=True)
+class Carry:
+    """A rule's demand that rows of `ledger` carry every item of a list in their `field`
+    (`all c in ITEMS: any h in LEDGER: h.FIELD contains c`, or one row carrying them
+    all), found in the declaration `where` (the policy, or a `let` its rule calls)."""
+
+    ledger: str
+    field: str
+    items: Expr
+    var: str
+    where: tuple[str, str]
+
+
+def _carries(test: Expr, row: str, item: str) -> str | None:
+    """The field `test` says row `row` carries item `item` in: `row.F contains item` or
+    `item in row.F`; None for any other test."""
+    match test:
+        case Binary(operator="contains", left=Attr(obj=Ref(kind="local", name=r), name=f),
+                    right=Ref(kind="local", name=i)) if r == row and i == item:
+            return f
+        case Binary(operator="in", left=Ref(kind="local", name=i),
+                    right=Attr(obj=Ref(kind="local", name=r), name=f)) if r == row and i == item:
+            return f
+    return None
+
+
+def _free_locals(e: Expr) -> set[str]:
+    """The bound-variable names `e` reads that it does not bind itself (without entering
+    `let` bodies: a let sees only its parameters and the world)."""
+    bound: set[str] = set()
+    used: set[str] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (Comp, Agg, Quant)) and node.var:
+            bound.add(node.var)
+        if isinstance(node, Ref) and node.kind == "local":
+            used.add(node.name)
+        stack.extend(children(node))
+    return used - bound
+
+
+def _carry_shape(e: Expr) -> tuple[str, str, Expr, str] | None:
+    """(ledger, field, items, item variable) when `e` is the carry-every-item shape."""
+    match e:
+        case Quant(kind="all", var=item, source=items,
+                   body=Quant(kind="any" | "exists", var=row,
+                              source=Ref(kind="record", name=ledger), body=test)):
+            pass
+        case Quant(kind="any" | "exists", var=row, source=Ref(kind="record", name=ledger),
+                   body=Quant(kind="all", var=item, source=items, body=test)):
+            pass
+        case _:
+            return None
+    fname = _carries(test, row, item)
+    if fname is None or _free_locals(items):
+        return None
+    return ledger, fname, items, item
+
+
+def carry_demands(rule: Expr | None, lets: dict[str, LetIR],
+                  where: tuple[str, str]) -> list[Carry]:
+    """Every carry-every-item demand of a rule: the rule itself, or a part of it reached
+    through `and`/`or` (`count(LEDGER) == 0 or (…)`) and through parameterless `let`s."""
+    out: list[Carry] = []
+    stack: list[tuple[Expr, tuple[str, str]]] = [] if rule is None else [(rule, where)]
+    seen: set[str] = set()
+    while stack:
+        node, at = stack.pop()
+        shape = _carry_shape(node)
+        if shape is not None:
+            out.append(Carry(*shape, where=at))
+        elif isinstance(node, Binary) and node.operator in ("and", "or"):
+            stack.extend([(node.right, at), (node.left, at)])
+        elif isinstance(node, LetCall) and not node.args and node.name in lets \
+                and not lets[node.name].params and node.name not in seen:
+            seen.add(node.name)
+            stack.append((lets[node.name].body, ("let", node.name)))
+    return out
+
+
+def _items_text(s: Situation, carry: Carry) -> str | None:
+    """The rule's list of required items as the world writes it: the source of the `all`
+    quantifier's list in the declaration that states the demand (main file only); None
+    when it is not there or not one text."""
+    decl = s.parsed.find(*carry.where)
+    if decl is None:
+        return None
+    texts = {_node_text(s.parsed, n.source) for n in A.walk_exprs(decl)
+             if isinstance(n, A.QuantifierExpr) and n.kind == "all" and n.var == carry.var}
+    return texts.pop() if len(texts) == 1 else None
+
+
+def _carrying_value(s: Situation, source: str, tool: str, carry: Carry, items: str,
+                    policy: str) -> str | None:
+    """`tool`'s source with its row of the ledger carrying the items in the field (the
+    written value kept, the items after it); None when the tool does not set the field."""
+    parsed = E.parse(source, s.request.world_file)
+    decl = parsed.decl("tool", tool)
+    appends = [c for c in getattr(decl, "clauses", []) if isinstance(c, A.AppendClause)
+               and c.name == carry.ledger and isinstance(c.expr, A.RecordExpr)]
+    inits = [f for c in appends for f in c.expr.fields  # type: ignore[union-attr]
+             if f.name == carry.field]
+    if not inits:
+        return None
+    filled = E.parse(template("carry_required", TOOL=tool, LEDGER=carry.ledger,
+                              FIELD=carry.field, VALUE="VALUE", ITEMS=items, POLICY=policy),
+                     "<template>")
+    clause = next(c for c in filled.decl("tool", tool).clauses  # type: ignore[attr-defined]
+                  if isinstance(c, A.AppendClause))
+    pattern_value = _node_text(filled, next(f.value for f in clause.expr.fields
+                                            if f.name == carry.field))
+    text = parsed.text
+    for init in sorted(inits, key=lambda f: (f.value.span.line, f.value.span.col),
+                       reverse=True):
+        v = init.value.span
+        at, to = parsed.offset(v.line, v.col), parsed.offset(v.end_line, v.end_col)
+        written = parsed.text[at:to]
+        # the written value replaces the template's VALUE placeholder (whole word, once)
+        value = re.sub(r"\bVALUE\b", lambda _m: written, pattern_value, count=1)
+        text = text[:at] + value + text[to:]
+    return E.format_source(text, s.request.world_file)
+
+
+def carry_required(s: Situation) -> Iterator[Proposal]:
+    """The writer of the ledger a carry-every-item rule reads makes each row carry the
+    rule's required items itself (C2's "the form attaches the evidence")."""
+    if s.finding.boundary.kind not in _GUARD_KINDS:
+        return
+    names = [s.finding.component.name] if s.finding.component.type == "tool" else []
+    names += [t for t in s.surfaces("tool") if t not in names]
+    for policy in _rule_policies(s):
+        for carry in carry_demands(s.policy_rule(policy), s.world.lets, ("policy", policy)):
+            record = next((r for r in s.world.records if r.name == carry.ledger), None)
+            ftype = next((f.type for f in record.fields if f.name == carry.field), None) \
+                if record is not None else None
+            items = _items_text(s, carry)
+            if ftype is None or ftype.kind != "text" or items is None \
+                    or carry.ledger in s.records_read(carry.items):
+                continue
+            source = s.parsed.text
+            writers: list[str] = []
+            for name in names:
+                tool = s.tool(name)
+                if tool is None or not s.editable("tool", name) or not any(
+                        isinstance(e, AppendEffect) and e.target == carry.ledger
+                        for e in tool.effects):
+                    continue
+                edited = _carrying_value(s, source, name, carry, items, policy)
+                if edited is not None:
+                    source, writers = edited, [*writers, name]
+            if not writers:
+                continue
+            yield Proposal(
+                pattern="carry_required", source=source,
+                attribution={decl_name("tool", t): s.serving() for t in writers},
+                rationale=(f"The rule of {policy} requires every {carry.ledger} row to carry "
+                           f"each item of {items} in its {carry.field}; what reached the "
+                           "writer left some out, and the writer could not know them. "
+                           f"{', '.join(writers)} now write{'s' if len(writers) == 1 else ''} "
+                           f"the {carry.field} as given followed by those items, read from "
+                           "the declarations the rule reads: the row carries its required "
+                           "content by construction, and nothing the caller wrote is "
+                           "refused or dropped."))
+
+
 #: boundary kind -> the patterns to try, in order
 PATTERNS: dict[str, tuple[Pattern, ...]] = {
     "shared_action": (policy_guard,),
@@ -714,7 +888,9 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     # a delegated requester's scope first (F.11's closed handoff); then a declared rule
     # the delegation left unperformed (a duty nobody did) enforced at the action
     "delegation": (requester_bound, policy_guard),
-    "handoff": (reconcile_at_gate, policy_guard),
+    # a rule that an artifact carry every required item: the writer makes the row carry
+    # them (C2's evidence completeness) before a guard that would refuse the incomplete row
+    "handoff": (reconcile_at_gate, carry_required, policy_guard),
 }
 
 
