@@ -78,7 +78,7 @@ __all__ = ["MechanicalReviewer", "REVIEWER_VERSION", "is_preservation", "boundar
            "parse_entry"]
 
 #: bumped when a rule of the mechanical review changes (recorded in `Review.reviewer`)
-REVIEWER_VERSION = 1
+REVIEWER_VERSION = 2
 #: kinds that only support a control: always proportionate, never a surface
 _HELPER_KINDS = frozenset({"let", "schema", "enum"})
 #: kinds a control may *add*: its bookkeeping (a ledger of checks, a flag, a switch) or the
@@ -346,6 +346,11 @@ class _Context:
                 paths = [d for d in change.details if d.startswith(_ENFORCING)]
                 if paths:
                     found.append(f"{_label(ref)} ({'; '.join(paths[:2])})")
+                elif policy is not None and any(d.startswith("effects") for d in
+                                                change.details):
+                    carried = self._carried(ref[1], policy)
+                    if carried is not None:
+                        found.append(f"{_label(ref)} ({carried})")
         if self.worlds is not None:
             found.extend(self._switched_on(where))
         self.enforcing = found
@@ -359,6 +364,38 @@ class _Context:
         elif policy is not None and self.worlds is not None:
             self._reads_property(dim, policy)
         return dim
+
+    def _carried(self, name: str, policy: str) -> str | None:
+        """An effect change that makes what the tool writes satisfy the rule by construction:
+        an effect of tool `name` on a ledger or state the policy's rule reads, kept (same
+        target, kind and `when`, its old value's reads all still read) and now reading
+        something more that the rule reads (an item list, a record, a `let` of the rule;
+        not the written ledger itself, not the task instance alone). Only with both
+        compiled worlds; None otherwise."""
+        if self.worlds is None:
+            return None
+        old, new = self.worlds.old, self.worlds.new
+        declared = next((p for p in new.policies if p.name == policy), None)
+        before, after = _tool(old, name), _tool(new, name)
+        if declared is None or declared.rule is None or before is None or after is None:
+            return None
+        graph_old, graph_new = read_graph(old), read_graph(new)
+        wanted = {r for r in reads(new, ("policy", policy), graph=graph_new)
+                  if r != INSTANCES and r[0] != "document"}
+        for target in sorted({e.target for e in after.effects}):
+            was = [e for e in before.effects if e.target == target]
+            now = [e for e in after.effects if e.target == target]
+            if not ({("record", target), ("state", target)} & wanted) or len(was) != len(now) \
+                    or any((a.op, a.when) != (b.op, b.when) for a, b in zip(was, now)):
+                continue
+            kept = set(_through_lets({r for e in was for r in expr_reads(e.value)}, graph_old))
+            read = set(_through_lets({r for e in now for r in expr_reads(e.value)}, graph_new))
+            added = (read - kept) & (wanted - {("record", target), ("state", target)})
+            if kept <= read and added:
+                shown = ", ".join(_label(r) for r in sorted(added)[:4])
+                return (f"what it writes to {target} now carries {shown}, read as policy "
+                        f"{policy}'s rule reads it")
+        return None
 
     def _property(self) -> str:
         prop = self.finding.property
