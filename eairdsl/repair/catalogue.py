@@ -801,34 +801,36 @@ def _items_text(s: Situation, carry: Carry) -> str | None:
     return texts.pop() if len(texts) == 1 else None
 
 
+def _field_inits(decl: A.Decl, ledger: str, fname: str) -> list[A.FieldInit]:
+    """The `fname: …` initializers of `decl`'s appends to `ledger` (a record literal)."""
+    out: list[A.FieldInit] = []
+    for clause in getattr(decl, "clauses", []):
+        if isinstance(clause, A.AppendClause) and clause.name == ledger \
+                and isinstance(clause.expr, A.RecordExpr):
+            out.extend(f for f in clause.expr.fields if f.name == fname)
+    return out
+
+
 def _carrying_value(s: Situation, source: str, tool: str, carry: Carry, items: str,
                     policy: str) -> str | None:
     """`tool`'s source with its row of the ledger carrying the items in the field (the
     written value kept, the items after it); None when the tool does not set the field."""
     parsed = E.parse(source, s.request.world_file)
-    decl = parsed.decl("tool", tool)
-    appends = [c for c in getattr(decl, "clauses", []) if isinstance(c, A.AppendClause)
-               and c.name == carry.ledger and isinstance(c.expr, A.RecordExpr)]
-    inits = [f for c in appends for f in c.expr.fields  # type: ignore[union-attr]
-             if f.name == carry.field]
+    inits = _field_inits(parsed.decl("tool", tool), carry.ledger, carry.field)
     if not inits:
         return None
     filled = E.parse(template("carry_required", TOOL=tool, LEDGER=carry.ledger,
                               FIELD=carry.field, VALUE="VALUE", ITEMS=items, POLICY=policy),
                      "<template>")
-    clause = next(c for c in filled.decl("tool", tool).clauses  # type: ignore[attr-defined]
-                  if isinstance(c, A.AppendClause))
-    pattern_value = _node_text(filled, next(f.value for f in clause.expr.fields
-                                            if f.name == carry.field))
+    (pattern,) = _field_inits(filled.decl("tool", tool), carry.ledger, carry.field)
+    # the written value goes in place of the template's VALUE placeholder (whole word, once)
+    head, _, tail = re.split(r"\b(VALUE)\b", _node_text(filled, pattern.value), maxsplit=1)
     text = parsed.text
     for init in sorted(inits, key=lambda f: (f.value.span.line, f.value.span.col),
                        reverse=True):
         v = init.value.span
         at, to = parsed.offset(v.line, v.col), parsed.offset(v.end_line, v.end_col)
-        written = parsed.text[at:to]
-        # the written value replaces the template's VALUE placeholder (whole word, once)
-        value = re.sub(r"\bVALUE\b", lambda _m: written, pattern_value, count=1)
-        text = text[:at] + value + text[to:]
+        text = text[:at] + head + parsed.text[at:to] + tail + text[to:]
     return E.format_source(text, s.request.world_file)
 
 

@@ -386,7 +386,7 @@ class _Context:
             was = [e for e in before.effects if e.target == target]
             now = [e for e in after.effects if e.target == target]
             if not ({("record", target), ("state", target)} & wanted) or len(was) != len(now) \
-                    or any((a.op, a.when) != (b.op, b.when) for a, b in zip(was, now)):
+                    or any((a.op, a.when) != (b.op, b.when) for a, b in zip(was, now, strict=True)):
                 continue
             kept = set(_through_lets({r for e in was for r in expr_reads(e.value)}, graph_old))
             read = set(_through_lets({r for e in now for r in expr_reads(e.value)}, graph_new))
