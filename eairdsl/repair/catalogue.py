@@ -28,6 +28,13 @@ source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
   exactly when a request reached the holder), and the plan's writers render the
   status, and what they word from it, from that record and ensure the policy —
   all of them at once, then each writer, then the gate alone.
+- `carry_required` (handoff, before `policy_guard`): EAIR C2's "the form attaches
+  the evidence" — a policy whose rule says rows of a ledger carry every item of a
+  list (`all c in L: any h in LEDGER: h.F contains c`, found through `and`/`or` and
+  parameterless `let`s) is met at the tool that appends to the ledger: the field is
+  written as the caller gave it followed by the rule's own items (`L` read as the
+  world declares it), so the row carries its required content by construction
+  where a guard would refuse a writer that cannot learn the items.
 
 Nothing here names a shipped world, tool, record or field: every name comes
 from the request (a test greps this file). No pattern flips a world's levers,

@@ -27,8 +27,13 @@ request gives the same review, with reasons in sorted order.
   names as a surface, or on a tool held by a participant the plan or the edge
   names; a changed channel on the edge; or (compiled) a guard, `acl` or
   propagation of such a tool that a changed lever switches on or a changed
-  `let` it calls tightens. A card that only *asks* a role to behave is not
-  enforcement. When the finding names a policy with a rule, a new guard must be
+  `let` it calls tightens. With the compiled worlds and a finding that names a
+  policy with a rule, enforcement is also an effect of such a tool on a ledger or
+  state the rule reads that is kept (same target, kind and `when`, still reading
+  all its old value read) and now reads something more the rule reads (not that
+  ledger, not the task instance alone): the written row satisfies the rule by
+  construction (the catalogue's `carry_required`). A card that only *asks* a role
+  to behave is not enforcement. When the finding names a policy with a rule, a new guard must be
   about what the rule is about: read something it reads (the policy's ledger,
   its limit, …) or name a participant or tool it names (a routing rule is
   about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
