@@ -78,7 +78,7 @@ from eairdsl.syntax import ast as A
 
 __all__ = ["CatalogueRepairAgent", "Proposal", "PATTERNS", "template"]
 
-CATALOGUE_VERSION = "catalogue-1"
+CATALOGUE_VERSION = "catalogue-2"
 
 
 def template(pattern: str, **values: str) -> str:
