@@ -82,8 +82,8 @@ from eairdsl.repair.model import (
 __all__ = ["MechanicalReviewer", "REVIEWER_VERSION", "is_preservation", "boundary_parties",
            "parse_entry"]
 
-#: bumped when a rule of the mechanical review changes (2: an effect change that writes
-#: what the violated rule reads is enforcement) (recorded in `Review.reviewer`)
+#: bumped when a rule of the mechanical review changes (recorded in `Review.reviewer`);
+#: 2: an effect change at the boundary that writes what the violated rule reads enforces
 REVIEWER_VERSION = 2
 #: kinds that only support a control: always proportionate, never a surface
 _HELPER_KINDS = frozenset({"let", "schema", "enum"})
