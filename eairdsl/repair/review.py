@@ -33,8 +33,8 @@ request gives the same review, with reasons in sorted order.
   all its old value read) and now reads something more the rule reads (not that
   ledger, not the task instance alone): the written row satisfies the rule by
   construction (the catalogue's `carry_required`). A card that only *asks* a role
-  to behave is not enforcement. When the finding names a policy with a rule, a new guard must be
-  about what the rule is about: read something it reads (the policy's ledger,
+  to behave is not enforcement. When the finding names a policy with a rule, a new
+  guard must be about what the rule is about: read something it reads (the policy's ledger,
   its limit, …) or name a participant or tool it names (a routing rule is
   about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
   drops that policy redefines the property instead of enforcing it and fails.
