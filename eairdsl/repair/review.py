@@ -34,9 +34,9 @@ request gives the same review, with reasons in sorted order.
   ledger, not the task instance alone): the written row satisfies the rule by
   construction (the catalogue's `carry_required`). A card that only *asks* a role
   to behave is not enforcement. When the finding names a policy with a rule, a new
-  guard must be about what the rule is about: read something it reads (the policy's ledger,
-  its limit, …) or name a participant or tool it names (a routing rule is
-  about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
+  guard must be about what the rule is about: read something it reads (the
+  policy's ledger, its limit, …) or name a participant or tool it names (a
+  routing rule is about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
   drops that policy redefines the property instead of enforcing it and fails.
 - **introduced_risk**: nothing is granted that the original did not have — no
   new participant or tool, no tool newly held by a participant, no new
