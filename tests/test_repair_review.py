@@ -22,6 +22,7 @@ from eairdsl.compiler import compile_world
 from eairdsl.diff import diff_worlds
 from eairdsl.repair.model import RepairError, Review, Reviewer, ReviewRequest
 from eairdsl.repair.review import (
+    REVIEWER_VERSION,
     MechanicalReviewer,
     boundary_parties,
     is_preservation,
@@ -95,7 +96,7 @@ def test_a_cap_guard_at_the_shared_action_is_approved(original_dir: Path,
     # the guard reads the cap (and, through quarter_total, the payments ledger)
     assert "is about let quarterly_cap" in review.risk_resolution.reason
     assert "REQ-3" in review.plan_fidelity.reason  # left to the retest
-    assert review.reviewer == {"kind": "mechanical", "version": 1, "compiled": True}
+    assert review.reviewer == {"kind": "mechanical", "version": REVIEWER_VERSION, "compiled": True}
     # deterministic: the same request, the same review
     assert MechanicalReviewer().review(req).model_dump_json() == review.model_dump_json()
 

@@ -28,6 +28,13 @@ source through `repair.edit`, from a template in `eairdsl/stdlib/repairs/`:
   exactly when a request reached the holder), and the plan's writers render the
   status, and what they word from it, from that record and ensure the policy —
   all of them at once, then each writer, then the gate alone.
+- `carry_required` (handoff, before `policy_guard`): EAIR C2's "the form attaches
+  the evidence" — a policy whose rule says rows of a ledger carry every item of a
+  list (`all c in L: any h in LEDGER: h.F contains c`, found through `and`/`or` and
+  parameterless `let`s) is met at the tool that appends to the ledger: the field is
+  written as the caller gave it followed by the rule's own items (`L` read as the
+  world declares it), so the row carries its required content by construction
+  where a guard would refuse a writer that cannot learn the items.
 
 Nothing here names a shipped world, tool, record or field: every name comes
 from the request (a test greps this file). No pattern flips a world's levers,
@@ -47,13 +54,21 @@ from pathlib import Path
 
 from eairdsl.audit.contract import Finding, RepairPlan
 from eairdsl.ir import (
+    Agg,
     AppendEffect,
+    Attr,
+    Binary,
     Call,
+    Comp,
     DelegationChannel,
     Expr,
+    LetCall,
+    LetIR,
+    Quant,
     Ref,
     ToolIR,
     World,
+    children,
     walk_expr,
 )
 from eairdsl.ir import ListExpr as IRList
@@ -63,7 +78,7 @@ from eairdsl.syntax import ast as A
 
 __all__ = ["CatalogueRepairAgent", "Proposal", "PATTERNS", "template"]
 
-CATALOGUE_VERSION = "catalogue-1"
+CATALOGUE_VERSION = "catalogue-2"
 
 
 def template(pattern: str, **values: str) -> str:
@@ -700,6 +715,174 @@ def _last_policy(s: Situation) -> tuple[str, str] | None:
     return ("policy", name) if isinstance(name, str) else None
 
 
+@dataclass(frozen=True)
+class Carry:
+    """A rule's demand that rows of `ledger` carry every item of a list in their `field`
+    (`all c in ITEMS: any h in LEDGER: h.FIELD contains c`, or one row carrying them
+    all), found in the declaration `where` (the policy, or a `let` its rule calls)."""
+
+    ledger: str
+    field: str
+    items: Expr
+    var: str
+    where: tuple[str, str]
+
+
+def _carries(test: Expr, row: str, item: str) -> str | None:
+    """The field `test` says row `row` carries item `item` in: `row.F contains item` or
+    `item in row.F`; None for any other test."""
+    match test:
+        case Binary(operator="contains", left=Attr(obj=Ref(kind="local", name=r), name=f),
+                    right=Ref(kind="local", name=i)) if r == row and i == item:
+            return f
+        case Binary(operator="in", left=Ref(kind="local", name=i),
+                    right=Attr(obj=Ref(kind="local", name=r), name=f)) if r == row and i == item:
+            return f
+    return None
+
+
+def _free_locals(e: Expr) -> set[str]:
+    """The bound-variable names `e` reads that it does not bind itself (without entering
+    `let` bodies: a let sees only its parameters and the world)."""
+    bound: set[str] = set()
+    used: set[str] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (Comp, Agg, Quant)) and node.var:
+            bound.add(node.var)
+        if isinstance(node, Ref) and node.kind == "local":
+            used.add(node.name)
+        stack.extend(children(node))
+    return used - bound
+
+
+def _carry_shape(e: Expr) -> tuple[str, str, Expr, str] | None:
+    """(ledger, field, items, item variable) when `e` is the carry-every-item shape."""
+    match e:
+        case Quant(kind="all", var=item, source=items,
+                   body=Quant(kind="any" | "exists", var=row,
+                              source=Ref(kind="record", name=ledger), body=test)):
+            pass
+        case Quant(kind="any" | "exists", var=row, source=Ref(kind="record", name=ledger),
+                   body=Quant(kind="all", var=item, source=items, body=test)):
+            pass
+        case _:
+            return None
+    fname = _carries(test, row, item)
+    if fname is None or _free_locals(items):
+        return None
+    return ledger, fname, items, item
+
+
+def carry_demands(rule: Expr | None, lets: dict[str, LetIR],
+                  where: tuple[str, str]) -> list[Carry]:
+    """Every carry-every-item demand of a rule: the rule itself, or a part of it reached
+    through `and`/`or` (`count(LEDGER) == 0 or (…)`) and through parameterless `let`s."""
+    out: list[Carry] = []
+    stack: list[tuple[Expr, tuple[str, str]]] = [] if rule is None else [(rule, where)]
+    seen: set[str] = set()
+    while stack:
+        node, at = stack.pop()
+        shape = _carry_shape(node)
+        if shape is not None:
+            out.append(Carry(*shape, where=at))
+        elif isinstance(node, Binary) and node.operator in ("and", "or"):
+            stack.extend([(node.right, at), (node.left, at)])
+        elif isinstance(node, LetCall) and not node.args and node.name in lets \
+                and not lets[node.name].params and node.name not in seen:
+            seen.add(node.name)
+            stack.append((lets[node.name].body, ("let", node.name)))
+    return out
+
+
+def _items_text(s: Situation, carry: Carry) -> str | None:
+    """The rule's list of required items as the world writes it: the source of the `all`
+    quantifier's list in the declaration that states the demand (main file only); None
+    when it is not there or not one text."""
+    decl = s.parsed.find(*carry.where)
+    if decl is None:
+        return None
+    texts = {_node_text(s.parsed, n.source) for n in A.walk_exprs(decl)
+             if isinstance(n, A.QuantifierExpr) and n.kind == "all" and n.var == carry.var}
+    return texts.pop() if len(texts) == 1 else None
+
+
+def _field_inits(decl: A.Decl, ledger: str, fname: str) -> list[A.FieldInit]:
+    """The `fname: …` initializers of `decl`'s appends to `ledger` (a record literal)."""
+    out: list[A.FieldInit] = []
+    for clause in getattr(decl, "clauses", []):
+        if isinstance(clause, A.AppendClause) and clause.name == ledger \
+                and isinstance(clause.expr, A.RecordExpr):
+            out.extend(f for f in clause.expr.fields if f.name == fname)
+    return out
+
+
+def _carrying_value(s: Situation, source: str, tool: str, carry: Carry, items: str,
+                    policy: str) -> str | None:
+    """`tool`'s source with its row of the ledger carrying the items in the field (the
+    written value kept, the items after it); None when the tool does not set the field."""
+    parsed = E.parse(source, s.request.world_file)
+    inits = _field_inits(parsed.decl("tool", tool), carry.ledger, carry.field)
+    if not inits:
+        return None
+    filled = E.parse(template("carry_required", TOOL=tool, LEDGER=carry.ledger,
+                              FIELD=carry.field, VALUE="VALUE", ITEMS=items, POLICY=policy),
+                     "<template>")
+    (pattern,) = _field_inits(filled.decl("tool", tool), carry.ledger, carry.field)
+    # the written value goes in place of the template's VALUE placeholder (whole word, once)
+    head, _, tail = re.split(r"\b(VALUE)\b", _node_text(filled, pattern.value), maxsplit=1)
+    text = parsed.text
+    for init in sorted(inits, key=lambda f: (f.value.span.line, f.value.span.col),
+                       reverse=True):
+        v = init.value.span
+        at, to = parsed.offset(v.line, v.col), parsed.offset(v.end_line, v.end_col)
+        text = text[:at] + head + parsed.text[at:to] + tail + text[to:]
+    return E.format_source(text, s.request.world_file)
+
+
+def carry_required(s: Situation) -> Iterator[Proposal]:
+    """The writer of the ledger a carry-every-item rule reads makes each row carry the
+    rule's required items itself (C2's "the form attaches the evidence")."""
+    if s.finding.boundary.kind not in _GUARD_KINDS:
+        return
+    names = [s.finding.component.name] if s.finding.component.type == "tool" else []
+    names += [t for t in s.surfaces("tool") if t not in names]
+    for policy in _rule_policies(s):
+        for carry in carry_demands(s.policy_rule(policy), s.world.lets, ("policy", policy)):
+            record = next((r for r in s.world.records if r.name == carry.ledger), None)
+            ftype = next((f.type for f in record.fields if f.name == carry.field), None) \
+                if record is not None else None
+            items = _items_text(s, carry)
+            if ftype is None or ftype.kind != "text" or items is None \
+                    or carry.ledger in s.records_read(carry.items):
+                continue
+            source = s.parsed.text
+            writers: list[str] = []
+            for name in names:
+                tool = s.tool(name)
+                if tool is None or not s.editable("tool", name) or not any(
+                        isinstance(e, AppendEffect) and e.target == carry.ledger
+                        for e in tool.effects):
+                    continue
+                edited = _carrying_value(s, source, name, carry, items, policy)
+                if edited is not None:
+                    source, writers = edited, [*writers, name]
+            if not writers:
+                continue
+            yield Proposal(
+                pattern="carry_required", source=source,
+                attribution={decl_name("tool", t): s.serving() for t in writers},
+                rationale=(f"The rule of {policy} requires every {carry.ledger} row to carry "
+                           f"each item of {items} in its {carry.field}; what reached the "
+                           "writer left some out, and the writer could not know them. "
+                           f"{', '.join(writers)} now write{'s' if len(writers) == 1 else ''} "
+                           f"the {carry.field} as given followed by those items, read from "
+                           "the declarations the rule reads: the row carries its required "
+                           "content by construction, and nothing the caller wrote is "
+                           "refused or dropped."))
+
+
 #: boundary kind -> the patterns to try, in order
 PATTERNS: dict[str, tuple[Pattern, ...]] = {
     "shared_action": (policy_guard,),
@@ -714,7 +897,9 @@ PATTERNS: dict[str, tuple[Pattern, ...]] = {
     # a delegated requester's scope first (F.11's closed handoff); then a declared rule
     # the delegation left unperformed (a duty nobody did) enforced at the action
     "delegation": (requester_bound, policy_guard),
-    "handoff": (reconcile_at_gate, policy_guard),
+    # a rule that an artifact carry every required item: the writer makes the row carry
+    # them (C2's evidence completeness) before a guard that would refuse the incomplete row
+    "handoff": (reconcile_at_gate, carry_required, policy_guard),
 }
 
 

@@ -27,11 +27,16 @@ request gives the same review, with reasons in sorted order.
   names as a surface, or on a tool held by a participant the plan or the edge
   names; a changed channel on the edge; or (compiled) a guard, `acl` or
   propagation of such a tool that a changed lever switches on or a changed
-  `let` it calls tightens. A card that only *asks* a role to behave is not
-  enforcement. When the finding names a policy with a rule, a new guard must be
-  about what the rule is about: read something it reads (the policy's ledger,
-  its limit, …) or name a participant or tool it names (a routing rule is
-  about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
+  `let` it calls tightens. With the compiled worlds and a finding that names a
+  policy with a rule, enforcement is also an effect of such a tool on a ledger or
+  state the rule reads that is kept (same target, kind and `when`, still reading
+  all its old value read) and now reads something more the rule reads (not that
+  ledger, not the task instance alone): the written row satisfies the rule by
+  construction (the catalogue's `carry_required`). A card that only *asks* a role
+  to behave is not enforcement. When the finding names a policy with a rule, a new
+  guard must be about what the rule is about: read something it reads (the
+  policy's ledger, its limit, …) or name a participant or tool it names (a
+  routing rule is about who); `ensure POLICY` checks the rule itself. A repair that rewrites or
   drops that policy redefines the property instead of enforcing it and fails.
 - **introduced_risk**: nothing is granted that the original did not have — no
   new participant or tool, no tool newly held by a participant, no new
@@ -77,8 +82,9 @@ from eairdsl.repair.model import (
 __all__ = ["MechanicalReviewer", "REVIEWER_VERSION", "is_preservation", "boundary_parties",
            "parse_entry"]
 
-#: bumped when a rule of the mechanical review changes (recorded in `Review.reviewer`)
-REVIEWER_VERSION = 1
+#: bumped when a rule of the mechanical review changes (recorded in `Review.reviewer`);
+#: 2: an effect change at the boundary that writes what the violated rule reads enforces
+REVIEWER_VERSION = 2
 #: kinds that only support a control: always proportionate, never a surface
 _HELPER_KINDS = frozenset({"let", "schema", "enum"})
 #: kinds a control may *add*: its bookkeeping (a ledger of checks, a flag, a switch) or the
@@ -346,6 +352,11 @@ class _Context:
                 paths = [d for d in change.details if d.startswith(_ENFORCING)]
                 if paths:
                     found.append(f"{_label(ref)} ({'; '.join(paths[:2])})")
+                elif policy is not None and any(d.startswith("effects") for d in
+                                                change.details):
+                    carried = self._carried(ref[1], policy)
+                    if carried is not None:
+                        found.append(f"{_label(ref)} ({carried})")
         if self.worlds is not None:
             found.extend(self._switched_on(where))
         self.enforcing = found
@@ -359,6 +370,38 @@ class _Context:
         elif policy is not None and self.worlds is not None:
             self._reads_property(dim, policy)
         return dim
+
+    def _carried(self, name: str, policy: str) -> str | None:
+        """An effect change that makes what the tool writes satisfy the rule by construction:
+        an effect of tool `name` on a ledger or state the policy's rule reads, kept (same
+        target, kind and `when`, its old value's reads all still read) and now reading
+        something more that the rule reads (an item list, a record, a `let` of the rule;
+        not the written ledger itself, not the task instance alone). Only with both
+        compiled worlds; None otherwise."""
+        if self.worlds is None:
+            return None
+        old, new = self.worlds.old, self.worlds.new
+        declared = next((p for p in new.policies if p.name == policy), None)
+        before, after = _tool(old, name), _tool(new, name)
+        if declared is None or declared.rule is None or before is None or after is None:
+            return None
+        graph_old, graph_new = read_graph(old), read_graph(new)
+        wanted = {r for r in reads(new, ("policy", policy), graph=graph_new)
+                  if r != INSTANCES and r[0] != "document"}
+        for target in sorted({e.target for e in after.effects}):
+            was = [e for e in before.effects if e.target == target]
+            now = [e for e in after.effects if e.target == target]
+            if not ({("record", target), ("state", target)} & wanted) or len(was) != len(now) \
+                    or any((a.op, a.when) != (b.op, b.when) for a, b in zip(was, now, strict=True)):
+                continue
+            kept = set(_through_lets({r for e in was for r in expr_reads(e.value)}, graph_old))
+            read = set(_through_lets({r for e in now for r in expr_reads(e.value)}, graph_new))
+            added = (read - kept) & (wanted - {("record", target), ("state", target)})
+            if kept <= read and added:
+                shown = ", ".join(_label(r) for r in sorted(added)[:4])
+                return (f"what it writes to {target} now carries {shown}, read as policy "
+                        f"{policy}'s rule reads it")
+        return None
 
     def _property(self) -> str:
         prop = self.finding.property
