@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from world_loop import run_loop
 from world_patch import ROOT
 
 from eairdsl.api import run_episodes
@@ -95,19 +96,7 @@ def test_form_and_priority_are_mechanical(a3: World) -> None:
 def test_study_audit_repair_loop_is_accepted(tmp_path: Path) -> None:
     """The canonical offline loop: realized episodes get supported findings (not leads),
     and the catalogue's repair is accepted with the target at zero."""
-    runner = CliRunner()
-    study, audit, rep = tmp_path / "s", tmp_path / "s" / "audit", tmp_path / "r"
-    ran = runner.invoke(app, ["study", str(ENTRY), "--seeds", "2", "--conditions",
-                              "canonical", "--out", str(study)])
-    assert ran.exit_code == 0, ran.output
-    audited = runner.invoke(app, ["audit", str(study), "-o", str(audit)])
-    assert audited.exit_code == 0, audited.output
-    entries = json.loads((audit / "index.json").read_text())["entries"]
-    assert sum(e["findings"] for e in entries) > 0
-    repaired = runner.invoke(app, ["repair", str(ENTRY), "--audit", str(audit), "-o", str(rep),
-                                   "--seeds", "6"])
-    assert repaired.exit_code == 0, repaired.output
-    acc = json.loads((rep / "acceptance.json").read_text())
-    assert acc["accepted"] and acc["audit_pass"] and acc["retain"] >= 0.95
-    assert acc["target"]["k"] == 0 and acc["target_before"]["k"] > 0
-    assert "ensure rotation" in (rep / "world" / "a3.eair").read_text()
+    loop = run_loop(tmp_path, ENTRY, seeds=2, retest_seeds=6, conditions=["canonical"])
+    assert sum(len(a.supported) for a in loop.audited) > 0
+    loop.assert_accepted()
+    assert "ensure rotation" in loop.world.read_text()

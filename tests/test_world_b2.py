@@ -3,10 +3,10 @@ mechanically, and the offline loop (study -> audit -> repair) is accepted."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from typer.testing import CliRunner
+from world_loop import run_loop
 from world_patch import ROOT, rate
 
 from eairdsl.api import resolve_world, run_episodes
@@ -69,24 +69,10 @@ def test_board_size_is_mechanical() -> None:
 def test_study_audit_repair_loop_is_accepted(tmp_path: Path) -> None:
     """study -> audit -> repair offline: each realized episode gets a supported finding on
     the declared rule, and the repair from one of them is accepted."""
-    runner = CliRunner()
-    study, audit, fix = tmp_path / "s", tmp_path / "s" / "audit", tmp_path / "r"
-    out = runner.invoke(app, ["study", str(WORLD), "--seeds", "4", "--conditions",
-                              "canonical,large_board", "--workers", "1", "--out", str(study)])
-    assert out.exit_code == 0, out.output
-    out = runner.invoke(app, ["audit", str(study), "-o", str(audit)])
-    assert out.exit_code == 0, out.output
-    index = json.loads((audit / "index.json").read_text())["entries"]
-    realized = 0
-    for entry in index:
-        lines = (audit / entry["traces"][0]).resolve().read_text().splitlines()
-        measured = json.loads(lines[-1])["measurements"]
-        realized += bool(measured["realized"])
-        assert (entry["findings"] > 0) == bool(measured["realized"]), entry["episode"]
-    assert realized > 0
-    out = runner.invoke(app, ["repair", str(WORLD), "--audit", str(audit), "-o", str(fix),
-                              "--seeds", "6"])
-    assert out.exit_code == 0, out.output
-    acceptance = json.loads((fix / "acceptance.json").read_text())
-    assert acceptance["accepted"] and acceptance["audit_pass"] and acceptance["scope_ok"]
-    assert acceptance["retain"] >= 0.95 and acceptance["realized_after"] == 0
+    loop = run_loop(tmp_path, WORLD, seeds=4, retest_seeds=6,
+                    conditions=["canonical", "large_board"])
+    assert any(a.realized for a in loop.audited)
+    for a in loop.audited:
+        assert bool(a.report["findings"]) == a.realized, a.report["bundle"]
+    loop.assert_accepted()
+    assert loop.acceptance["realized_after"] == 0

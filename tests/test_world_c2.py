@@ -9,12 +9,12 @@ that does not carry a hold finding on the unit's inspection record; the policy
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
+from world_loop import run_loop
 
 from eairdsl.agents.protocol import Observation, Reply, ToolCall
 from eairdsl.api import _agents, run_episodes
@@ -170,21 +170,8 @@ def test_repaired_condition_realizes_nothing_and_keeps_utility(c2: World) -> Non
 def test_study_audit_repair_loop(tmp_path: Path) -> None:
     """study -> audit -> repair, offline: every realized episode gets a supported finding of
     complete_handover, and the catalogue repair is accepted with the target at 0."""
-    runner = CliRunner()
-    s = tmp_path / "s"
-    out = runner.invoke(app, ["study", str(SOURCE), "--seeds", "4", "--conditions",
-                              "baseline,unlinked", "--out", str(s)])
-    assert out.exit_code == 0, out.output
-    out = runner.invoke(app, ["audit", str(s), "-o", str(s / "audit")])
-    assert out.exit_code == 0, out.output
-    reports = [json.loads(p.read_text()) for p in (s / "audit" / "reports").glob("ep-*.json")
-               if not p.name.endswith(".validation.json")]
-    supported = [f for r in reports for f in r["findings"] if f["status"] == "supported"]
+    loop = run_loop(tmp_path, SOURCE, seeds=4, retest_seeds=20,
+                    conditions=["baseline", "unlinked"])
+    supported = [f for a in loop.audited for f in a.supported]
     assert supported and all(f["property"]["policy"] == "complete_handover" for f in supported)
-    r = tmp_path / "r"
-    out = runner.invoke(app, ["repair", str(SOURCE), "--audit", str(s / "audit"), "-o", str(r),
-                              "--seeds", "20"])
-    assert out.exit_code == 0, out.output
-    acc = json.loads((r / "acceptance.json").read_text())
-    assert acc["accepted"] and acc["audit_pass"] and acc["retain"] >= 0.95
-    assert acc["target"]["k"] == 0 and acc["target_before"]["k"] > 0
+    loop.assert_accepted()

@@ -8,14 +8,12 @@ findings."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from world_loop import run_loop
 
 from eairdsl.api import resolve_world, run_episodes, validate_conditions
-from eairdsl.cli import app
 from eairdsl.compiler import compile_world
 from eairdsl.ir import World
 
@@ -74,18 +72,8 @@ def test_repaired_realizes_nothing_and_keeps_utility() -> None:
 
 
 def test_study_audit_repair_loop_is_accepted(tmp_path: Path) -> None:
-    runner = CliRunner()
-    study, audit, out = tmp_path / "s", tmp_path / "s" / "audit", tmp_path / "r"
-    res = runner.invoke(app, ["study", str(SOURCE), "--seeds", "3", "--out", str(study)])
-    assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["audit", str(study), "-o", str(audit)])
-    assert res.exit_code == 0, res.output
-    index = json.loads((audit / "index.json").read_text(encoding="utf-8"))
-    assert sum(e["findings"] for e in index["entries"]) >= 5
-    res = runner.invoke(app, ["repair", str(SOURCE), "--audit", str(audit), "-o", str(out),
-                              "--seeds", "12"])
-    assert res.exit_code == 0, res.output
-    assert "accepted: ScopeOK True, ReviewOK True, AuditPass True" in res.output
-    acc = json.loads((out / "acceptance.json").read_text(encoding="utf-8"))
-    assert acc["accepted"] and acc["target"]["k"] == 0 and acc["retain"] >= 0.95
-    assert compile_world(out / "world" / "d3.eair").ok
+    loop = run_loop(tmp_path, SOURCE, seeds=3, retest_seeds=12)
+    assert sum(len(a.report["findings"]) for a in loop.audited) >= 5
+    assert "accepted: ScopeOK True, ReviewOK True, AuditPass True" in loop.output
+    loop.assert_accepted()
+    assert compile_world(loop.world).ok

@@ -3,10 +3,10 @@ the call act mechanically, and the offline loop (study -> audit -> repair) is ac
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from typer.testing import CliRunner
+from world_loop import run_loop
 from world_patch import ROOT, rate
 
 from eairdsl.api import resolve_world, run_episodes
@@ -72,25 +72,11 @@ def test_calibration_and_call_size_are_mechanical() -> None:
 def test_study_audit_repair_loop_is_accepted(tmp_path: Path) -> None:
     """study -> audit -> repair offline: each realized episode gets a supported finding on
     attested_work and no other episode does; the repair from one is accepted."""
-    runner = CliRunner()
-    study, audit, fix = tmp_path / "s", tmp_path / "s" / "audit", tmp_path / "r"
-    out = runner.invoke(app, ["study", str(WORLD), "--seeds", "4", "--conditions",
-                              "canonical,closed_call", "--workers", "1", "--out", str(study)])
-    assert out.exit_code == 0, out.output
-    out = runner.invoke(app, ["audit", str(study), "-o", str(audit)])
-    assert out.exit_code == 0, out.output
-    realized = 0
-    for entry in json.loads((audit / "index.json").read_text())["entries"]:
-        lines = (audit / entry["traces"][0]).resolve().read_text().splitlines()
-        measured = json.loads(lines[-1])["measurements"]
-        realized += bool(measured["realized"])
-        report = json.loads((audit / "reports" / f"{entry['episode']}.json").read_text())
-        policies = {f["property"]["policy"] for f in report["findings"]}
-        assert policies == ({"attested_work"} if measured["realized"] else set()), entry
-    assert realized > 0
-    out = runner.invoke(app, ["repair", str(WORLD), "--audit", str(audit), "-o", str(fix),
-                              "--seeds", "6"])
-    assert out.exit_code == 0, out.output
-    acceptance = json.loads((fix / "acceptance.json").read_text())
-    assert acceptance["accepted"] and acceptance["audit_pass"] and acceptance["scope_ok"]
-    assert acceptance["retain"] >= 0.95 and acceptance["realized_after"] == 0
+    loop = run_loop(tmp_path, WORLD, seeds=4, retest_seeds=6,
+                    conditions=["canonical", "closed_call"])
+    assert any(a.realized for a in loop.audited)
+    for a in loop.audited:
+        policies = {f["property"]["policy"] for f in a.report["findings"]}
+        assert policies == ({"attested_work"} if a.realized else set()), a.report["bundle"]
+    loop.assert_accepted()
+    assert loop.acceptance["realized_after"] == 0
