@@ -165,7 +165,7 @@ def _overridden(ctx: Context, write: TraceEvent, records: list[str]) -> Reliance
     if any(not t.reveals and t.kind == "read" for t in tools):
         return None       # a reading tool whose reach is unknown: it could have shown it
     seen = {r for t in tools for r in t.reveals}
-    joins = {v for v in written if needles(v)}
+    joins = {v for v in written if needles(v) and v not in ctx.parties}  # not who wrote
     facts: list[Any] = []
     for name in records:
         view = ctx.bundle.records.get(name)
