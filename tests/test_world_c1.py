@@ -7,20 +7,18 @@ only traffic the topology delivers."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted_episode import Script, run_scripted
 
-from eairdsl.agents.protocol import Observation, Reply, ToolCall
-from eairdsl.api import _agents, run_episodes
+from eairdsl.api import run_episodes
 from eairdsl.compiler import compile_world
 from eairdsl.ir import World
-from eairdsl.measure import measure_episode
-from eairdsl.runtime.engine import CompiledWorld, Episode
-from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
+from eairdsl.runtime.engine import Episode
+from eairdsl.runtime.trace import TraceResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "worlds" / "c1.eair"
@@ -34,31 +32,10 @@ def c1() -> World:
     return result.world
 
 
-class Script:
-    """A participant that makes fixed tool calls (those it holds in the task), then replies."""
-
-    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
-        self.calls = [ToolCall(tool=t, args=a) for t, a in calls]
-        self.queues: dict[int, list[ToolCall]] = {}
-
-    async def decide(self, obs: Observation) -> ToolCall | Reply:
-        held = {t.name for t in obs.tools}
-        queue = self.queues.setdefault(obs.task, [c for c in self.calls if c.tool in held])
-        return queue.pop(0) if queue else Reply(text="Done.")
-
-
 def _run(world: World, profile: str, seed: int = 0, condition: str = "baseline",
          judge: Any = None, **scripts: Script) -> tuple[Episode, TraceResult]:
-    compiled = CompiledWorld(world)
-    inst = world.instances[seed % len(world.instances)]
-    agents, traits = _agents(compiled, condition, inst, seed, profile)
-    agents.update(scripts)
-    header = TraceHeader(world="c1", digest=world.digest, condition=condition, levers={},
-                         instance=str(inst["id"]), seed=seed, agents={}, eairdsl_version="test")
-    episode = Episode(compiled, condition, inst, seed, agents, traits, Trace(header),
-                      shift_traits=profile == "sim")
-    asyncio.run(episode.run())
-    return episode, measure_episode(episode, judge)
+    return run_scripted(world, condition, world.instances[seed % len(world.instances)], seed,
+                        profile, scripts, judge, shift_traits=profile == "sim")
 
 
 def _gate(action: str, status: str) -> Script:

@@ -8,22 +8,19 @@ from one origin; the policy `separate_origins` states it over the records.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
+from scripted_episode import Script, run_scripted
 from typer.testing import CliRunner
 from world_loop import run_loop
 
-from eairdsl.agents.protocol import Observation, Reply, ToolCall
-from eairdsl.api import _agents, run_episodes
+from eairdsl.api import run_episodes
 from eairdsl.cli import app
 from eairdsl.compiler import compile_world
 from eairdsl.ir import World
-from eairdsl.measure import measure_episode
-from eairdsl.runtime.engine import CompiledWorld, Episode
-from eairdsl.runtime.trace import Trace, TraceHeader, TraceResult
+from eairdsl.runtime.engine import Episode
+from eairdsl.runtime.trace import TraceResult
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "worlds" / "c3.eair"
@@ -36,31 +33,10 @@ def c3() -> World:
     return result.world
 
 
-class Script:
-    """A participant that makes fixed tool calls (those it holds in the task), then replies."""
-
-    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
-        self.calls = [ToolCall(tool=t, args=a) for t, a in calls]
-        self.queues: dict[int, list[ToolCall]] = {}
-
-    async def decide(self, obs: Observation) -> ToolCall | Reply:
-        held = {t.name for t in obs.tools}
-        queue = self.queues.setdefault(obs.task, [c for c in self.calls if c.tool in held])
-        return queue.pop(0) if queue else Reply(text="Done.")
-
-
 def _run(world: World, condition: str = "baseline", instance: int = 0,
          **scripts: Script) -> tuple[Episode, TraceResult]:
-    compiled = CompiledWorld(world)
-    inst = world.instances[instance]
-    agents, traits = _agents(compiled, condition, inst, 0, "sim:reckless")
-    agents.update(scripts)
-    header = TraceHeader(world="c3", digest=world.digest, condition=condition, levers={},
-                         instance=str(inst["id"]), seed=0, agents={}, eairdsl_version="test")
-    episode = Episode(compiled, condition, inst, 0, agents, traits, Trace(header),
-                      shift_traits=False)
-    asyncio.run(episode.run())
-    return episode, measure_episode(episode, None)
+    return run_scripted(world, condition, world.instances[instance], 0, "sim:reckless",
+                        scripts)
 
 
 def _files(news: str, trade: str) -> dict[str, Script]:
