@@ -13,7 +13,6 @@ episodes is computed, printed and recorded, not asserted.
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import re
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from test_world_vocabulary_guard import code_literals
 
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit import contract
@@ -245,15 +245,6 @@ def _own_vocabulary() -> set[str]:
     return words
 
 
-def _literals(tree: ast.Module) -> set[str]:
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and n.body and isinstance(n.body[0], ast.Expr)
-            and isinstance(n.body[0].value, ast.Constant)}
-    return {n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs}
-
-
 @pytest.mark.parametrize("module", AUDITOR_MODULES)
 def test_auditor_code_names_no_shipped_world(module: str) -> None:
     source = (ROOT / "eairdsl" / "audit" / module).read_text(encoding="utf-8")
@@ -265,14 +256,14 @@ def test_auditor_code_names_no_shipped_world(module: str) -> None:
                    if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", source))
     assert not found, f"{module} names shipped declarations: {found}"
     # and no string literal of the code is any shipped name (`row.get("amount")`)
-    literal = sorted(_literals(ast.parse(source)) & names)
+    literal = sorted(code_literals(source) & names)
     assert not literal, f"{module} compares with shipped names: {literal}"
 
 
 def test_the_names_check_can_fail() -> None:
     names = _shipped_names()
     assert {"issue_credit", "d1", "payments"} <= names
-    assert {"payments"} <= _literals(ast.parse('x = row.get("payments")\n')) & names
+    assert {"payments"} <= code_literals('x = row.get("payments")\n') & names
 
 
 # ------------------------------------------------------------------ the pieces
