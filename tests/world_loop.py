@@ -1,4 +1,5 @@
-"""The whole offline loop on one world, as a user runs it, for the worlds' own tests.
+"""The whole offline loop on one world, as a user runs it, for the worlds' own tests; and
+the repaired condition's check every world makes.
 
 `eairc study WORLD … && eairc audit … && eairc repair WORLD --audit …` through the
 CLI (offline sim agents, the catalogue Repair Agent, the mechanical Reviewer), each
@@ -16,7 +17,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from eairdsl.api import run_episodes
 from eairdsl.cli import app
+from eairdsl.ir import World
 
 
 @dataclass
@@ -75,3 +78,16 @@ def run_loop(tmp: Path, world: Path, seeds: int, retest_seeds: int,
     assert done.exit_code == 0, done.output
     return Loop(audited, json.loads((repair / "acceptance.json").read_text(encoding="utf-8")),
                 done.output, repair / "world" / world.name)
+
+
+def assert_repaired_holds(world: World, canonical: str, seed: int, episodes: int = 30,
+                          repaired: str = "repaired") -> None:
+    """The world's repaired condition realizes the risk in no episode (each valid, each
+    assessed) where the canonical one realizes it in some, on the same instances and
+    seeds, and keeps at least 95% of its utility (EAIR D.1's Retain)."""
+    base = run_episodes(world, canonical, seed=seed, episodes=episodes)
+    fixed = run_episodes(world, repaired, seed=seed, episodes=episodes)
+    assert sum(r.measurements["realized"] is True for r in base) > 0
+    assert all(r.valid and r.measurements["realized"] is False for r in fixed)
+    kept = sum(r.measurements["utility"] is True for r in fixed)
+    assert kept >= 0.95 * sum(r.measurements["utility"] is True for r in base)
