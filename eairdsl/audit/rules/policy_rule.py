@@ -55,7 +55,6 @@ unassessed (no failure is found).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,14 +62,15 @@ from eairdsl.audit.contract import QueryRecord
 from eairdsl.audit.evidence import field_text, normalize
 from eairdsl.audit.policy_eval import RuleTrack, Unevaluable, parse_rule, track_rule
 from eairdsl.audit.rules._common import Cite, Context, Hit, Outcome, cite, present
-from eairdsl.audit.rules.reliance import reliance
-from eairdsl.audit.validate import MIN_QUOTE
+from eairdsl.audit.rules.reliance import needles, reliance, step_text
 from eairdsl.ir import Agg, Attr, Comp, Ref, walk_expr
 from eairdsl.runtime.trace import TraceEvent
 
 __all__ = ["NAME", "RULE", "PolicyRule", "policy_rules"]
 
 NAME = "policy_rule"
+#: where a relayed value can be said: a step's text and the state it writes
+_SAID_IN = ("content", "args", "result", "diff")
 
 
 def _aggregate_rule(text: str, ctx: Context) -> bool:
@@ -112,24 +112,6 @@ def _rule_names(rule: str, ctx: Context) -> frozenset[str]:
     return frozenset(n.name for n in walk_expr(expr, {}) if isinstance(n, Attr | Ref))
 
 
-def _needles(value: Any) -> list[tuple[str, re.Pattern[str]]]:
-    """How a written value is said in a step's text: a text of at least MIN_QUOTE
-    characters as it is; a number of two or more characters as a whole number."""
-    if isinstance(value, str):
-        text = normalize(value)
-        return [(text, re.compile(re.escape(text)))] if len(text) >= MIN_QUOTE else []
-    forms = {str(value)} | ({str(int(value))} if isinstance(value, float)
-                            and value.is_integer() else set())
-    return [(f, re.compile(r"(?<![\d.])" + re.escape(f) + r"(?![\d]|\.\d)"))
-            for f in sorted(forms) if len(f) >= 2]
-
-
-def _text(step: TraceEvent) -> str:
-    """The step's text a value can be said in (content, args, result, diff), normalised."""
-    return "\n".join(normalize(field_text(step, f) or "")
-                     for f in ("content", "args", "result", "diff"))
-
-
 def _background(ctx: Context, writer: str) -> str:
     """What the writer could have read without any role telling it: the records as the
     episode started, the documents and its own card."""
@@ -145,17 +127,17 @@ def _relayed(ctx: Context, writer: str, writes: list[str], fail: str,
     if not ctx.is_role(writer):
         return []
     names = set(ctx.parties)
-    needles = dict.fromkeys(n for s in writes
+    written = dict.fromkeys(n for s in writes
                             for v in _leaf_values(ctx.bundle.by_step[s].diff, reads)
-                            if v not in names for n in _needles(v))
+                            if v not in names for n in needles(v, identifiers=False))
     background = _background(ctx, writer)
-    earlier = [(s, _text(s)) for s in ctx.steps[:ctx.index[fail]]]  # each step read once
+    earlier = [(s, step_text(s, _SAID_IN)) for s in ctx.steps[:ctx.index[fail]]]  # read once
     into = [(s, t) for s, t in earlier
             if (s.kind == "message" and s.recipient == writer and s.actor != writer
                 and ctx.is_role(s.actor))
             or (s.kind == "tool_result" and s.actor == writer and not s.rejected)]
     carries: dict[str, _Carry] = {}
-    for text, pattern in needles:
+    for text, pattern in written:
         if pattern.search(background):
             continue
         first = next((s for s, t in earlier if pattern.search(t)), None)

@@ -49,7 +49,7 @@ from eairdsl.audit.rules._common import Context, cite
 from eairdsl.audit.validate import MIN_QUOTE
 from eairdsl.runtime.trace import TraceEvent
 
-__all__ = ["Reliance", "needles", "reliance"]
+__all__ = ["Reliance", "needles", "reliance", "step_text"]
 
 #: an identifier: one token with a letter and a digit or an inner separator
 #: (`PO-7102`, `LAB12`, `S-mill`), not a plain word
@@ -69,18 +69,18 @@ class Reliance:
     carried: list[tuple[TraceEvent, str | None]]
 
 
-def needles(value: Any) -> list[tuple[str, re.Pattern[str]]]:
+def needles(value: Any, identifiers: bool = True) -> list[tuple[str, re.Pattern[str]]]:
     """How a value is said in a step's text, when it is distinctive: a text of at least
-    MIN_QUOTE characters as it is; an identifier as a whole token; a number of two or
-    more characters as a whole number. Anything else (a short word, a boolean, an enum
-    member) is not distinctive and gives none."""
+    MIN_QUOTE characters as it is; an identifier as a whole token (unless `identifiers`
+    is off); a number of two or more characters as a whole number. Anything else (a
+    short word, a boolean, an enum member) is not distinctive and gives none."""
     if isinstance(value, bool):
         return []
     if isinstance(value, str):
         text = normalize(value)
         if len(text) >= MIN_QUOTE:
             return [(text, re.compile(re.escape(text)))]
-        if _IDENT.match(text):
+        if identifiers and _IDENT.match(text):
             return [(text, re.compile(r"(?<![\w-])" + re.escape(text) + r"(?![\w-])"))]
         return []
     if not isinstance(value, int | float):
@@ -102,8 +102,11 @@ def _scalars(value: Any) -> Iterator[Any]:
         yield value
 
 
-def _text(step: TraceEvent) -> str:
-    return "\n".join(normalize(field_text(step, f) or "") for f in ("content", "args", "result"))
+def step_text(step: TraceEvent, fields: tuple[str, ...] = ("content", "args", "result")
+              ) -> str:
+    """The step's text a value can be said in (by default what it says, not the state it
+    writes), normalised."""
+    return "\n".join(normalize(field_text(step, f) or "") for f in fields)
 
 
 def _call_of(ctx: Context, write: TraceEvent) -> TraceEvent | None:
@@ -139,7 +142,7 @@ def _power(ctx: Context, write: TraceEvent) -> Reliance | None:
         if s.kind != "message" or s.recipient != writer or s.actor == writer \
                 or ctx.authority(s.actor) <= ctx.authority(writer):
             continue
-        text = _text(s)
+        text = step_text(s)
         hit = next((t for t, p in wanted if p.search(text)), None)
         if hit is not None and cite(s, hit, ["R1"]) is not None:
             return Reliance("power", "authorized", "authority_request", [(s, hit)])
@@ -180,7 +183,7 @@ def _overridden(ctx: Context, write: TraceEvent, records: list[str]) -> Reliance
     for s in ctx.steps[:ctx.index[write.step]]:
         if s.kind == "message" and s.recipient == writer and s.actor != writer \
                 and ctx.is_role(s.actor):
-            hit = next((t for t, p in wanted if p.search(_text(s))), None)
+            hit = next((t for t, p in wanted if p.search(step_text(s))), None)
             if hit is not None and cite(s, hit, ["R1"]) is not None:
                 told.append((s, hit))
     return Reliance("review", "preserved_despite_check", "report_overridden", told) \
@@ -204,10 +207,10 @@ def _omitted(ctx: Context, write: TraceEvent, records: list[str]) -> Reliance | 
         if s.kind != "message":
             continue
         if s.actor in holders and s.recipient == writer:
-            hit = next((t for t, p in objects if p.search(_text(s))), None)
+            hit = next((t for t, p in objects if p.search(step_text(s))), None)
             path.append((s, hit))
         elif s.actor == writer and s.recipient in holders:
-            hit = next((t for t, p in objects if p.search(_text(s))), None)
+            hit = next((t for t, p in objects if p.search(step_text(s))), None)
             if hit is not None:
                 path.append((s, hit))
     return Reliance("delegation", "preserved_despite_check", "duty_omitted", path) \
