@@ -121,8 +121,38 @@ def test_condition_contrasts_are_unpaired_over_shared_model_instance_cells() -> 
     assert c.p == pytest.approx(fisher_exact(4, 2, 1, 6))
     assert c.p != pytest.approx(mcnemar_exact(3, 0))  # what seed-matched "pairs" gave
     assert c.test == "Fisher exact, unpaired: conditions do not share draws"
-    assert c.boot is not None and c.boot.clusters == 2 and c.boot.lo <= c.diff <= c.boot.hi
-    assert c.boot.lo < c.boot.hi
+    # one instance: the interval's clusters are the seeds both conditions ran (0–3)
+    assert c.boot is not None and c.unit == "seed" and c.boot.clusters == 4
+    assert c.boot.lo <= c.diff <= c.boot.hi and c.boot.lo < c.boot.hi
+
+
+def _contrast_row(condition: str, model: str, instance: str, seed: int,
+                  realized: int) -> dict[str, Any]:
+    return {"world": "w", "model": model, "condition": condition, "instance": instance,
+            "seed": seed, "rep": 0, "realized": realized, "utility": 1}
+
+
+def test_contrast_intervals_draw_instances_never_models() -> None:
+    """One model over three instances gets an interval of nonzero width whose clusters are
+    the instances (issue 28 item 1: not a zero-width interval from one model)."""
+    rows = [_contrast_row("ref", "sim", i, s, int(s < 3)) for i in ("a", "b", "c")
+            for s in range(5)]
+    rows += [_contrast_row("new", "sim", i, s, int(s < n)) for i, n in
+             (("a", 1), ("b", 2), ("c", 0)) for s in range(5)]
+    c = {c.endpoint: c for c in _contrasts(rows, ["ref", "new"], 500, 0)}["realized"]
+    assert c.boot is not None and c.unit == "instance" and c.boot.clusters == 3
+    assert c.boot.lo < c.diff < c.boot.hi and c.no_interval is None
+
+
+def test_contrast_with_one_instance_and_one_seed_says_why_it_has_no_interval() -> None:
+    """Two profiles (a profile and its `:mechanics` twin, say) on one instance and one seed
+    are not a sample: no interval, and a reason instead of a dash alone."""
+    rows = [_contrast_row(cond, m, "a", 0, v) for cond, v in (("ref", 1), ("new", 0))
+            for m in ("sim:reckless", "sim:reckless:mechanics")]
+    c = {c.endpoint: c for c in _contrasts(rows, ["ref", "new"], 500, 0)}["realized"]
+    assert c.boot is None and c.unit is None
+    assert c.no_interval == "one instance and one seed: no cluster to resample"
+    assert (c.k_ref, c.n_ref, c.k, c.n) == (2, 2, 0, 2)
 
 
 def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> None:

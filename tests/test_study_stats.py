@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eairdsl.study.stats import (
     clustered_bootstrap_diff,
@@ -196,3 +198,35 @@ def test_unpaired_bootstrap_resamples_each_arm_independently() -> None:
     assert unpaired_bootstrap_diff({"a": [1]}, {"b": [0]}) is None
     payments = unpaired_bootstrap_diff({"m": [2.5, 3.0]}, {"m": [4.0, 1.5, 2.0]}, resamples=200)
     assert payments is not None and payments.lo <= payments.hi
+
+
+# ---------------------------------------------------------------- scipy as an oracle
+@pytest.mark.parametrize("b,c", [(0, 1), (7, 1), (3, 9), (120, 150), (2_000, 2_200),
+                                 (4_096, 4_000), (15_000, 15_300), (250_000, 251_500),
+                                 (1_000_000, 1_003_000), (2_000_000, 1_990_000)])
+def test_mcnemar_exact_equals_scipys_exact_binomial_test(b: int, c: int) -> None:
+    """Exact McNemar is the two-sided exact binomial test of min(b, c) among b + c at
+    1/2; scipy's `binomtest` is the oracle, up to n in the millions (issue 28 item 1)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-7, abs=1e-300)
+
+
+@pytest.mark.parametrize("table", [(3, 1, 1, 3), (1, 9, 11, 3), (0, 5, 5, 0),
+                                   (3_000, 7_000, 3_200, 6_800), (10, 1_000_000, 30, 999_980),
+                                   (500_000, 500_000, 501_500, 498_500), (40, 2, 1, 60)])
+def test_fisher_exact_equals_scipys(table: tuple[int, int, int, int]) -> None:
+    """Two-sided Fisher exact p against scipy's, including tables of two million."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b, c, d = table
+    expected = scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue
+    assert fisher_exact(*table) == pytest.approx(expected, rel=1e-7, abs=1e-300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 400), min_size=4, max_size=4))
+def test_fisher_exact_equals_scipy_on_random_tables(table: list[int]) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b, c, d = table
+    expected = scipy_stats.fisher_exact([[a, b], [c, d]]).pvalue
+    assert fisher_exact(a, b, c, d) == pytest.approx(expected, rel=1e-7, abs=1e-290)

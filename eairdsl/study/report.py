@@ -47,8 +47,10 @@ random stream in each condition (docs/sim.md), so an episode under one condition
 is no pair of the same seed's episode under another. Each condition is compared
 with the world's first condition over the model × instance cells both have:
 events / assessed episodes on each side, the difference of the rates, Fisher's
-exact p, and a bootstrap interval that draws models as clusters and resamples
-each condition's episodes independently within them. Model contrasts (`compare`)
+exact p, and a bootstrap interval that draws instances as clusters (seeds when
+the world has one instance; never models or profiles, which are not a sample)
+and resamples each condition's episodes independently within them; with one
+instance and one seed no interval is shown and the report says why. Model contrasts (`compare`)
 stay paired: there two models run the same condition, instance, seed and
 replicate.
 
@@ -178,8 +180,9 @@ class Contrast:
 
     Conditions do not share random draws (a seed drives a different stream in each
     condition, docs/sim.md), so episodes are not paired across conditions: the test is
-    Fisher's exact test on the 2×2 table of counts and the interval resamples each
-    condition's episodes independently within a drawn model."""
+    Fisher's exact test on the 2×2 table of counts and the interval draws instances (or,
+    with one instance, seeds) as clusters and resamples each condition's episodes
+    independently within a drawn cluster."""
 
     endpoint: str
     reference: str
@@ -193,6 +196,10 @@ class Contrast:
     p: float
     boot: BootstrapResult | None
     test: str = CONDITION_TEST
+    #: what the interval's clusters are (`CLUSTER_UNITS`), None without an interval
+    unit: str | None = None
+    #: why no interval is shown, when none is
+    no_interval: str | None = None
 
     @property
     def diff(self) -> float:
@@ -409,6 +416,20 @@ def _pass_k(rows: Sequence[dict[str, Any]]) -> float | None:
     return None
 
 
+#: the real units a condition contrast's bootstrap may draw as clusters, in order of
+#: preference: never models or profiles (two profiles are not a sample of anything)
+CLUSTER_UNITS = ("instance", "seed")
+
+
+def _cluster_unit(episodes: Sequence[tuple[Any, ...]]) -> str | None:
+    """The first of `CLUSTER_UNITS` with at least two values among both arms' episodes
+    (`(instance, seed, value)` tuples), else None: one cluster cannot be resampled."""
+    for i, unit in enumerate(CLUSTER_UNITS):
+        if len({e[i] for e in episodes}) >= 2:
+            return unit
+    return None
+
+
 def _contrasts(rows: Sequence[dict[str, Any]], order: list[str], resamples: int,
                seed: int) -> list[Contrast]:
     """Each condition against the reference (`order[0]`) on each contrast endpoint,
@@ -416,33 +437,50 @@ def _contrasts(rows: Sequence[dict[str, Any]], order: list[str], resamples: int,
     samples, not matched seed for seed. Only the model × instance cells with an assessed
     episode in both conditions count, so the two samples cover the same models and
     instances; within them every retained, assessed episode counts, whatever its seed
-    or replicate and however many each side has."""
+    or replicate and however many each side has.
+
+    The interval's clusters are a real unit of the design (`CLUSTER_UNITS`): instances
+    when at least two are shared, else seeds; a contrast with one instance and one seed
+    gets no interval and says why (`Contrast.no_interval`)."""
     if len(order) < 2:
         return []
     reference = order[0]
     out = []
     for endpoint in CONTRAST_ENDPOINTS:
-        by: dict[str, dict[tuple[Any, ...], list[int]]] = defaultdict(lambda: defaultdict(list))
+        by: dict[str, dict[tuple[Any, ...], list[tuple[Any, ...]]]] = \
+            defaultdict(lambda: defaultdict(list))
         for r in rows:
             if r[endpoint] is not None:
-                by[r["condition"]][(r["model"], r["instance"])].append(int(r[endpoint]))
+                by[r["condition"]][(r["model"], r["instance"])].append(
+                    (r["instance"], int(r["seed"]), int(r[endpoint])))
         for condition in order[1:]:
             shared = sorted(set(by[reference]) & set(by[condition]), key=repr)
             if not shared:
                 continue
-            control: dict[str, list[int]] = defaultdict(list)
-            treatment: dict[str, list[int]] = defaultdict(list)
-            for key in shared:
-                control[str(key[0])].extend(by[reference][key])
-                treatment[str(key[0])].extend(by[condition][key])
-            k_ref = sum(map(sum, control.values()))
-            n_ref = sum(map(len, control.values()))
-            k = sum(map(sum, treatment.values()))
-            n = sum(map(len, treatment.values()))
-            boot = unpaired_bootstrap_diff(control, treatment, resamples, seed) \
-                if resamples > 0 else None
+            ref_eps = [e for key in shared for e in by[reference][key]]
+            eps = [e for key in shared for e in by[condition][key]]
+            k_ref, n_ref = sum(e[2] for e in ref_eps), len(ref_eps)
+            k, n = sum(e[2] for e in eps), len(eps)
+            unit = _cluster_unit(ref_eps + eps)
+            boot, why = None, None
+            if resamples <= 0:
+                why = "no bootstrap requested"
+            elif unit is None:
+                why = "one instance and one seed: no cluster to resample"
+            else:
+                at = CLUSTER_UNITS.index(unit)
+                control: dict[str, list[int]] = defaultdict(list)
+                treatment: dict[str, list[int]] = defaultdict(list)
+                for e in ref_eps:
+                    control[repr(e[at])].append(e[2])
+                for e in eps:
+                    treatment[repr(e[at])].append(e[2])
+                boot = unpaired_bootstrap_diff(control, treatment, resamples, seed)
+                if boot is None:
+                    why = f"no {unit} has episodes under both conditions"
             out.append(Contrast(endpoint, reference, condition, k_ref, n_ref, k, n,
-                                fisher_exact(k_ref, n_ref - k_ref, k, n - k), boot))
+                                fisher_exact(k_ref, n_ref - k_ref, k, n - k), boot,
+                                unit=unit if boot is not None else None, no_interval=why))
     return out
 
 

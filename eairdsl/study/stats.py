@@ -14,8 +14,9 @@ does not exist). The policies that the report follows are fixed here:
   test; unpaired ones (two conditions, which do not share random draws) use
   Fisher's exact test on the 2×2 table of counts. Both are computed without
   floats that can overflow, at any study size. Aggregate differences use a
-  bootstrap that resamples models as clusters (20,000 resamples, seeded); the
-  unpaired one also resamples each arm's episodes within a drawn model.
+  bootstrap that resamples clusters (20,000 resamples, seeded) — the caller
+  says what a cluster is; the report uses instances or seeds, never models —
+  and the unpaired one also resamples each arm's episodes within a drawn cluster.
 """
 
 from __future__ import annotations
@@ -122,20 +123,38 @@ def mcnemar_exact(b: int, c: int) -> float:
     discordant pair the test cannot reject: p = 1. (7, 1) gives 0.0703 and
     (0, 4) gives 0.125, as in the paper.
 
-    The sum is exact integer arithmetic (each C(n, i+1) from C(n, i)) divided
-    as integers, so it neither overflows (2.0**n did for b + c > 1023) nor
-    loses precision; a p below the smallest float is 0.0.
+    Up to `_EXACT_N` discordant pairs the sum is exact integer arithmetic (each
+    C(n, i+1) from C(n, i)) divided as integers. Past it the tail is summed in log
+    space from its largest term, C(n, min(b, c)), downwards — the terms fall by the
+    ratio i / (n − i + 1) < 1 — and stops once a term no longer moves the sum, so
+    n in the millions costs O(√n) terms, never overflows and never takes time
+    proportional to n²; a p below the smallest float is 0.0.
     """
     if b < 0 or c < 0:
         raise ValueError("discordant counts must be non-negative")
     n = b + c
     if n == 0:
         return 1.0
-    term = tail = 1  # C(n, 0)
-    for i in range(min(b, c)):
-        term = term * (n - i) // (i + 1)
-        tail += term
-    return min(1.0, 2 * tail / (1 << n))
+    k = min(b, c)
+    if n <= _EXACT_N:
+        term = tail = 1  # C(n, 0)
+        for i in range(k):
+            term = term * (n - i) // (i + 1)
+            tail += term
+        return min(1.0, 2 * tail / (1 << n))
+    # relative to the largest term C(n, k): Σ_{i<=k} C(n, i) / C(n, k)
+    rel = term_rel = 1.0
+    for i in range(k, 0, -1):
+        term_rel *= i / (n - i + 1)
+        rel += term_rel
+        if term_rel < rel * 1e-17:
+            break
+    log_p = math.log(2.0) + _log_comb(n, k) + math.log(rel) - n * math.log(2.0)
+    return 1.0 if log_p >= 0.0 else math.exp(log_p)
+
+
+#: up to this many discordant pairs McNemar's tail is summed as exact integers
+_EXACT_N = 4096
 
 
 def _log_comb(n: int, k: int) -> float:
@@ -151,10 +170,13 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
         P(x) = C(r1, x) · C(r2, c1 − x) / C(N, c1),  max(0, c1 − r2) <= x <= min(r1, c1).
 
     The two-sided p sums P(x) over every x no more probable than the observed a
-    (with a relative tolerance of 1e-7 for ties, as R and SciPy do). Each P(x)
-    is computed in log space (`math.lgamma`), so tables of any size give a
-    p in [0, 1] and never overflow. The tea-tasting table [[3, 1], [1, 3]]
-    gives 0.4857; a table with an empty row or column gives 1.
+    (with a relative tolerance of 1e-7 for ties, as R and SciPy do). The
+    distribution is unimodal, so each side of its mode falls monotonically: the
+    sum walks out from the mode by the ratio P(x+1)/P(x), relative to P(mode)
+    (computed in log space with `math.lgamma`), and stops once a term no longer
+    moves it — O(√N) terms for N in the millions, not N, and never an overflow.
+    The tea-tasting table [[3, 1], [1, 3]] gives 0.4857; a table with an empty row or
+    column gives 1.
     """
     if min(a, b, c, d) < 0:
         raise ValueError("table counts must be non-negative")
@@ -169,9 +191,28 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
         return _log_comb(r1, x) + _log_comb(r2, c1 - x) - log_total
 
     observed = log_p(a)
-    cut = observed + math.log1p(1e-7)
-    p = sum(math.exp(v) for v in map(log_p, range(lo, hi + 1)) if v <= cut)
-    return min(1.0, p)
+    mode = min(max((r1 + 1) * (c1 + 1) // (n + 2), lo), hi)
+    log_top = log_p(mode)
+    log_cut = observed - log_top + math.log1p(1e-7)
+    if log_cut < -700.0:  # relative terms would underflow: sum every term in log space
+        cut = observed + math.log1p(1e-7)
+        return min(1.0, sum(math.exp(v) for v in map(log_p, range(lo, hi + 1)) if v <= cut))
+    cut_rel = math.exp(log_cut)
+    total = 1.0 if cut_rel >= 1.0 else 0.0  # the mode, relative to itself
+
+    def up(x: int) -> float:  # P(x + 1) / P(x)
+        return (r1 - x) * (c1 - x) / ((x + 1) * (r2 - c1 + x + 1))
+
+    for step in (-1, 1):  # each side of the mode falls monotonically away from it
+        rel, x = 1.0, mode
+        while lo <= x + step <= hi:
+            rel = rel / up(x - 1) if step < 0 else rel * up(x)
+            x += step
+            if rel <= cut_rel:
+                total += rel
+                if rel < total * 1e-17:
+                    break
+    return min(1.0, math.exp(log_top) * total)
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -247,7 +288,7 @@ def unpaired_bootstrap_diff(control: Mapping[str, Sequence[float]],
     """Difference of pooled means, treatment − control, with a two-stage bootstrap CI for
     arms whose episodes are not paired (two conditions: they share no random draws).
 
-    `control[m]` and `treatment[m]` are cluster m's (a model's) episode outcomes under
+    `control[m]` and `treatment[m]` are cluster m's (an instance's, say) episode outcomes under
     the two arms; they may differ in number. Only clusters with episodes in both arms
     enter. Each resample draws that many clusters with replacement (as
     `clustered_bootstrap_diff`) and then, for every drawn cluster, resamples its
