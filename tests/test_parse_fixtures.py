@@ -49,6 +49,9 @@ def test_parse_fixture(section: Section) -> None:
     got = sorted((d.code, d.span.line, d.span.col) for d in diagnostics if d.span is not None)
     assert got == _expected(section), [d.message for d in diagnostics]
     assert all(d.span is not None for d in diagnostics)
+    assert all(d.span.file == section.file for d in diagnostics if d.span is not None)
+    for hint in section.headers.get("hint", []):
+        assert hint in (diagnostics.errors[0].hint or ""), diagnostics.errors[0].hint
     if not _expected(section):
         assert module is not None
     else:
@@ -59,6 +62,11 @@ def test_parse_fixture(section: Section) -> None:
     if "clauses" in section.headers:
         first = next(d for d in module.decls if hasattr(d, "clauses"))
         assert " ".join(c.key for c in first.clauses) == section.first("clauses")
+    if "fields" in section.headers:
+        first = next(d for d in module.decls if hasattr(d, "fields") or hasattr(d, "items"))
+        items = getattr(first, "fields", None) or getattr(first, "items", [])
+        names = [f.name for f in items if isinstance(f, A.FieldDecl)]
+        assert " ".join(names) == section.first("fields")
     if "ast" in section.headers:
         first_expr = next(A.walk_exprs(module))
         assert sexpr(first_expr) == section.first("ast")

@@ -68,6 +68,21 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() and "." not in text else value
 
 
+class _FieldList(list[A.FieldDecl]):
+    """The fields of one `a, b: type` list, until the block that holds it flattens it."""
+
+
+def _flat(items: list[Any]) -> list[Any]:
+    """A block's items with each field list spliced in as its fields, in order."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, _FieldList):
+            out.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
 class AstBuilder(Transformer[Token, Any]):
     """Builds `eairdsl.syntax.ast` nodes; `file` is put into every span."""
 
@@ -298,6 +313,28 @@ class AstBuilder(Transformer[Token, Any]):
             attrs[key] = value
         return A.FieldDecl(span=self._span(meta), name=str(c[0]), type=c[1], **attrs)
 
+    @v_args(meta=True)
+    def field_list(self, meta: Meta, c: list[Any]) -> _FieldList:
+        """`a, b, c: type attrs`: one field per name, each with its own span.
+
+        Past the parser a list is just its fields, so every later stage (and the IR)
+        sees what `a: type attrs`, `b: type attrs`, ... would give. A field's span is
+        its name; the last one's runs on over the shared type and attributes, as if it
+        were written alone. The fields hold equal copies of the one type and attribute
+        text, with its spans: equal type spans are how the formatter tells a list.
+        """
+        names = [t for t in c if isinstance(t, Token)]
+        rest = c[len(names):]
+        template = self.field_decl(meta, [names[-1], *rest])
+        fields = _FieldList()
+        for token in names[:-1]:
+            fields.append(template.model_copy(deep=True, update={
+                "name": str(token), "span": self._span(token)}))
+        last = self._span(names[-1])
+        fields.append(template.model_copy(update={"span": last.model_copy(update={
+            "end_line": template.span.end_line, "end_col": template.span.end_col})}))
+        return fields
+
     def attr_canary(self, c: list[Any]) -> tuple[str, Any]:
         return ("canary", True)
 
@@ -375,13 +412,13 @@ class AstBuilder(Transformer[Token, Any]):
     @v_args(meta=True)
     def schema_decl(self, meta: Meta, c: list[Any]) -> A.SchemaDecl:
         return A.SchemaDecl(span=self._span(meta), name=str(c[0]), closed=c[1] is not None,
-                            fields=c[2:])
+                            fields=_flat(c[2:]))
 
     @v_args(meta=True)
     def record_decl(self, meta: Meta, c: list[Any]) -> A.RecordDecl:
         kind, name, source, key, *items = c
         return A.RecordDecl(span=self._span(meta), kind=kind, name=str(name), source=source,
-                            key=str(key) if key is not None else None, items=items)
+                            key=str(key) if key is not None else None, items=_flat(items))
 
     @v_args(meta=True)
     def state_decl(self, meta: Meta, c: list[Any]) -> A.StateDecl:
@@ -675,7 +712,7 @@ class AstBuilder(Transformer[Token, Any]):
     # ------------------------------------------------------------ tasks and ground truth
     @v_args(meta=True)
     def instances_decl(self, meta: Meta, c: list[Any]) -> A.InstancesDecl:
-        return A.InstancesDecl(span=self._span(meta), source=c[0], fields=c[1:])
+        return A.InstancesDecl(span=self._span(meta), source=c[0], fields=_flat(c[1:]))
 
     @v_args(meta=True)
     def instance_decl(self, meta: Meta, c: list[Any]) -> A.InstanceDecl:

@@ -443,6 +443,43 @@ def _param(p: A.Param) -> str:
     return text
 
 
+# ------------------------------------------------------------------ entries
+
+#: One printed entry of a block: an item, or the fields of one `a, b: type` list.
+_Entry = list[A.Node]
+
+
+def _entries(items: Sequence[A.Node]) -> list[_Entry]:
+    """A block's items with the fields of each list together.
+
+    The parser gives every field of `a, b: type attrs` an equal copy of the one type
+    text, spans included; fields written apart never share a type span.
+    """
+    entries: list[_Entry] = []
+    for item in items:
+        prev = entries[-1][-1] if entries else None
+        if (isinstance(item, A.FieldDecl) and isinstance(prev, A.FieldDecl)
+                and item.type.span == prev.type.span):
+            entries[-1].append(item)
+        else:
+            entries.append([item])
+    return entries
+
+
+def _entry_span(entry: _Entry) -> Span:
+    """From the entry's first name to the end of its last field (or of its one item)."""
+    first, last = entry[0].span, entry[-1].span
+    return first.model_copy(update={"end_line": last.end_line, "end_col": last.end_col})
+
+
+def _entry_text(entry: _Entry, printer: ItemPrinter, indent: str) -> str:
+    """An item as its printer prints it; a field list as `a, b, ` then its last field."""
+    names = [f.name for f in entry[:-1] if isinstance(f, A.FieldDecl)]
+    if len(names) != len(entry) - 1:
+        raise FormatterError("a field list holds something other than fields")
+    return "".join(f"{name}, " for name in names) + printer(entry[-1], indent)
+
+
 # ------------------------------------------------------------------ comment placement
 
 Pos = tuple[int, int]
@@ -618,7 +655,12 @@ class _ModulePrinter:
 
     def _block(self, span: Span, header: str, items: Sequence[A.Node], printer: ItemPrinter,
                comments: list[_Comment]) -> list[str]:
-        """`header {`, one item per line with its comments, `}`; `header { }` when empty."""
+        """`header {`, its lines with their comments, `}`; `header { }` when empty.
+
+        A line is one entry, or several the author joined with `;` on one line
+        (`kind read; cost 1 min`); a block written on one line in the compact form
+        stays `header { a; b }` (see the module docstring).
+        """
         close = (span.end_line, span.end_col - 1)
         brace = self._open_brace(_start(items[0].span) if items else close)
         hoisted = [c for c in comments if c.pos < brace]
@@ -626,23 +668,46 @@ class _ModulePrinter:
         lines = [c.text for c in hoisted]
         if not items and not body:
             return [*lines, f"{header} {{ }}"]
-        placement = _place([i.span for i in items], body, in_block=True)
+        entries = _entries(items)
+        texts = [_entry_text(e, printer, INDENT) for e in entries]
+        joined = [self._joined(a, b, ta, tb) for a, b, ta, tb
+                  in zip(entries, entries[1:], texts, texts[1:], strict=False)]
+        if (brace[0] == close[0] and all(joined) and not body
+                and (len(entries) > 1 or len(entries[0]) > 1)
+                and not any("\n" in t for t in texts)):
+            return [*lines, f"{header} {{ {'; '.join(texts)} }}"]
+        placement = _place([_entry_span(e) for e in entries], body, in_block=True)
         opener = f"{header} {{"
         if placement.head:
             opener += " " + placement.head[0].text
         lines.append(opener)
         lines.extend(INDENT + c.text for c in placement.head[1:])
-        for item, unit in zip(items, placement.units, strict=True):
-            lines.extend(INDENT + c.text for c in [*unit.leading, *unit.inner])
-            text = INDENT + printer(item, INDENT)
-            if len(unit.trailing) > 1:
-                raise FormatterError(f"several trailing comments on line {unit.end[0]}")
-            if unit.trailing:
-                text += " " + unit.trailing[0].text
+        runs: list[list[int]] = []
+        for k in range(len(entries)):
+            if k and joined[k - 1]:
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        for run in runs:
+            units = [placement.units[k] for k in run]
+            lines.extend(INDENT + c.text for u in units for c in [*u.leading, *u.inner])
+            text = INDENT + "; ".join(texts[k] for k in run)
+            if any(u.trailing for u in units[:-1]) or len(units[-1].trailing) > 1:
+                raise FormatterError(f"several trailing comments on line {units[-1].end[0]}")
+            if units[-1].trailing:
+                text += " " + units[-1].trailing[0].text
             lines.append(text)
         lines.extend(INDENT + c.text for c in placement.tail)
         lines.append("}")
         return lines
+
+    def _joined(self, first: _Entry, second: _Entry, first_text: str, second_text: str) -> bool:
+        """Whether `second` stays on `first`'s line: the author wrote `first; second` on one
+        line, and neither prints over several lines (a long string)."""
+        end, start = _end(_entry_span(first)), _start(_entry_span(second))
+        if end[0] != start[0] or "\n" in first_text or "\n" in second_text:
+            return False
+        return ";" in self.text[self._offset(*end):self._offset(*start)]
 
     @staticmethod
     def _block_parts(decl: A.Decl) -> tuple[str, Sequence[A.Node], ItemPrinter] | None:

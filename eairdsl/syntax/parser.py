@@ -64,11 +64,41 @@ _EXAMPLES: list[tuple[str, str, str, list[str]]] = [
       "tool t() { require a reject \"x\" }"]),
     ("E109", "a field needs a type: `name: type`",
      "write the field as `name: text` (or another type)",
-     ["record r { a }", "record r { a b }", "schema s { a }", "instances from \"f\" { a }"]),
+     ["record r { a }", "record r { a b }", "schema s { a }", "instances from \"f\" { a }",
+      "record r { a, b }", "record r { a, b c }", "record r { a, b, c }"]),
     ("E110", "expected a declaration (world, role, tool, record, measure, …)",
      "top-level items start with a declaration keyword; see docs/language.md",
      ["foo", "world w {} foo", "rol r {}", "world w {} tol t() {}"]),
 ]
+
+
+# Known mistakes of the compact form, recognised by the parser state AND the unexpected
+# token, since another token in the same state is another mistake.
+_TOKEN_EXAMPLES: list[tuple[str, str, str, list[str]]] = [
+    ("E113", "a field list needs a name after each `,`",
+     "fields that share a type are listed `a, b, c: text`; drop the extra `,`",
+     ["record r { a, : text }", "record r { a, b, : text }", "record r { a, }",
+      "record r { a,, b: text }", "record r { a, b,, c: text }", "record r { a, b, }"]),
+    ("E115", "fields are separated by `;`, not `,`",
+     "write `{ id: text; amount: money }` (or one field per line); a `,` lists names "
+     "that share one type: `id, name: text`",
+     ["record r { a: text, b: int }", "record r { a: text canary, b: int }",
+      "record r { a: int default 0, b: int }", "record r { a: list[text], b: int }",
+      "record r { a: text max 3, b: int }", "record r { a: r.f, b: int }",
+      "record r { a: {x, y}, b: int }", "record r { a: text epistemic e, b: int }",
+      "record r { a: text patterns [\"x\"], b: int }",
+      "record r { a, b: text, c: int }", "schema s { a: text, b: int }",
+      "instances from \"f\" { a: text, b: int }"]),
+]
+
+
+#: A `;` that separates nothing: an unexpected `;` anywhere, or a `}` right after one
+#: (a misspelt keyword after a `;` stays an unexpected token, E104).
+_STRAY_SEMICOLON = (
+    "E114", "a `;` separates two items of a block, and nothing else",
+    "drop this `;`: one goes only between two items of a block written on one line "
+    "(`{ kind read; cost 1 min }`), never after the last item, before the first, "
+    "inside an expression or after a declaration")
 
 
 class _CommentCollector:
@@ -130,8 +160,37 @@ def _example_table() -> dict[int, tuple[str, str, str]]:
     return table
 
 
+@lru_cache(maxsize=1)
+def _token_example_table() -> dict[tuple[int, str], tuple[str, str, str]]:
+    """(parser state, unexpected token type) of the compact form's known mistakes."""
+    parser = get_parser()
+    table: dict[tuple[int, str], tuple[str, str, str]] = {}
+    for code, message, hint, examples in _TOKEN_EXAMPLES:
+        for example in examples:
+            try:
+                parser.parse(example)
+            except UnexpectedToken as exc:
+                if exc.state is not None:
+                    table.setdefault((exc.state.position, exc.token.type), (code, message, hint))
+            except UnexpectedInput:
+                pass
+    return table
+
+
 def _known_mistake(exc: UnexpectedToken) -> tuple[str, str, str] | None:
-    return _example_table().get(exc.state.position) if exc.state is not None else None
+    if exc.state is None:
+        return None
+    if exc.token.type == "SEMICOLON" or (exc.token.type == "RBRACE"
+                                         and _last_shifted(exc).type == "SEMICOLON"):
+        return _STRAY_SEMICOLON
+    known = _token_example_table().get((exc.state.position, exc.token.type))
+    return known if known is not None else _example_table().get(exc.state.position)
+
+
+def _last_shifted(exc: UnexpectedToken) -> Token:
+    """The token the parser took last (an empty token when that was not a token)."""
+    stack = getattr(exc.state, "value_stack", None) or [None]
+    return stack[-1] if isinstance(stack[-1], Token) else Token("$NONE", "")
 
 
 def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
@@ -165,6 +224,11 @@ def _diagnostic(exc: UnexpectedInput, source: SourceFile) -> Diagnostic:
             known = next((c, m, h) for c, m, h, _ in _EXAMPLES if c == "E110")
         if known is not None:
             code, message, hint = known
+            if code == "E114":  # located at the `;`, which the message is about
+                semi = tok if tok.type == "SEMICOLON" else _last_shifted(exc)
+                line, col = semi.line or 1, semi.column or 1
+                return Diagnostic(code=code, message=message, hint=hint, span=Span(
+                    file=file, line=line, col=col, end_line=line, end_col=col + 1))
             return Diagnostic(code=code, message=f"{message} (found {str(tok)!r})", span=span,
                               hint=hint)
         return Diagnostic(code="E104", message=f"unexpected {str(tok)!r}", span=span,
