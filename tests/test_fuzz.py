@@ -25,6 +25,7 @@ from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 D1 = ROOT / "worlds" / "d1.eair"
+COMPACT = ROOT / "tests" / "fixtures" / "compact" / "compact.eair"
 
 
 #: EAIR_FUZZ_SCALE=17 runs about 10,000 inputs instead of about 600 (a long run, not CI's).
@@ -43,7 +44,7 @@ TOKENS = [*TOP_LEVEL_KEYWORDS, "{", "}", "(", ")", "[", "]", ",", ":", ".", "=",
           "when", "else", "reject", "kind", "read", "cost", "text", "risk", "title", "true",
           "none", "x", "y", "employee", "instance", "context", "count", "all", "exists", "1",
           "2.5", "$40", "6 min", "18%", "2026-01-31", '"s"', '"""long"""', '"open', "+0.3",
-          "// c", "@", "\n", " ", "\t"]
+          "// c", "@", "\n", " ", "\t", ";", "a, b: text", "x: int;"]
 
 
 def _line_count(text: str) -> int:
@@ -200,6 +201,42 @@ def test_mutated_d1_compiles_or_reports(d1_copy: Path, ops: list[Mutation]) -> N
             continue
         count = _lines_of(result, d.span.file, d1_copy)
         assert count is None or 1 <= d.span.line <= count, (d.code, d.span, d.message)
+        if count is not None:
+            located.append(d)
+    assert located, [(d.code, d.message) for d in errors]
+
+
+@pytest.fixture(scope="module")
+def compact_copy() -> Iterator[Path]:
+    """tests/fixtures/compact/compact.eair (the compact form) with its folder, copied once."""
+    folder = Path(tempfile.mkdtemp(prefix="eair-compact-"))
+    shutil.copytree(COMPACT.parent / "payables", folder / "payables")
+    yield folder / "payables.eair"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@fuzz(60)
+@given(ops=MUTATIONS)
+def test_mutated_compact_world_compiles_or_reports(compact_copy: Path,
+                                                   ops: list[Mutation]) -> None:
+    """A mutated world in the compact form (field lists, `;` between items, one-line
+    blocks) compiles, or reports errors located inside it; never an exception. The
+    formatter keeps the meaning of whatever still parses."""
+    from eairdsl.syntax.fmt import format_text
+
+    text = mutate(COMPACT.read_text(encoding="utf-8"), ops)
+    compact_copy.write_text(text, encoding="utf-8")
+    result = compile_world(compact_copy)
+    formatted, _ = format_text(text, compact_copy.name)  # raises if it changed the meaning
+    if result.ok:
+        assert result.world is not None and formatted is not None
+        return
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert errors
+    located = []
+    for d in errors:
+        count = _lines_of(result, d.span.file, compact_copy) if d.span is not None else None
+        assert count is None or 1 <= d.span.line <= count, (d.code, d.span, d.message)  # type: ignore[union-attr]
         if count is not None:
             located.append(d)
     assert located, [(d.code, d.message) for d in errors]

@@ -21,6 +21,18 @@ Layout
   study measure)
   print `header {`, one clause, field, rule, assignment or measurement per line,
   then `}`. A block with nothing inside (not even a comment) prints `header { }`.
+* The compact form (docs/language.md, Compact form) is kept where the author
+  wrote it, and only there, so a module without `;` or field lists prints as it
+  always has:
+  - a field list `a, b: type attrs` prints as one list; fields written apart stay
+    apart (the parser gives a list's fields equal copies of the one type, spans
+    included, which is how the list is told);
+  - items the author joined with `;` on one line stay on one line, `a; b`; a `;`
+    between items on different lines is dropped;
+  - a block written on one line stays `header { a; b }` when its items are all
+    joined by `;`, or it is a single field list; otherwise it opens up, one item
+    (or one joined line) per line;
+  - an item that prints over several lines (a long string) is never joined.
 * Every other declaration (import, enum, state, document, lever, let, protected,
   channels) prints on one line; `enum e { a, b }` keeps its members inline.
 * Separators: `name: type` in fields and parameters, `lever x : type = v`,
