@@ -5,6 +5,8 @@ twice (once as text, once as the caret line's padding)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from eairdsl.diagnostics import MAX_SHOWN, Diagnostic, render, render_all
 from eairdsl.source import Span
 
@@ -53,3 +55,22 @@ def test_render_all_never_counts_a_negative_limit_as_more() -> None:
     assert render_all(items, lines, limit=-1) == "... and 2 more"
     assert render_all(items, lines, limit=0) == "... and 2 more"
     assert "and" not in render_all(items, lines, limit=5)
+
+
+def test_a_field_sharing_a_line_gets_the_caret(tmp_path: Path) -> None:
+    """Fields written compactly (a list, or `;` between fields) are each located at their own
+    name: the caret of a duplicate field is under that field, not the line or the list."""
+    from eairdsl.compiler import compile_world
+
+    world = tmp_path / "w.eair"
+    world.write_text('world w { risk A1; operation "o"; preserves "p" }\n'
+                     "record staff { id, name, id, team: text; team: int }\n", encoding="utf-8")
+    result = compile_world(world)
+    shown = {d.message: _caret(render(d, result.sources))
+             for d in result.diagnostics if d.code == "E302"}
+    line = "record staff { id, name, id, team: text; team: int }"
+    text, caret = shown["field 'id' is declared twice"]
+    assert text == f"   2 | {line}"
+    assert caret.index("^") == text.index("id, team") and caret.count("^") == 2
+    text, caret = shown["field 'team' is declared twice"]
+    assert caret.index("^") == text.index("team: int") and caret.count("^") == len("team: int")
