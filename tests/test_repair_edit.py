@@ -85,6 +85,35 @@ def test_replace_and_remove_a_clause() -> None:
     assert _changed(SOURCE, removed) == ["-   acl context.principal when strict"]
 
 
+COMPACT = '''tool pay(amount: money) -> text { kind act; cost 1 min; returns "paid" }
+
+tool look() -> text {
+  kind read; acl context.principal when strict
+  returns "x"
+}
+'''
+
+
+@pytest.mark.parametrize(("tool", "key", "expected"), [
+    ("pay", "kind", 'tool pay(amount: money) -> text { cost 1 min; returns "paid" }'),
+    ("pay", "cost", 'tool pay(amount: money) -> text { kind act; returns "paid" }'),
+    ("pay", "returns", "tool pay(amount: money) -> text { kind act; cost 1 min }"),
+    ("look", "acl", 'tool look() -> text {\n  kind read\n  returns "x"\n}'),
+])
+def test_remove_a_clause_that_shares_its_line(tool: str, key: str, expected: str) -> None:
+    """In the compact form a removed clause takes one `;` with it: the one after it, or
+    the one before when it was the last on its line (a `;` left alone is E114)."""
+    out = E.replace_clause(COMPACT, "tool", tool, lambda c: c.key == key, None)
+    assert expected in out
+
+
+def test_insert_a_clause_into_a_compact_tool_parses() -> None:
+    out = E.insert_clause(COMPACT, "tool", "pay", 'ensure cap else reject "over the cap"',
+                          after=(A.KindClause,))
+    tool = E.parse(out).decl("tool", "pay")
+    assert [c.key for c in tool.clauses] == ["kind", "ensure", "cost", "returns"]  # type: ignore[union-attr]
+
+
 def test_add_an_import_once_after_the_last_import() -> None:
     out = E.add_import(SOURCE, "stdlib/approval.eair")
     assert _changed(SOURCE, out) == ["+ ", '+ import "stdlib/approval.eair"'] or _changed(

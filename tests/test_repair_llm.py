@@ -390,6 +390,17 @@ def test_the_agent_sees_the_worlds_cards_and_which_are_read_only(protected: list
     assert "### a1/support.md.j2" not in small and "- a1/support.md.j2 (" in small
 
 
+def test_a_card_on_a_line_with_other_clauses_is_still_read_only() -> None:
+    """The compact form puts a card clause after a `{` or a `;`: its owner is still found."""
+    from eairdsl.repair.llm import _cards
+
+    source = ('role clerk { model under_test; card "w/clerk.md.j2" }\n\n'
+              'simulator vendor {\n  model counterpart; card "w/vendor.md.j2"; memory private\n}\n'
+              'role boss {\n  card "w/boss.md.j2"\n}\n')
+    assert _cards(source) == {"w/clerk.md.j2": "clerk", "w/vendor.md.j2": "vendor",
+                              "w/boss.md.j2": "boss"}
+
+
 def test_an_answer_with_raw_newlines_in_its_strings_or_prose_around_it_is_read() -> None:
     raw = '{"source": "role a {\n}\n", "attribution": {"participant a": ["R1"]}}'
     source, attribution, _, _ = parse_candidate("Here you go:\n" + raw + "\nDone.", "w.eair")

@@ -129,6 +129,19 @@ def _after_line(parsed: Parsed, node: A.Node) -> int:
     return parsed.line_end(s.end_line) if rest == "" or rest.startswith("//") else end
 
 
+def _with_separator(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span of an item with the `;` that joins it to the next item on its line, or
+    else to the previous one: removing the item alone would leave a `;` that separates
+    nothing (E114)."""
+    after = len(text[end:]) - len(text[end:].lstrip(" \t"))
+    if text[end + after:end + after + 1] == ";":
+        return start, end + after + 1
+    before = text[:start].rstrip(" \t")
+    if before.endswith(";"):
+        return len(before) - 1, end
+    return start, end
+
+
 def _splice(text: str, start: int, end: int, insert: str) -> str:
     return text[:start] + insert + text[end:]
 
@@ -179,6 +192,8 @@ def replace_clause(text: str, kind: str, name: str,
                 rest = parsed.text[end:parsed.line_end(s.end_line)].strip()
                 if parsed.text[line_start:start].strip() == "" and rest == "":
                     start, end = line_start, parsed.line_end(s.end_line) + 1
+                else:  # on a line with others (`kind act; cost 1 min`): and one `;` by it
+                    start, end = _with_separator(parsed.text, start, end)
                 return format_source(_splice(parsed.text, start, end, ""), file)
             return format_source(_splice(parsed.text, start, end, clause), file)
     raise EditError(f"{file}: {kind} '{name}' has no such clause")

@@ -99,7 +99,7 @@ _DECL = re.compile(r"^(?:world|import|enum|schema|record|table|ledger|state|docu
                    r"channel|delegation|fork|merge|relay|instances|instance|measure|"
                    r"study[ \t]+measure|let|protected)\b\s*([A-Za-z_][A-Za-z0-9_]*)?")
 _MARK_LINE = re.compile(r"^[ \t]*" + re.escape(READ_ONLY_MARK) + r"[ \t]*\r?\n?", re.MULTILINE)
-_CARD = re.compile(r'^\s+card\s+"([^"]+)"')
+_CARD = re.compile(r'(?:^|[{;])\s*card\s+"([^"]+)"')
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KEY = re.compile(r"^[a-z]+ \S.*$")
 _ERRORS_SHOWN = 3
@@ -196,16 +196,17 @@ def _feedback(feedback: list[Feedback]) -> str:
 
 
 def _cards(source: str) -> dict[str, str]:
-    """card path -> the name of the top-level declaration whose `card "…"` it is."""
+    """card path -> the name of the top-level declaration whose `card "…"` it is (a card
+    clause starts its line or follows a block's `{` or a `;`, as in the compact form)."""
     out: dict[str, str] = {}
     current: str | None = None
     for line in source.splitlines():
         m = _DECL.match(line)
         if m:
             current = m.group(1)
-        card = _CARD.match(line)
-        if card and current:
-            out[card.group(1)] = current
+        for card in _CARD.finditer(line):
+            if current:
+                out[card.group(1)] = current
     return out
 
 
