@@ -105,6 +105,17 @@ def test_both_forms_compile_to_the_same_files(tmp_path: Path) -> None:
             assert compact[name] == long[name], name
 
 
+def test_eairc_diff_sees_no_change_between_the_forms() -> None:
+    """`eairc diff` (IR declaration by declaration, positions ignored) finds nothing."""
+    from eairdsl.diff import diff_worlds
+
+    long = compile_world(LONG)
+    compact = compile_world(COMPACT)
+    assert long.world is not None and compact.world is not None
+    result = diff_worlds(long.world, compact.world)
+    assert result.changes == [] and result.violations == []
+
+
 def test_the_compact_world_is_formatted_and_shorter() -> None:
     """`eairc fmt` keeps both layouts as written, and the compact one has fewer code lines."""
     for path in (LONG, COMPACT):
