@@ -208,6 +208,10 @@ CASES: list[Case] = [
     C("E108-require-without-else", "E108", ("tool", 20),
       slots={"tool": 'require id != "" reject "no"'}),
     C("E109-field-without-type", "E109", ("field", 8), slots={"field": "note text"}),
+    C("E113-field-list-name-missing", "E113", ("field", 9), slots={"field": "note, : text"}),
+    C("E114-stray-semicolon", "E114", ("field", 14), slots={"field": "note: text;;"}),
+    C("E115-fields-separated-by-comma", "E115", ("field", 13),
+      slots={"field": "note: text, memo: text"}),
     C("E110-not-a-declaration", "E110", (1, 1), file="typo.eair",
       slots={"top": 'import "typo.eair"'}, files={"typo.eair": "rol clerk2 { }\n"}),
     # ------------------------------------------------------------ E2xx files, imports, data
