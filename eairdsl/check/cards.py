@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
