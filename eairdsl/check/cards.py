@@ -143,6 +143,7 @@ class _CardText:
         self.file = file
         self._lines: LineIndex | None = None
         self._folded: str | None = None
+        self._found: dict[str, Span | None] = {}
 
     def span(self, start: int, length: int) -> Span:
         if self._lines is None:
@@ -150,11 +151,14 @@ class _CardText:
         return self._lines.span(self.file, start, length)
 
     def locate(self, needle: str) -> Span | None:
-        """Where `needle` first appears, ignoring case (as E603 compares)."""
-        if self._folded is None:
-            self._folded = _fold(self.text)
-        start = self._folded.find(_fold(needle)) if needle else -1
-        return None if start < 0 else self.span(start, len(needle))
+        """Where `needle` first appears, ignoring case (as E603 compares); remembered, as
+        the same word is looked for under every condition."""
+        if needle not in self._found:
+            if self._folded is None:
+                self._folded = _fold(self.text)
+            start = self._folded.find(_fold(needle)) if needle else -1
+            self._found[needle] = None if start < 0 else self.span(start, len(needle))
+        return self._found[needle]
 
     def locate_variable(self, name: str) -> Span | None:
         """Where a template variable is used: inside a {{ }} or {% %} tag, as a whole word."""
@@ -310,8 +314,9 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
                 _render_error(party, condition, exc, names, loader, card, diagnostics)
                 return
             world.prompts[party.name][condition] = text
+            lowered = text.lower()
             for word in words:
-                if word.lower() in text.lower():
+                if word.lower() in lowered:
                     found = located.locate(word) or _inducer_span(world, word)
                     span = found or card.span
                     diagnostics.error("E603", f"the card of '{party.name}' names the risk "
