@@ -30,7 +30,9 @@ MAX_DATA_DEPTH = 32
 
 
 def _mb(size: int) -> str:
-    return f"{size / (1024 * 1024):g} MB"
+    """A size as a limit is stated: whole megabytes, else bytes."""
+    whole, rest = divmod(size, 1024 * 1024)
+    return f"{whole} MB" if whole and not rest else f"{size:,} bytes"
 
 
 def read_world_file(world: CheckedWorld, path: Path, span: Span, diagnostics: Diagnostics,

@@ -53,9 +53,9 @@ from jinja2.visitor import NodeTransformer
 from eairdsl.source import BadName, SourceError, name_problem, read_bounded, real_path
 
 __all__ = ["CardEnvironment", "CardLoader", "CardEscape", "CardFileError", "CardLimit",
-           "CardUnsafe",
-           "WorldBudget", "WorldCardLimit", "MAX_RANGE", "MAX_OUTPUT", "MAX_VALUE", "MAX_STEPS",
-           "MAX_SOURCE", "MAX_SECONDS", "MAX_WORLD_STEPS", "MAX_WORLD_SECONDS", "UNSAFE_NAMES"]
+           "CardUnsafe", "WorldBudget", "WorldCardLimit", "MAX_RANGE", "MAX_OUTPUT",
+           "MAX_VALUE", "MAX_STEPS", "MAX_SOURCE", "MAX_SECONDS", "MAX_WORLD_STEPS",
+           "MAX_WORLD_SECONDS", "UNSAFE_NAMES"]
 
 #: the most items `range()` may produce (jinja2's own sandbox limit)
 MAX_RANGE = jinja2.sandbox.MAX_RANGE
