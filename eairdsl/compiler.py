@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eairdsl.check import check_world
+from eairdsl.check import Limits, check_world
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.diagram import DIGEST_MARK
 from eairdsl.graph import dot_digest, draw, to_dot, topology
@@ -60,17 +60,18 @@ def _frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def compile_world(path: Path | str) -> CompileResult:
+def compile_world(path: Path | str, limits: Limits | None = None) -> CompileResult:
     """Check and lower one .eair file; a path given as a string is taken as a path (a
-    script's `compile_world("worlds/d1.eair")` raised AttributeError)."""
+    script's `compile_world("worlds/d1.eair")` raised AttributeError). `limits` are the
+    world's budgets (`eairdsl.check.limits`; the defaults when None)."""
     with _frozen_heap():
-        return _compile_world(Path(path))
+        return _compile_world(Path(path), limits)
 
 
-def _compile_world(path: Path) -> CompileResult:
+def _compile_world(path: Path, limits: Limits | None = None) -> CompileResult:
     diagnostics = Diagnostics()
     sources: dict[str, SourceFile] = {}
-    checked = check_world(path, diagnostics, sources)
+    checked = check_world(path, diagnostics, sources, limits=limits)
     result = CompileResult(path=path, diagnostics=diagnostics)
     result.sources = {s.name: s.text.split("\n") for s in sources.values()}
     if checked is None or diagnostics.has_errors:

@@ -7,21 +7,30 @@ instead of exceptions further down the pipeline.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import os
+import re
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Span", "SourceFile", "SourceError", "read_source", "read_bounded", "display_name",
-           "real_path", "write_source", "write_atomic", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES"]
+__all__ = ["Span", "SourceFile", "SourceError", "LineIndex", "BadName", "name_problem",
+           "read_source", "read_bounded", "display_name", "real_path", "write_source",
+           "write_atomic", "shown_name", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES", "MAX_NAME_BYTES",
+           "MAX_PATH_BYTES"]
 
 #: The largest `.eair` file read (real worlds are tens of kilobytes).
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 #: The largest data file or document read.
 MAX_DATA_BYTES = 50 * 1024 * 1024
+#: The longest file name (one component of a path), and the longest path, in UTF-8 bytes,
+#: that a world may write (Linux's NAME_MAX and PATH_MAX; most systems allow no more).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
 
 
 class Span(BaseModel):
@@ -43,6 +52,32 @@ class Span(BaseModel):
         return cls(file=file, line=line, col=col, end_line=line, end_col=col + 1)
 
 
+class LineIndex:
+    """Where each line of a text starts, so an offset's line and column cost a bisect.
+
+    Counting the newlines before an offset for every diagnostic made locating many
+    diagnostics in one large file quadratic; the starts are found once per text.
+    """
+
+    def __init__(self, text: str) -> None:
+        starts = [0]
+        at = text.find("\n")
+        while at != -1:
+            starts.append(at + 1)
+            at = text.find("\n", at + 1)
+        self.starts = starts
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """The 1-based (line, column) of a 0-based character offset."""
+        line = bisect.bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
+
+    def span(self, file: str, offset: int, length: int) -> Span:
+        """A span of `length` characters from `offset`, on the line where it starts."""
+        line, col = self.position(offset)
+        return Span(file=file, line=line, col=col, end_line=line, end_col=col + length)
+
+
 class SourceFile(BaseModel):
     """A decoded source file. `name` is how diagnostics print it (relative when possible)."""
 
@@ -54,13 +89,62 @@ class SourceFile(BaseModel):
 class SourceError(Exception):
     """A file could not be read as UTF-8 text; carries a diagnostic code and hint."""
 
-    def __init__(self, code: str, message: str, hint: str, line: int = 1, col: int = 1) -> None:
+    def __init__(self, code: str, message: str, hint: str, line: int = 1, col: int = 1,
+                 size: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
         self.col = col
+        self.size = size  # of a file too large (E209), in bytes, when known
+
+
+#: characters no written path may hold: the control characters (Unicode category Cc, NUL
+#: included) and lone surrogates (Cs, which no file name can be encoded with)
+_UNNAMEABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+class BadName(NamedTuple):
+    """Why a written path can name no file: the diagnostic's code, message and hint."""
+
+    code: str
+    message: str
+    hint: str
+
+
+def name_problem(written: str, what: str = "path") -> BadName | None:
+    """Why a path a world writes (a data file, document, card, partial or import) can name
+    no file, decided before any file system call: a control character (NUL included) or a
+    lone surrogate, which a file name cannot hold portably and which made `os.stat` raise
+    (`ValueError`, `UnicodeEncodeError`), or a name over 255 bytes or a path over 4096,
+    which made `Path.is_file` raise `OSError`. None when it may name a file."""
+    bad = _UNNAMEABLE.search(written)
+    if bad is not None:
+        char = bad.group(0)
+        kind = "a NUL byte" if char == "\x00" else (
+            f"the lone surrogate U+{ord(char):04X}" if "\ud800" <= char <= "\udfff"
+            else f"the control character U+{ord(char):04X}")
+        return BadName("E210", f"{what} {shown_name(written)!r} holds {kind}",
+                       "a file name holds no control characters (nor lone surrogates): "
+                       "rename the file and write its name as it is")
+    for part in written.replace("\\", "/").split("/"):
+        size = len(part.encode("utf-8"))
+        if size > MAX_NAME_BYTES:
+            return BadName("E202", f"cannot read {what} {shown_name(written)!r}: a name in it "
+                           f"is {size} bytes long", "shorten the path: a file name has at "
+                           f"most {MAX_NAME_BYTES} bytes")
+    size = len(written.encode("utf-8"))
+    if size > MAX_PATH_BYTES:
+        return BadName("E202", f"cannot read {what} {shown_name(written)!r}: the path is "
+                       f"{size} bytes long", f"shorten the path: a path has at most "
+                       f"{MAX_PATH_BYTES} bytes")
+    return None
+
+
+def shown_name(written: str) -> str:
+    """A path as a message quotes it: long ones shortened."""
+    return written if len(written) <= 120 else written[:60] + "…" + written[-40:]
 
 
 def real_path(path: Path) -> Path | None:
@@ -103,6 +187,10 @@ def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
     except OSError as exc:
         raise SourceError("E202", f"cannot read {name}: {exc.strerror or exc}",
                           _os_hint(exc)) from None
+    except (ValueError, UnicodeError):  # a NUL byte or a lone surrogate in the name
+        bad = name_problem(str(path), what)
+        raise SourceError("E210", bad.message if bad else f"{name!r} can name no file",
+                          bad.hint if bad else "rename the file") from None
     if stat.S_ISDIR(info.st_mode):
         raise SourceError("E202", f"{name} is a directory, not a file", f"name the {what} itself")
     if not stat.S_ISREG(info.st_mode):
@@ -110,7 +198,8 @@ def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
                           f"name an ordinary {what}")
     if info.st_size > limit:
         raise SourceError("E209", f"{name} is too large ({info.st_size:,} bytes; the limit is "
-                          f"{_size(limit)})", f"a {what} may hold at most {_size(limit)}")
+                          f"{_size(limit)})", f"a {what} may hold at most {_size(limit)}",
+                          size=info.st_size)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
         | getattr(os, "O_BINARY", 0)
     try:
@@ -136,7 +225,7 @@ def read_bounded(path: Path, limit: int, what: str = "file") -> bytes:
         os.close(fd)
     if total > limit:  # it grew after the stat
         raise SourceError("E209", f"{name} is too large (over {_size(limit)})",
-                          f"a {what} may hold at most {_size(limit)}")
+                          f"a {what} may hold at most {_size(limit)}", size=total)
     return b"".join(chunks)
 
 

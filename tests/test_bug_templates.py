@@ -238,6 +238,9 @@ CASES: list[Case] = [
     C("E205-import-not-found", "E205", ("top", 1), slots={"top": 'import "nowhere.eair"'}),
     C("E206-data-file-missing", "E206", ("record orders", 1), files={"orders.json": None}),
     C("E206-card-missing", "E206", ('card "clerk.md.j2"', 3), files={"clerk.md.j2": None}),
+    C("E210-data-path-control-character", "E210", ("top", 1),
+      slots={"top": 'document notes from "no\\u0007tes.txt"'}),
+    C("E210-import-path-nul", "E210", ("top", 1), slots={"top": 'import "m\\u0000.eair"'}),
     C("E207-bad-json", "E207", ("record orders", 1), files={"orders.json": '[{"id": "o1",]'}),
     C("E207-json-not-a-list", "E207", ("record orders", 1),
       files={"orders.json": '{"id": "o1", "total": 1}'}),
@@ -428,6 +431,22 @@ REGRESSIONS: list[tuple[Case, str]] = [
        slots={"world": 'title "\u00e9\udcff"'}),
      "BUG source.py read_source(): the E102 column counts bytes (12), not characters (11), "
      "when the line has multi-byte characters before the bad byte"),
+    (C("card-name-over-255-bytes", "E202", ("tail", 32),
+       slots={"tail": 'role clerk2 { model under_test card "' + "c" * 300 + '.md.j2" }'}),
+     "BUG check/cards.py render_cards(): Path.is_file() of a card name over 255 bytes raises "
+     "OSError (ENAMETOOLONG), an internal error"),
+    (C("card-path-lone-surrogate", "E210", ("tail", 32),
+       slots={"tail": 'role clerk2 { model under_test card "c\\ud800.md.j2" }'}),
+     "BUG check/cards.py render_cards(): Path.is_file() of a name holding a lone surrogate "
+     "raises UnicodeEncodeError, an internal error"),
+    (C("data-path-lone-surrogate", "E210", ("top", 1),
+       slots={"top": 'document notes from "n\\ud800.txt"'}),
+     "BUG check/data.py _read_bytes(): os.stat of a name holding a lone surrogate raises "
+     "UnicodeEncodeError, an internal error"),
+    (C("partial-name-over-255-bytes", "E202", (1, 1), file="clerk.md.j2",
+       files={"clerk.md.j2": "{% include '" + "p" * 300 + ".md.j2' %}\n"}),
+     "BUG check/sandbox.py CardLoader.get_source(): Path.is_file() of a partial's name over "
+     "255 bytes raises OSError, reported as 'failed to render: OSError'"),
     (C("E208-duplicate-instance-id-has-a-position", "E208", ("instances from", 1),
        files={"instances.json": '[{"id": "i1", "order": "o1", "question": "q"}, '
                                 '{"id": "i1", "order": "o2", "question": "q"}]'}),

@@ -372,6 +372,84 @@ def test_mad_records_by_composite_key_with_framework_role_headers(tmp_path: Path
     assert labels["labels"]["mast_annotation"]["3.3"] == 1
 
 
+# ------------------------------------------------------------------ large sources
+
+def _ag2_records(count: int, size: int) -> list[dict[str, Any]]:
+    """MAD AG2 records (the fixture's second) whose conversation is about `size` chars."""
+    base = json.loads((FIXTURES / "mad_sample.json").read_text(encoding="utf-8"))[1]
+    turn = "mathproxyagent (to assistant):\n\n{}\n\n" + "-" * 40 + "\n"
+    out = []
+    for i in range(count):
+        rec = json.loads(json.dumps(base))
+        rec["trace_id"] = i
+        rec["trace"]["trajectory"] = "".join(turn.format(f"{k} " + "q" * 490)
+                                             for k in range(size // 540))
+        out.append(rec)
+    return out
+
+
+def test_a_json_list_of_records_is_imported_one_record_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200 MB source took 605 MB to import: its text, every record and every trace
+    were held at once. A JSON list (or JSON lines) of records is now parsed one record at
+    a time and each trace written (to a staging folder) before the next is read, so the
+    memory an import takes follows its largest record, not the file: here 40 records of
+    50 KB (2 MB) are imported with a peak of well under half the file (read 16 KiB at a
+    time), and give the traces the same records as JSON lines give."""
+    import tracemalloc
+
+    from eairdsl.external import stream
+
+    monkeypatch.setattr(stream, "_CHUNK", 16 * 1024)
+    records = _ag2_records(40, 50_000)
+    listed, lines = tmp_path / "mad.json", tmp_path / "mad.jsonl"
+    listed.write_text(json.dumps(records), encoding="utf-8")
+    lines.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    size = listed.stat().st_size
+    assert size > 2_000_000
+    import_path("mad", FIXTURES / "mad_sample.json", tmp_path / "warm")  # modules, models
+    tracemalloc.start()
+    try:
+        written = import_path("mad", listed, tmp_path / "a")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 2, f"peak {peak:,} bytes for a {size:,}-byte source"
+    again = import_path("mad", lines, tmp_path / "b")
+    assert len(written) == len(again) == 80  # a trace and a grader side file a record
+
+    def events(paths: list[Path]) -> list[list[str]]:
+        return [p.read_text(encoding="utf-8").splitlines()[1:] for p in sorted(paths)
+                if p.suffix == ".jsonl"]
+
+    assert events(written) == events(again)
+
+
+def test_a_source_too_large_to_read_whole_is_refused_clearly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format that is one document (a Who&When or TRAIL trace, an OTLP document, a
+    ChatDev log) is read whole, so it is refused over `stream.MAX_WHOLE_BYTES` (64 MB)
+    before it is read; so is a record of a streamed format longer than that. Here the
+    cap is 10,000 bytes."""
+    from eairdsl.external import stream
+
+    monkeypatch.setattr(stream, "MAX_WHOLE_BYTES", 10_000)
+    who = tmp_path / "Hand-Crafted" / "1.json"
+    who.parent.mkdir()
+    who.write_text(json.dumps({"history": [{"role": "a", "content": "x" * 20_000}]}),
+                   encoding="utf-8")
+    res = CliRunner().invoke(app, ["import", "who-and-when", str(who), "-o",
+                                   str(tmp_path / "o")])
+    assert res.exit_code == 1, res.output
+    assert "1.json: too large to read whole (20,0" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "o").exists()
+    big = tmp_path / "mad.json"
+    big.write_text(json.dumps(_ag2_records(2, 20_000)), encoding="utf-8")
+    with pytest.raises(SourceError, match=r"mad\.json: line 1, column 2: a record .* over "
+                                          r"10,000 characters"):
+        import_path("mad", big, tmp_path / "o")
+
+
 # ------------------------------------------------------------------ the builder's rules
 
 def _builder(tmp_path: Path) -> ImportedTrace:

@@ -351,3 +351,77 @@ def test_mutated_worlds_compile_and_run_or_report(world_copy: Path, ops: list[Mu
     except UsageError:
         return  # e.g. a world left without task instances: a message, not a crash
     assert set(episode.measurements) >= {"realized", "utility"}
+
+
+# ---------------------------------------------------------------- names and streamed JSON
+
+#: a tiny world naming one path three ways (a record's data file, a document, a card), or
+#: as an import (an import that fails stops the check before the rest is looked at)
+NAMED = """world w {{
+  risk A1
+  operation "reporting"
+  preserves "the KPI matches"
+}}
+{imports}
+record r from {path} {{ a: text }}
+document d from {path}
+instance one {{ }}
+role analyst {{
+  model under_test
+  card {path}
+}}
+measure {{
+  opportunity = count(messages()) > 0
+  anomaly = count(r) > 1
+  realized = count(messages(analyst)) > 2
+  terminal_harm = count(messages(analyst)) > 3
+  interception = anomaly and not realized
+  utility = final(analyst) != none
+}}
+"""
+PATHS = st.one_of(
+    st.text(max_size=40),
+    st.text(st.characters(max_codepoint=0x9f), max_size=20),
+    st.lists(st.sampled_from(["a", "é", "\x00", "\n", "\x7f", "\ud800", "/", "..", "a" * 200,
+                              "é" * 130, "x.json"]), max_size=30).map("".join))
+
+
+@fuzz(40)
+@given(path=PATHS)
+def test_any_path_a_world_writes_is_a_located_error_or_a_file(scratch: Path,
+                                                              path: str) -> None:
+    """Whatever a world writes as a path (control characters, NUL, lone surrogates, names
+    over 255 bytes, paths over 4096), the check answers with diagnostics located in the
+    world file, never an exception (a card name over 255 bytes was an internal error in
+    5 of 3,910 fuzzed sources; a lone surrogate, in every position)."""
+    world = scratch / "named.eair"
+    written = json.dumps(path)
+    for imports in ("", f"import {written}"):
+        world.write_text(NAMED.format(path=written, imports=imports), encoding="utf-8")
+        diagnostics = Diagnostics()
+        check_world(world, diagnostics)
+        errors = [d for d in diagnostics if d.is_error]
+        assert errors  # no such file, at least
+        for d in errors:
+            assert d.span is not None and Path(d.span.file).name == "named.eair", \
+                (d.code, d.span, d.message)
+        if re.search("[\x00-\x1f\x7f-\x9f\ud800-\udfff]", path):
+            assert {d.code for d in errors} == {"E210"}, [(d.code, d.message) for d in errors]
+
+
+@fuzz(60)
+@given(value=st.lists(JSON, max_size=6), chunk=st.integers(1, 64),
+       indent=st.sampled_from([None, 1]))
+def test_streamed_json_records_are_what_json_loads_reads(scratch: Path, value: list[object],
+                                                         chunk: int, indent: int | None) -> None:
+    """An import source's records, read a few bytes at a time (`stream.json_values`),
+    are the list `json.loads` reads from the whole file."""
+    from eairdsl.external import stream
+
+    source = scratch / "records.json"
+    source.write_text(json.dumps(value, indent=indent, ensure_ascii=False), encoding="utf-8")
+    saved, stream._CHUNK = stream._CHUNK, chunk
+    try:
+        assert list(stream.json_values(source, lines=False)) == value
+    finally:
+        stream._CHUNK = saved

@@ -397,6 +397,52 @@ def test_bad_rows_are_listed_up_to_a_limit(tmp_path: Path) -> None:
     assert any("at least" in d.message for d in result.diagnostics)
 
 
+# ---------------------------------------------------------------- the world's data budget
+
+def test_a_file_named_many_times_is_counted_each_time_against_the_data_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file had its own bound (50 MB) but a world none: 20 records naming one 43 MB
+    file took 1.9 GB to check. A world now loads at most `Limits.data_bytes` of data
+    files, documents and cards together, a file counted each time it is named; the
+    declaration that would cross it is one E209, and no file past it is read. Here 20
+    records name one 1,001-byte file under a budget of 10,000 bytes (the card's 41
+    bytes count too): the 10th record crosses it."""
+    from eairdsl.check import Limits, check_world
+    from eairdsl.check import data as data_module
+    from eairdsl.diagnostics import Diagnostics
+
+    rows = json.dumps([{"a": "x" * 990}])
+    assert len(rows) == 1001
+    records = "".join(f'record r{i} from "r.json" {{ a: text }}\n' for i in range(20))
+    entry = _build(tmp_path, Hostile("x", "E209", records, {"r.json": rows}))
+    read: list[int] = []
+    real = data_module.read_bounded
+
+    def counting(path: Path, limit: int, what: str = "file") -> bytes:
+        data = real(path, limit, what)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(data_module, "read_bounded", counting)
+    diagnostics = Diagnostics()
+    world = check_world(entry, diagnostics, limits=Limits(data_bytes=10_000))
+    errors = [d for d in diagnostics if d.is_error]
+    assert [d.code for d in errors] == ["E209"], [(d.code, d.message) for d in errors]
+    (found,) = errors
+    assert found.span is not None and found.span.line == LINE + 9  # record r9
+    assert "data budget of" in found.message and "r.json" in found.message
+    assert world is not None and world.data_loaded == sum(read) == 9 * 1001 + 41
+    assert world.data_loaded <= 10_000
+
+
+def test_the_default_data_budget_admits_a_file_named_a_few_times(tmp_path: Path) -> None:
+    """The same world under the default budget (100 MB) checks clean."""
+    rows = json.dumps([{"a": "x" * 990}])
+    records = "".join(f'record r{i} from "r.json" {{ a: text }}\n' for i in range(20))
+    result = _compile(_build(tmp_path, Hostile("x", "", records, {"r.json": rows})))
+    assert not [d for d in result.diagnostics if d.is_error]
+
+
 # ---------------------------------------------------------------- patterns are not regexes
 
 def test_patterns_are_literal_phrases_not_regular_expressions(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from eairdsl.check.conditions import resolve_conditions
 from eairdsl.check.data import load_data
 from eairdsl.check.declarations import collect_declarations
 from eairdsl.check.exprs import check_expressions
+from eairdsl.check.limits import Limits
 from eairdsl.check.lints import lint_world
 from eairdsl.check.loader import load_program
 from eairdsl.check.references import check_references
@@ -29,7 +30,7 @@ from eairdsl.check.world import CheckedWorld, Pass
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import SourceFile
 
-__all__ = ["PASSES", "Pass", "check_world", "CheckedWorld"]
+__all__ = ["PASSES", "Pass", "check_world", "CheckedWorld", "Limits"]
 
 #: The default pipeline, in order; `check_world(..., passes=...)` runs another.
 PASSES: tuple[Pass, ...] = (
@@ -49,19 +50,21 @@ PASSES: tuple[Pass, ...] = (
 
 def check_world(entry: Path, diagnostics: Diagnostics,
                 sources: dict[str, SourceFile] | None = None,
-                passes: Sequence[Pass] = PASSES) -> CheckedWorld | None:
+                passes: Sequence[Pass] = PASSES,
+                limits: Limits | None = None) -> CheckedWorld | None:
     """Load, parse and check a world. None when it cannot even be parsed.
 
     `sources` (if given) receives every file read, even when parsing failed, so
     diagnostics can always be shown with their source line. `passes` are run in
     order on the loaded world (default `PASSES`); a pass reads what the ones
     before it established, so a subset must keep the ones it depends on (most
-    need `collect_declarations` first).
+    need `collect_declarations` first). `limits` are the world's budgets (the
+    defaults when None): what its cards and data files may cost together.
     """
     program = load_program(entry, diagnostics, sources)
     if program is None:
         return None
-    world = CheckedWorld(program=program)
+    world = CheckedWorld(program=program, limits=limits or Limits())
     for run in passes:
         run(world, diagnostics)
     return world

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,22 +21,26 @@ import jinja2.nodes
 import jinja2.parser
 from jinja2.exceptions import SecurityError
 
-from eairdsl.check.data import data_ref
+from eairdsl.check.data import data_ref, read_world_file
 from eairdsl.check.loader import LoadedModule, resolve_data_path
 from eairdsl.check.sandbox import (
     MAX_OUTPUT,
     MAX_RANGE,
+    MAX_SOURCE,
     MAX_STEPS,
     CardEnvironment,
     CardEscape,
+    CardFileError,
     CardLimit,
     CardLoader,
     CardUnsafe,
+    WorldBudget,
+    WorldCardLimit,
 )
 from eairdsl.check.static import UNKNOWN, FoldPlans, fold, uses_only_levers
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
-from eairdsl.source import SourceFile, Span, display_name
+from eairdsl.source import LineIndex, SourceFile, Span, display_name
 from eairdsl.syntax import ast as A
 from eairdsl.vocabulary import RISKS
 
@@ -43,6 +48,9 @@ __all__ = ["render_cards", "forbidden_words", "card_context", "CARD_VARIABLES"]
 
 CARD_VARIABLES = ("role", "condition", "levers", "prompt_clauses", "inducers", "tools", "roles",
                   "world")
+#: the most bytes of a card file read: a template of MAX_SOURCE characters, each of up to
+#: four bytes (a longer one is refused unread; one over MAX_SOURCE characters is E606)
+_CARD_BYTES = 4 * MAX_SOURCE
 
 
 def forbidden_words(world: CheckedWorld) -> list[str]:
@@ -121,24 +129,89 @@ def _static(world: CheckedWorld, clause: A.AuthorityClause | A.DisplayClause | N
     return None if value is UNKNOWN else value
 
 
-def _span_at(text: str, start: int, length: int, file: str) -> Span:
-    line = text.count("\n", 0, start) + 1
-    col = start - (text.rfind("\n", 0, start) + 1) + 1
-    return Span(file=file, line=line, col=col, end_line=line, end_col=col + length)
+class _CardText:
+    """A card's source, with what locating a diagnostic in it needs, each made once.
+
+    A diagnostic used to count the newlines before its offset and a case-insensitive
+    regular expression scanned the card for each word, condition and role, and finding a
+    variable's tag tried every `{{` against the rest of the card: many diagnostics or many
+    unclosed `{{` in one large card made locating them quadratic (minutes for 100 KB).
+    """
+
+    def __init__(self, text: str, file: str) -> None:
+        self.text = text
+        self.file = file
+        self._lines: LineIndex | None = None
+        self._folded: str | None = None
+        self._found: dict[str, Span | None] = {}
+
+    def span(self, start: int, length: int) -> Span:
+        if self._lines is None:
+            self._lines = LineIndex(self.text)
+        return self._lines.span(self.file, start, length)
+
+    def locate(self, needle: str) -> Span | None:
+        """Where `needle` first appears, ignoring case (as E603 compares); remembered, as
+        the same word is looked for under every condition."""
+        if needle not in self._found:
+            if self._folded is None:
+                self._folded = _fold(self.text)
+            start = self._folded.find(_fold(needle)) if needle else -1
+            self._found[needle] = None if start < 0 else self.span(start, len(needle))
+        return self._found[needle]
+
+    def locate_variable(self, name: str) -> Span | None:
+        """Where a template variable is used: inside a {{ }} or {% %} tag, as a whole word."""
+        if _WORD.fullmatch(name) is None:  # not one word: the tags' words never equal it
+            return None
+        for start, end in _tags(self.text):
+            for word in _WORD.finditer(self.text, start, end):
+                if word.group(0) == name:
+                    return self.span(word.start(), len(name))
+        return None
 
 
-def _locate(text: str, needle: str, file: str) -> Span | None:
-    match = re.search(re.escape(needle), text, re.IGNORECASE)
-    return None if match is None else _span_at(text, match.start(), len(needle), file)
+_WORD = re.compile(r"\w+")
+#: each tag opener and the text that closes it
+_CLOSERS = {"{{": "}}", "{%": "%}"}
 
 
-def _locate_variable(text: str, name: str, file: str) -> Span | None:
-    """Where a template variable is used: inside a {{ }} or {% %} tag, as a whole word."""
-    for tag in re.finditer(r"\{\{.*?\}\}|\{%.*?%\}", text, re.S):
-        word = re.search(rf"\b{re.escape(name)}\b", tag.group(0))
-        if word is not None:
-            return _span_at(text, tag.start() + word.start(), len(name), file)
-    return None
+def _fold(text: str) -> str:
+    """`text` lower-cased character by character, so an offset in it is one in `text`
+    (`str.lower` lengthens a few characters, such as 'İ'; those are kept as they are)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):  # no character lengthened (none shortens)
+        return lowered
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
+
+
+def _tags(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each `{{ … }}` and `{% … %}` tag: what the regular expression
+    `\\{\\{.*?\\}\\}|\\{%.*?%\\}` (DOTALL) finds, in one pass. The next opener and closer
+    of each kind are remembered until passed, and an opener that is never closed ends
+    the search for its kind, so no part of the text is scanned twice."""
+    opens = dict.fromkeys(_CLOSERS, -2)  # -2: not looked for yet; -1: none left
+    closes = dict.fromkeys(_CLOSERS.values(), -2)
+    pos = 0
+    while True:
+        for opener in opens:
+            if opens[opener] != -1 and opens[opener] < pos:
+                opens[opener] = text.find(opener, pos)
+        found = [at for at in opens.values() if at >= 0]
+        if not found:
+            return
+        start = min(found)
+        opener = "{{" if opens["{{"] == start else "{%"
+        closer = _CLOSERS[opener]
+        if closes[closer] != -1 and closes[closer] < start + 2:
+            closes[closer] = text.find(closer, start + 2)
+        if closes[closer] == -1:  # never closed, nor is any later one of its kind
+            opens[opener] = -1
+            pos = start + 1
+            continue
+        end = closes[closer] + 2
+        yield start, end
+        pos = end
 
 
 def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
@@ -155,7 +228,10 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     words = forbidden_words(world)
     plans = FoldPlans()
     envs: list[CardEnvironment] = []  # one environment for the world's cards, made on first use
+    budget = WorldBudget(steps=world.limits.card_steps, seconds=world.limits.card_seconds)
     for party in world.parties.values():
+        if budget.exhausted:  # reported once, where it ran out; the rest are not rendered
+            break
         card = A.first_clause(party.clauses, A.CardClause)
         if card is None:
             continue
@@ -164,32 +240,37 @@ def render_cards(world: CheckedWorld, diagnostics: Diagnostics) -> None:
         shown = display_name(path) if path is not None else card.text
         if path is None:
             continue
-        if not path.is_file():
-            diagnostics.error("E206", f"card template not found: {card.text}", card.span,
-                              f"expected it at {path}")
+        data = read_world_file(world, path, card.span, diagnostics, "card template",
+                               _CARD_BYTES)
+        if data is None:
             continue
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        try:  # newlines as `read_text` gives them (universal newlines)
+            source = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        except UnicodeDecodeError:
             diagnostics.error("E102", f"card template {card.text} is not readable UTF-8 text",
                               card.span)
             continue
         world.data_files[data_ref(module, card.text)] = source.encode()
         world.program.sources[shown] = SourceFile(name=shown, path=str(path), text=source)
-        _render_party(world, party, path, shown, source, card, words, plans, envs, diagnostics)
+        _render_party(world, party, path, shown, source, card, words, plans,
+                      (envs, budget), diagnostics)
+    world.card_steps = budget.spent
 
 
 def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: str,
                   source: str, card: A.Clause, words: list[str], plans: FoldPlans,
-                  envs: list[CardEnvironment], diagnostics: Diagnostics) -> None:
+                  shared: tuple[list[CardEnvironment], WorldBudget],
+                  diagnostics: Diagnostics) -> None:
     module = world.module(party)
     loader = CardLoader(module.path.parent, path.parent)
+    envs, budget = shared
     if envs:  # each card has its own loader (its folder, the files it loaded)...
         env = envs[0]
         env.loader = loader  # ...the environment's template cache is keyed by the loader
     else:
-        env = CardEnvironment(loader)
+        env = CardEnvironment(loader, budget)
         envs.append(env)
+    located = _CardText(source, shown)
     file = str(path)
     names = _Names(path, shown)
     try:
@@ -217,7 +298,7 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
             return
         unknown = sorted(undeclared - set(CARD_VARIABLES))
         for name in unknown:
-            span = _locate_variable(source, name, shown) or card.span
+            span = located.locate_variable(name) or card.span
             diagnostics.error("E602", f"card uses undefined variable '{name}'", span,
                               did_you_mean(name, CARD_VARIABLES) or
                               f"cards see {', '.join(CARD_VARIABLES)}")
@@ -233,9 +314,10 @@ def _render_party(world: CheckedWorld, party: A.PartyDecl, path: Path, shown: st
                 _render_error(party, condition, exc, names, loader, card, diagnostics)
                 return
             world.prompts[party.name][condition] = text
+            lowered = text.lower()
             for word in words:
-                if word.lower() in text.lower():
-                    found = _locate(source, word, shown) or _inducer_span(world, word)
+                if word.lower() in lowered:
+                    found = located.locate(word) or _inducer_span(world, word)
                     span = found or card.span
                     diagnostics.error("E603", f"the card of '{party.name}' names the risk "
                                       f"under study ('{word}') under condition '{condition}'",
@@ -250,6 +332,8 @@ _UNSAFE_HINT = ("cards are rendered in jinja2's sandbox: they may read the card 
 _ESCAPE_HINT = "keep partials inside the folder of the .eair file, named relative to the card"
 _LIMIT_HINT = (f"cards are bounded: range() to {MAX_RANGE} items, {MAX_OUTPUT} characters "
                f"of output, {MAX_STEPS} steps per render")
+_WORLD_LIMIT_HINT = ("a world's cards share one budget across every role and condition: "
+                     "give fewer roles the costly card, or make it cheaper")
 _NESTING_HINT = "flatten the nested calls, parentheses or macro recursion"
 
 
@@ -323,7 +407,13 @@ def _render_error(party: A.PartyDecl, condition: str, exc: Exception, names: _Na
         filename, line = exc.filename, exc.lineno
     span = _line_span(names.show(filename), line) if line is not None else card.span
     where = f"the card of '{party.name}' under condition '{condition}'"
-    if isinstance(exc, jinja2.UndefinedError):
+    if isinstance(exc, WorldCardLimit):  # the world's total: located at the card it ran out in
+        diagnostics.error("E606", f"{where} exceeds the world's card budget: {exc}", card.span,
+                          _WORLD_LIMIT_HINT)
+    elif isinstance(exc, CardFileError):
+        problem = exc.problem
+        diagnostics.error(problem.code, f"{where}: {problem.message}", span, problem.hint)
+    elif isinstance(exc, jinja2.UndefinedError):
         diagnostics.error("E602", f"card for '{party.name}' under condition '{condition}': "
                           f"{exc.message}", span, f"cards see {', '.join(CARD_VARIABLES)}")
     elif isinstance(exc, (SecurityError, CardUnsafe)):

@@ -22,27 +22,55 @@ from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import MAX_DATA_BYTES, SourceError, Span, read_bounded
 from eairdsl.syntax import ast as A
 
-__all__ = ["load_data", "read_rows", "data_ref"]
+__all__ = ["load_data", "read_rows", "data_ref", "read_world_file"]
 
 
 #: How deeply the values of a JSON data file may nest (rows are level 2).
 MAX_DATA_DEPTH = 32
 
 
-def _read_bytes(path: Path, span: Span, diagnostics: Diagnostics) -> bytes | None:
+def _mb(size: int) -> str:
+    """A size as a limit is stated: whole megabytes, else bytes."""
+    whole, rest = divmod(size, 1024 * 1024)
+    return f"{whole} MB" if whole and not rest else f"{size:,} bytes"
+
+
+def read_world_file(world: CheckedWorld, path: Path, span: Span, diagnostics: Diagnostics,
+                    what: str = "data file", limit: int = MAX_DATA_BYTES) -> bytes | None:
+    """The bytes of a file a world names (a data file, document or card), counted against
+    the world's data budget, or None with the diagnostic located at `span`.
+
+    The budget counts a file each time a declaration names it (what the check holds and
+    parses); the declaration that would cross it is E209, reported once, and no later file
+    that does not fit is read. Nothing past the budget is read: the file's size is looked
+    at first (`read_bounded`)."""
+    remaining = max(world.limits.data_bytes - world.data_loaded, 0)
     try:
-        return read_bounded(path, MAX_DATA_BYTES, "data file")
+        data = read_bounded(path, min(limit, remaining), what)
     except SourceError as err:
+        if err.code == "E209" and (err.size is None or err.size <= limit) and remaining < limit:
+            if not world.data_budget_spent:
+                world.data_budget_spent = True
+                total = world.data_loaded + (err.size or remaining + 1)
+                diagnostics.error(
+                    "E209", f"the world's data files together exceed its data budget of "
+                    f"{_mb(world.limits.data_bytes)}: {path.name} would bring them to "
+                    f"{total:,} bytes", span,
+                    "a world loads at most this much of data files, documents and cards "
+                    "together, counting a file each time it is named: name a large file "
+                    "once, or make it smaller")
+            return None
         if err.code == "E201":
-            diagnostics.error("E206", f"data file not found: {path.name}", span,
+            diagnostics.error("E206", f"{what} not found: {path.name}", span,
                               f"expected it at {path}")
         elif err.code == "E209":
-            diagnostics.error("E209", f"data file {path.name} is too large "
-                              f"(the limit is {MAX_DATA_BYTES // (1024 * 1024)} MB)", span,
-                              err.hint)
+            diagnostics.error("E209", f"{what} {path.name} is too large "
+                              f"(the limit is {_mb(limit)})", span, err.hint)
         else:  # a directory, a pipe or device, a name too long, no permission
             diagnostics.error(err.code, err.message, span, err.hint)
         return None
+    world.data_loaded += len(data)
+    return data
 
 
 def _reject_constant(name: str) -> Any:
@@ -234,7 +262,7 @@ def _load_table(world: CheckedWorld, module: LoadedModule, source: str, span: Sp
                 diagnostics: Diagnostics) -> tuple[Path, list[dict[str, Any]]] | None:
     """Read, type and validate one data file of declared fields; None if unusable."""
     path = resolve_data_path(_base(module), source, span, diagnostics)
-    data = _read_bytes(path, span, diagnostics) if path else None
+    data = read_world_file(world, path, span, diagnostics) if path else None
     if path is None or data is None:
         return None
     world.data_files[data_ref(module, source)] = data
@@ -300,7 +328,8 @@ def load_data(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for doc in world.documents.values():
         module = world.module(doc)
         doc_path = resolve_data_path(_base(module), doc.source, doc.span, diagnostics)
-        data = _read_bytes(doc_path, doc.span, diagnostics) if doc_path else None
+        data = read_world_file(world, doc_path, doc.span, diagnostics, "document") \
+            if doc_path else None
         if doc_path is None or data is None:
             continue
         try:

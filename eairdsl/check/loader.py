@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.source import SourceError, SourceFile, Span, display_name, read_source, real_path
+from eairdsl.source import (
+    SourceError,
+    SourceFile,
+    Span,
+    display_name,
+    name_problem,
+    read_source,
+    real_path,
+    shown_name,
+)
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
@@ -67,8 +76,13 @@ def _within(child: Path, parent: Path) -> bool:
 
 def resolve_data_path(base: Path, written: str, span: Span,
                       diagnostics: Diagnostics) -> Path | None:
-    """Resolve a data/card/import path; paths escaping `base` are errors (E204)."""
-    if os.path.isabs(written) or written.startswith("~") or "\x00" in written:
+    """Resolve a data/card/import path; paths escaping `base` are errors (E204), names no
+    file can have (a control character, a name over 255 bytes) are E210 and E202."""
+    bad = name_problem(written)
+    if bad is not None:
+        diagnostics.error(bad.code, bad.message, span, bad.hint)
+        return None
+    if os.path.isabs(written) or written.startswith("~"):
         diagnostics.error("E204", f"path {_shown(written)!r} is absolute", span,
                           "write paths relative to the world's folder")
         return None
@@ -87,9 +101,7 @@ _LOOP = "cannot read {!r}: its symbolic links form a loop"
 _LOOP_HINT = "point the link at a real file"
 
 
-def _shown(written: str) -> str:
-    """A path as a message quotes it: long ones shortened."""
-    return written if len(written) <= 120 else written[:60] + "…" + written[-40:]
+_shown = shown_name
 
 
 #: How deeply imports may nest, and how many modules and source bytes one world may load.
@@ -253,7 +265,11 @@ def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
     opened, so neither its content nor its existence can show in a diagnostic.
     """
     written = decl.path
-    if os.path.isabs(written) or written.startswith("~") or "\x00" in written:
+    bad = name_problem(written, "import path")
+    if bad is not None:
+        diagnostics.error(bad.code, bad.message, decl.span, bad.hint)
+        return None
+    if os.path.isabs(written) or written.startswith("~"):
         diagnostics.error("E204", f"import path {_shown(written)!r} is absolute", decl.span,
                           "import by a path relative to this file, or a stdlib module")
         return None

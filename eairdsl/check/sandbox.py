@@ -14,7 +14,10 @@ with `StrictUndefined`, and on top of what the sandbox does:
   `..` out of it, no symlink whose target is outside (`CardEscape`) — and
   remembers every file it loaded, so the world's digest covers partials;
 * every loop iteration, call, attribute read, filter and emitted chunk is
-  charged to a per-render budget; `range()`, sizes of values, the output, and
+  charged to a per-render budget and to the world's (`WorldBudget`: the steps
+  and seconds of every render of one compile together, so that many roles ×
+  conditions of a card just under the per-render bound cannot add up to
+  minutes); `range()`, sizes of values, the output, and
   the arguments that size a string (`center(10**9)`, `"%1000000000s"`) are
   capped (`CardLimit`). Template nesting deep enough to exhaust Python's stack
   surfaces as `RecursionError`, which the caller reports.
@@ -34,6 +37,7 @@ import re
 import string
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
 from types import CodeType, MethodType
@@ -46,11 +50,12 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.visitor import NodeTransformer
 
-from eairdsl.source import real_path
+from eairdsl.source import BadName, SourceError, name_problem, read_bounded, real_path
 
-__all__ = ["CardEnvironment", "CardLoader", "CardEscape", "CardLimit", "CardUnsafe",
-           "MAX_RANGE", "MAX_OUTPUT", "MAX_VALUE", "MAX_STEPS", "MAX_SOURCE", "MAX_SECONDS",
-           "UNSAFE_NAMES"]
+__all__ = ["CardEnvironment", "CardLoader", "CardEscape", "CardFileError", "CardLimit",
+           "CardUnsafe", "WorldBudget", "WorldCardLimit", "MAX_RANGE", "MAX_OUTPUT",
+           "MAX_VALUE", "MAX_STEPS", "MAX_SOURCE", "MAX_SECONDS", "MAX_WORLD_STEPS",
+           "MAX_WORLD_SECONDS", "UNSAFE_NAMES"]
 
 #: the most items `range()` may produce (jinja2's own sandbox limit)
 MAX_RANGE = jinja2.sandbox.MAX_RANGE
@@ -68,6 +73,10 @@ MAX_STEPS = 1_000_000
 MAX_SOURCE = 1_000_000
 #: wall-clock backstop of one render, in seconds (the step budget is normally hit first)
 MAX_SECONDS = 10.0
+#: work units of every render of one world's cards together (every role × condition)
+MAX_WORLD_STEPS = 5_000_000
+#: wall-clock backstop of every render of one world's cards together, in seconds
+MAX_WORLD_SECONDS = 60.0
 
 #: names that template-injection payloads reach for; no card variable has them
 UNSAFE_NAMES = frozenset({"config", "request", "session", "g", "url_for",
@@ -90,8 +99,42 @@ class CardEscape(Exception):
         self.reason = reason
 
 
+class CardFileError(Exception):
+    """A template names a file that cannot be read: its name can name no file (a control
+    character, too long), it is no regular file, or it is not UTF-8. `problem` holds the
+    diagnostic's code, message and hint."""
+
+    def __init__(self, problem: BadName) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
 class CardLimit(Exception):
     """A render exceeded one of the bounds."""
+
+
+class WorldCardLimit(CardLimit):
+    """The renders of one world's cards together exceeded the world's budget."""
+
+
+@dataclass
+class WorldBudget:
+    """What the cards of one world may spend together, across every role × condition.
+
+    The per-render bounds reset for each render, so a card just under them, given to
+    100 roles under 10 conditions, rendered for a quarter of an hour. `spent` counts the
+    steps of every render of one compile; the clock starts when the budget is made.
+    """
+
+    steps: int = MAX_WORLD_STEPS
+    seconds: float = MAX_WORLD_SECONDS
+    spent: int = 0
+    started: float = field(default_factory=time.monotonic)
+    exhausted: bool = False  # a render ran out of it (`WorldCardLimit` was raised)
+
+    def overrun(self, message: str) -> WorldCardLimit:
+        self.exhausted = True
+        return WorldCardLimit(message)
 
 
 class CardUnsafe(Exception):
@@ -174,6 +217,9 @@ class CardLoader(jinja2.BaseLoader):
 
     def get_source(self, environment: jinja2.Environment,
                    template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+        bad = name_problem(template, "template path")
+        if bad is not None:
+            raise CardFileError(bad)
         written = template.replace("\\", "/")
         if os.path.isabs(template) or written.startswith(("/", "~")) \
                 or re.match(r"^[A-Za-z]:", written):
@@ -187,9 +233,20 @@ class CardLoader(jinja2.BaseLoader):
         if not resolved.is_relative_to(self.root.resolve()):
             raise CardEscape(template, "template path is a symlink to outside the world's "
                                        "folder")
-        if not resolved.is_file():
-            raise jinja2.TemplateNotFound(template)
-        text = resolved.read_text(encoding="utf-8")
+        try:
+            data = read_bounded(resolved, 4 * MAX_SOURCE, "template")
+        except SourceError as err:
+            if err.code == "E201":
+                raise jinja2.TemplateNotFound(template) from None
+            if err.code == "E209":
+                raise CardLimit(f"template {template!r} is longer than {MAX_SOURCE} "
+                                "characters") from None
+            raise CardFileError(BadName(err.code, err.message, err.hint)) from None
+        try:  # newlines as `read_text` gives them (universal newlines)
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        except UnicodeDecodeError:
+            raise CardFileError(BadName("E102", f"template {template!r} is not UTF-8 text",
+                                        "re-save the partial as UTF-8")) from None
         if len(text) > MAX_SOURCE:
             raise CardLimit(f"template {template!r} is longer than {MAX_SOURCE} characters")
         self.loaded[path] = text
@@ -229,17 +286,19 @@ _COMPILED_MAX = 256
 
 
 class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    """The environment one card renders in; `begin()` before each render resets the budget."""
+    """The environment one world's cards render in; `begin()` before each render resets
+    the per-render budget, never the world's (`budget`), which every render draws on."""
 
     intercepted_binops = frozenset({"+", "*", "**", "%", "//"})
 
-    def __init__(self, loader: CardLoader) -> None:
+    def __init__(self, loader: CardLoader, budget: WorldBudget | None = None) -> None:
         super().__init__(loader=loader, undefined=jinja2.StrictUndefined,
                          keep_trailing_newline=True, autoescape=False, cache_size=64,
                          auto_reload=False)
+        self.budget = budget if budget is not None else WorldBudget()
         self.steps = 0
         self.output = 0
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.deadline = self._deadline()
         self._undeclared: frozenset[str] = frozenset()  # of the template _generate compiled
         self.globals["range"] = self.bounded_range
         self.globals["lipsum"] = self.bounded_lipsum
@@ -281,17 +340,29 @@ class CardEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
 
     # -- the budget ---------------------------------------------------------------------------
 
+    def _deadline(self) -> float:
+        return min(time.monotonic() + MAX_SECONDS, self.budget.started + self.budget.seconds)
+
     def begin(self) -> None:
         self.steps = 0
         self.output = 0
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.deadline = self._deadline()
 
     def charge(self, steps: int = 1) -> None:
         self.steps += steps
+        self.budget.spent += steps
         if self.steps > MAX_STEPS:
             raise CardLimit(f"the card takes more than {MAX_STEPS} steps to render "
                             "(loops, calls and attribute reads)")
+        if self.budget.spent > self.budget.steps:
+            raise self.budget.overrun(f"the world's cards together take more than "
+                                      f"{self.budget.steps} steps to render (every role "
+                                      "under every condition)")
         if time.monotonic() > self.deadline:
+            if time.monotonic() > self.budget.started + self.budget.seconds:
+                raise self.budget.overrun(f"the world's cards together take longer than "
+                                          f"{self.budget.seconds:g} s to render (every role "
+                                          "under every condition)")
             raise CardLimit(f"the card takes longer than {MAX_SECONDS:g} s to render")
 
     def charge_values(self, values: Iterable[Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from eairdsl.check.limits import Limits
 from eairdsl.check.loader import LoadedModule, Program
 from eairdsl.check.types import Type
 from eairdsl.diagnostics import Diagnostics
@@ -39,6 +40,7 @@ class CheckedWorld:
     """Everything the checker knows about one world program."""
 
     program: Program
+    limits: Limits = field(default_factory=Limits)  # what all its cards and data may cost
     world: A.WorldDecl | None = None
     world_module: LoadedModule | None = None
     # declarations by name, with the module that declared them
@@ -79,6 +81,9 @@ class CheckedWorld:
     condition_values: dict[str, dict[str, Any]] = field(default_factory=dict)
     prompts: dict[str, dict[str, str]] = field(default_factory=dict)  # role -> condition -> text
     data_files: dict[str, bytes] = field(default_factory=dict)  # ref -> bytes (for the digest)
+    data_loaded: int = 0  # bytes of data files, documents and cards read, counting repeats
+    data_budget_spent: bool = False  # a file did not fit in `limits.data_bytes` (reported)
+    card_steps: int = 0  # steps every render of the world's cards took together
 
     def module(self, decl: Any) -> LoadedModule:
         return self.module_of[id(decl)]

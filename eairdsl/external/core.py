@@ -25,10 +25,11 @@ No result line is written: an imported log has no measurements, and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from eairdsl import __version__
+from eairdsl.external.stream import (
+    MAX_WHOLE_BYTES,
+    JsonStreamError,
+    TooLarge,
+    json_values,
+    read_whole,
+    sha256_of,
+)
 from eairdsl.registry import Registry
 from eairdsl.runtime.trace import Event, Trace, TraceHeader
 
@@ -43,7 +52,7 @@ __all__ = ["EdgeBasis", "SourceError", "ImportedTrace", "Importer", "IMPORTERS",
            "GRADER_SUFFIX", "RoleHeader", "SourceBlock", "Withheld", "explicit_recipient",
            "grader_path", "import_path", "importers", "neutral_name", "register",
            "role_header", "safe_file_name", "sha256_file", "source_files", "json_where",
-           "read_json", "read_text"]
+           "read_json", "read_records", "read_text", "MAX_WHOLE_BYTES"]
 
 #: what states a recipient in the source; anything else is not an edge
 EdgeBasis = Literal["role-arrow", "span-parent", "source-field", "tool-call"]
@@ -88,14 +97,23 @@ def json_where(exc: ValueError) -> str:
     return ""
 
 
+def _too_large(path: Path, exc: TooLarge) -> SourceError:
+    return SourceError(path, "", f"too large to read whole ({exc}): this format is one "
+                       "document, read at once; split the source into several files (JSON "
+                       "lists and JSON lines of records are read one record at a time)")
+
+
 def read_text(path: Path) -> str:
     """A source file's text, or a SourceError saying why not (an unreadable file, bytes
-    that are not UTF-8): the importers that read text, not JSON, use this one opener.
+    that are not UTF-8, a file over MAX_WHOLE_BYTES): the importers that read text, not
+    JSON, use this one opener.
     A leading UTF-8 byte-order mark (Windows tools write one) is not text: it is dropped,
     as RFC 8259 allows for JSON, so it is neither "text before the first log entry" nor
     "not JSON". The source's sha256 is still of its bytes."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_whole(path)
+    except TooLarge as exc:
+        raise _too_large(path, exc) from None
     except OSError as exc:
         raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -103,18 +121,36 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    """A source file's JSON, or a SourceError saying why not and where (an unreadable
-    file, bytes that are not UTF-8, malformed JSON at line and column)."""
+    """A source file's JSON, read whole, or a SourceError saying why not and where (an
+    unreadable file, bytes that are not UTF-8, malformed JSON at line and column, a
+    file over MAX_WHOLE_BYTES)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
+        return json.loads(read_whole(path))
+    except TooLarge as exc:
+        raise _too_large(path, exc) from None
     except OSError as exc:
         raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:  # UnicodeDecodeError included
         raise SourceError(path, json_where(exc), f"not JSON ({exc})") from None
 
 
+def read_records(path: Path, *, lines: bool) -> Iterator[Any]:
+    """A JSON source's records one at a time (`stream.json_values`: the items of a
+    top-level list, else the top-level value, with `lines` each of several), so memory
+    follows the largest record, not the file; SourceErrors located as `read_json`'s.
+    RecursionError passes through (`import_path` words it)."""
+    try:
+        yield from json_values(path, lines=lines)
+    except JsonStreamError as exc:
+        raise SourceError(path, exc.where, exc.why) from None
+    except OSError as exc:
+        raise SourceError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, "", f"not UTF-8 text ({exc})") from None
+
+
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_of(path)
 
 
 def neutral_name(*parts: str) -> str:
@@ -179,6 +215,7 @@ class ImportedTrace:
         self.explicit_edges = 0
         self._tasks = 0
         self._open: list[_Delegation] = []
+        self._calls: dict[str, Event] = {}  # tool_call events by step
 
     # ------------------------------------------------------------ who
     def participant(self, name: str) -> str:
@@ -197,8 +234,11 @@ class ImportedTrace:
             task = fields.pop("task")
         else:  # inside a delegation every event belongs to the child's task
             task = self._open[-1].task if self._open else None
-        self.events.append(Event(step=step, t=when, kind=kind, actor=actor, task=task,
-                                 src_index=src_index, src_id=src_id, **fields))
+        event = Event(step=step, t=when, kind=kind, actor=actor, task=task,
+                      src_index=src_index, src_id=src_id, **fields)
+        self.events.append(event)
+        if kind == "tool_call":
+            self._calls[step] = event
         return step
 
     def message(self, actor: str, content: str | None, *, recipient: str | None = None,
@@ -244,8 +284,10 @@ class ImportedTrace:
         """A tool's output. `call` is the step of the call it answers, None when the source
         shows output without a call (a `Computer_terminal` speaker)."""
         if call is not None:
-            called = next((e for e in self.events if e.step == call and e.kind == "tool_call"),
-                          None)
+            # the index, not a scan of the events (quadratic in a long trace); the scan is
+            # kept for events an importer appended itself
+            called = self._calls.get(call) or next(
+                (e for e in self.events if e.step == call and e.kind == "tool_call"), None)
             if called is None:
                 raise ValueError(f"tool result answers {call!r}, which is not a tool call")
             tool = tool if tool is not None else called.tool
@@ -374,8 +416,9 @@ def grader_path(trace_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------- registry
-#: reads one source file into one or more builders
-ReadFile = Callable[[Path], list[ImportedTrace]]
+#: reads one source file into one or more builders (a generator, for a format whose
+#: records are read one at a time: each builder is written before the next is read)
+ReadFile = Callable[[Path], Iterable[ImportedTrace]]
 
 
 @dataclass(frozen=True)
@@ -438,39 +481,80 @@ def import_path(format: str, src: Path, out: Path) -> list[Path]:
     if out.exists() and not out.is_dir():
         raise SourceError(out, "", "the output is not a folder (-o names the folder the "
                           "traces go to)")
-    # Every source is read, and every id checked, before anything is written: a bad file
-    # or two traces with one id leave OUT as it was, not half imported (or the first
-    # trace overwritten by the second).
+    # Every source is read, and every id checked, before anything is written to OUT: a bad
+    # file or two traces with one id leave OUT as it was, not half imported (or the first
+    # trace overwritten by the second). Each trace is written to a staging folder as soon
+    # as it is built, so memory holds one trace, not the whole import; the staged files
+    # are moved into OUT once every source has been read.
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".eairc-import-", dir=_staging_parent(out)))
+    except OSError as exc:
+        raise SourceError(out, "", f"cannot be written: {exc.strerror or exc}") from None
+    try:
+        staged = _stage(importer, files, out, staging)
+        if not staged:
+            # an empty record list (`[]`, an empty JSON-lines file): "imported 0 trace(s)
+            # into OUT/" with exit 0 named a folder that was never made
+            raise SourceError(src, "", f"no traces: the {format} source file(s) here hold "
+                              "no records")
+        return _publish(staged, staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _staging_parent(out: Path) -> Path:
+    """Where the staging folder is made: in OUT when it exists, else in the nearest
+    folder above it that does; on OUT's file system, so staged files move by renaming."""
+    folder = out.absolute()
+    while not folder.is_dir():
+        folder = folder.parent
+    return folder
+
+
+def _stage(importer: Importer, files: list[Path], out: Path,
+           staging: Path) -> list[Path]:
+    """Read every source file, writing each trace (and grader side file) under `staging`
+    as OUT would hold it; the staged paths, relative to `staging`. Raises SourceError."""
     made: dict[Path, Path] = {}
-    builds: list[ImportedTrace] = []
+    staged: list[Path] = []
     for f in files:
         try:
-            read = importer.read(f)
+            for built in importer.read(f):
+                target = built.target(out)
+                if target in made:
+                    raise SourceError(f, "", f"trace {built.world}/{built.instance} was "
+                                      f"already imported from {made[target]}: two source "
+                                      "traces with one id")
+                made[target] = f
+                staged.extend(_write_staged(built, staging))
         except RecursionError:
             # JSON nested deeper than the parser's recursion limit (untrusted input)
             raise SourceError(f, "", "nested too deeply to read (arrays or objects more "
                               "than about 900 levels deep)") from None
-        for built in read:
-            target = built.target(out)
-            if target in made:
-                raise SourceError(f, "", f"trace {built.world}/{built.instance} was already "
-                                  f"imported from {made[target]}: two source traces with "
-                                  "one id")
-            made[target] = f
-            builds.append(built)
-    if not builds:
-        # an empty record list (`[]`, an empty JSON-lines file): "imported 0 trace(s)
-        # into OUT/" with exit 0 named a folder that was never made
-        raise SourceError(src, "", f"no traces: the {format} source file(s) here hold no "
-                          "records")
+    return staged
+
+
+def _write_staged(built: ImportedTrace, staging: Path) -> list[Path]:
+    try:
+        return [p.relative_to(staging) for p in built.write(staging)]
+    except RecursionError:
+        raise SourceError(built.source.file, "", "nested too deeply to write as a trace "
+                          "(arrays or objects more than about 900 levels deep)") from None
+    except OSError as exc:
+        raise SourceError(exc.filename or staging, "", f"cannot be written: "
+                          f"{exc.strerror or exc}") from None
+
+
+def _publish(staged: list[Path], staging: Path, out: Path) -> list[Path]:
+    """Move the staged files into OUT (replacing files of the same name); OUT's paths."""
     written: list[Path] = []
-    for built in builds:
+    for rel in staged:
+        target = out / rel
         try:
-            written.extend(built.write(out))
-        except RecursionError:
-            raise SourceError(built.source.file, "", "nested too deeply to write as a trace "
-                              "(arrays or objects more than about 900 levels deep)") from None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).replace(target)
         except OSError as exc:
             raise SourceError(exc.filename or out, "", f"cannot be written: "
                               f"{exc.strerror or exc}") from None
+        written.append(target)
     return written

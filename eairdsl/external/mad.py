@@ -26,8 +26,8 @@ but the trajectory go to the grader side file.
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
-    read_text,
+    read_records,
     register,
     sha256_file,
 )
@@ -74,24 +74,6 @@ def ag2_blocks(text: str) -> list[tuple[int, str, str, str]]:
         out.append((start, m.group("sender").strip(), m.group("recipient").strip(),
                     "\n".join(body).strip()))
     return out
-
-
-def _records(path: Path) -> list[Any]:
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except ValueError:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise SourceError(path, f"line {n}", f"neither JSON nor JSON lines ({exc})") \
-                    from None
-        return rows
-    return data if isinstance(data, list) else [data]
 
 
 def _record(path: Path, digest: str, n: int, rec: Any) -> ImportedTrace:
@@ -148,9 +130,12 @@ def _whole(b: ImportedTrace, mas: str, trajectory: str, why: str) -> None:
     b.decision(mas, trajectory, src_index=0, src_id="trace.trajectory")
 
 
-def read(path: Path) -> list[ImportedTrace]:
+def read(path: Path) -> Iterator[ImportedTrace]:
+    """One trace per record: a JSON list of records, one record, or JSON lines, read one
+    record at a time."""
     digest = sha256_file(path)
-    return [_record(path, digest, n, rec) for n, rec in enumerate(_records(path))]
+    for n, rec in enumerate(read_records(path, lines=True)):
+        yield _record(path, digest, n, rec)
 
 
 IMPORTER = register(Importer(format="mad", version=VERSION,

@@ -63,6 +63,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
+    read_records,
     register,
     safe_file_name,
     sha256_file,
@@ -663,27 +664,10 @@ class _InSpan:
     children: list[_InSpan] = field(default_factory=list)
 
 
-def _documents(path: Path) -> list[Any]:
-    """The OTLP JSON objects of a file: one document, or one per line (a collector's file
-    exporter writes JSON Lines)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not JSON
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(path, "", f"cannot read: {exc}") from None
-    try:
-        return [json.loads(text)]
-    except json.JSONDecodeError as whole:
-        docs = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                where = f"line {whole.lineno}, column {whole.colno}" if n == 1 else f"line {n}"
-                raise SourceError(path, where, f"not JSON ({(whole if n == 1 else exc).msg})"
-                                  ) from None
-        return docs
+def _documents(path: Path) -> Iterator[Any]:
+    """The OTLP JSON objects of a file, one at a time: one document, or one per line (a
+    collector's file exporter writes JSON Lines), each read whole but never the file."""
+    return read_records(path, lines=True)
 
 
 def _hex_id(value: Any, digits: int, where: str, file: str, *, optional: bool) -> str | None:

@@ -23,6 +23,7 @@ side file.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from eairdsl.external.core import (
     Importer,
     SourceError,
     neutral_name,
-    read_json,
+    read_records,
     register,
     sha256_file,
 )
@@ -120,11 +121,12 @@ def _arguments(raw: Any, path: Path, where: str) -> dict[str, Any] | None:
     raise SourceError(path, where, "tool call arguments are neither JSON text nor an object")
 
 
-def read(path: Path) -> list[ImportedTrace]:
-    data = read_json(path)
-    records = data if isinstance(data, list) else [data]
+def read(path: Path) -> Iterator[ImportedTrace]:
+    """One trace per record of the file's JSON list (or its one record), read one record
+    at a time."""
     digest = sha256_file(path)
-    return [_record(path, digest, n, rec) for n, rec in enumerate(records)]
+    for n, rec in enumerate(read_records(path, lines=False)):
+        yield _record(path, digest, n, rec)
 
 
 IMPORTER = register(Importer(format="tau-bench", version=VERSION,
