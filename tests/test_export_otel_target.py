@@ -58,3 +58,33 @@ def test_a_failed_write_keeps_the_earlier_export(runs: Path, tmp_path: Path) -> 
     with pytest.raises(OtelError, match="cannot write"):
         export_otel(runs, out)
     assert out.read_bytes() == first
+
+
+@pytest.mark.parametrize("fmt", ["otlp-json", "jsonl"])
+def test_a_trace_changed_during_the_streamed_export_keeps_the_earlier_export(
+        runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """The export reads each trace twice (to plan, then to build its spans when its turn
+    comes): a trace edited in between stops it with a clear error, and the half-written
+    stream is not left behind: the earlier export stays as it was, no part file."""
+    import shutil
+
+    from eairdsl.external import otel
+
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    out = tmp_path / "out" / "spans.otlp"
+    export_otel(copy, out, format=fmt)
+    first = out.read_bytes()
+    build = otel.OtlpExport.resource
+
+    def edited_first(self: otel.OtlpExport, tid: str, path: Path) -> object:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join([lines[0], lines[1].replace('"t":', '"t": ', 1),
+                                   *lines[2:]]) + "\n", encoding="utf-8")
+        return build(self, tid, path)
+
+    monkeypatch.setattr(otel.OtlpExport, "resource", edited_first)
+    with pytest.raises(OtelError, match="changed during the export"):
+        export_otel(copy, out, format=fmt)
+    assert out.read_bytes() == first
+    assert [p.name for p in out.parent.iterdir()] == ["spans.otlp"]
