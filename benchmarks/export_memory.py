@@ -9,7 +9,9 @@ copied to N episodes with a new seed in each copy's header, so every copy is a
 distinct episode (its own trace id) of a real trace's size and shape. For each
 N and each format the export runs as a child process (`python -m eairdsl.cli`
 … `export-otel`), and its peak RSS is read from the kernel's accounting of that
-child (`os.wait4`, the `resource` usage of one process). Prints, per run, the
+child (`os.wait4`, the `resource` usage of one process; this process imports
+no eairdsl and runs the sim episodes in a child of its own, so the parent's
+memory a forked child carries until it execs stays small). Prints, per run, the
 episodes, the traces' and the output's size, the wall time and the peak RSS,
 then the ratio of the largest study's peak to the smallest's. Nothing is
 asserted: compare the figures with the target.
@@ -34,14 +36,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def base_traces(folder: Path, seeds: int) -> list[Path]:
-    """`seeds` sim episodes of every shipped world's first condition, written under `folder`."""
+    """`seeds` sim episodes of every shipped world's first condition, written under `folder`
+    by a child process: this process stays small, since a child forked from it counts the
+    parent's memory in its own peak until it execs."""
+    subprocess.run([sys.executable, __file__, "--make-base", str(folder), "--base", str(seeds)],
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True)
+    return sorted(folder.rglob("*.jsonl"))
+
+
+def make_base(folder: Path, seeds: int) -> None:
     from eairdsl.api import resolve_world, run_episode
 
     for world_file in sorted((ROOT / "worlds").glob("*.eair")):
         world = resolve_world(world_file)
         for seed in range(seeds):
             run_episode(world, None, None, seed, agents="sim", out=folder / world_file.stem)
-    return sorted(folder.rglob("*.jsonl"))
 
 
 def corpus(base: list[Path], folder: Path, n: int) -> int:
@@ -84,7 +93,11 @@ def main() -> int:
     parser.add_argument("--base", type=int, default=4, help="sim seeds per shipped world")
     parser.add_argument("--formats", nargs="+", default=["otlp-json", "jsonl"])
     parser.add_argument("--keep", type=Path, help="build the corpora here and keep them")
+    parser.add_argument("--make-base", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.make_base is not None:
+        make_base(args.make_base, args.base)
+        return 0
     work = args.keep or Path(tempfile.mkdtemp(prefix="eair-export-mem-"))
     try:
         base = base_traces(work / "base", args.base)
