@@ -88,3 +88,35 @@ def test_a_trace_changed_during_the_streamed_export_keeps_the_earlier_export(
         export_otel(copy, out, format=fmt)
     assert out.read_bytes() == first
     assert [p.name for p in out.parent.iterdir()] == ["spans.otlp"]
+
+
+def test_a_bad_audit_report_stops_the_export_before_anything_is_written(
+        runs: Path, tmp_path: Path) -> None:
+    """The reports are read when their episode's spans are built, and once while planning,
+    so a report that is not one is refused before the first batch, with its path."""
+    import json
+
+    from eairdsl.audit.offline import RulesAuditor
+    from eairdsl.audit.runner import REPORTS, audit_episodes
+
+    audit = tmp_path / "audit"
+    index = audit_episodes(runs, audit, RulesAuditor())
+    report = audit / REPORTS / f"{index.entries[0].episode}.json"
+    report.write_text(json.dumps({"audit_schema": 1, "verdict": 7}), encoding="utf-8")
+    sent: list[object] = []
+
+    class Recording:
+        def send(self, batch: object) -> None:
+            sent.append(batch)
+
+        def close(self) -> None:
+            sent.append("closed")
+
+    from eairdsl.external import otel
+
+    with pytest.raises(OtelError, match="not an audit report"):
+        otel.send_all(otel.OtlpExport(runs, audit), Recording())
+    assert sent == []
+    with pytest.raises(OtelError, match=f"{report.name}: not an audit report"):
+        export_otel(runs, tmp_path / "out.json", audit)
+    assert not (tmp_path / "out.json").exists()

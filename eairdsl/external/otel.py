@@ -631,8 +631,8 @@ class OtlpExport:
     from any folder. Only the ids and paths are kept; `batches` reads each trace again
     and builds its spans when its turn comes, so an export holds one batch at a time
     whatever the study's size (the whole document in memory was 1.25 GB at 1,050
-    episodes). A bad trace or audit folder raises OtelError here, before anything is
-    sent; a trace that changes afterwards, when its batch is built."""
+    episodes). A bad trace, audit folder or audit report raises OtelError here, before
+    anything is sent; a trace that changes afterwards, when its batch is built."""
 
     def __init__(self, paths: Path | Sequence[Path], audits: Path | None = None, *,
                  include_grader: bool = False) -> None:
@@ -649,6 +649,9 @@ class OtlpExport:
             first[tid] = p
         #: (trace id, trace file) of every episode exported, in export order
         self.episodes: list[tuple[str, Path]] = sorted(first.items())
+        if self.audits is not None:  # every report read once now, so a bad one stops
+            for _, p in self.episodes:  # the export before anything is sent
+                self.audits.of(p)
 
     @property
     def traces(self) -> int:

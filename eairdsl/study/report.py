@@ -570,7 +570,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     out = out or study_dir / REPORT_DIR
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder; the report is a folder "
-                         "(index.html, episodes.html, episodes/, trace.html, traces/) — choose another -o")
+                         "(index.html, episodes.html, episodes/, trace.html, traces/) — "
+                         "choose another -o")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
