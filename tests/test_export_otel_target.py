@@ -77,11 +77,12 @@ def test_a_trace_changed_during_the_streamed_export_keeps_the_earlier_export(
     first = out.read_bytes()
     build = otel.OtlpExport.resource
 
-    def edited_first(self: otel.OtlpExport, tid: str, path: Path) -> object:
+    def edited_first(self: otel.OtlpExport, tid: str, name: str) -> object:
+        path = Path(name)
         lines = path.read_text(encoding="utf-8").splitlines()
         path.write_text("\n".join([lines[0], lines[1].replace('"t":', '"t": ', 1),
                                    *lines[2:]]) + "\n", encoding="utf-8")
-        return build(self, tid, path)
+        return build(self, tid, name)
 
     monkeypatch.setattr(otel.OtlpExport, "resource", edited_first)
     with pytest.raises(OtelError, match="changed during the export"):
