@@ -3,9 +3,9 @@
 Builds (or reuses) an offline sim study of the paper's cohorts over every
 shipped world — the mix of `benchmarks/study.py` at `--scale 5`, ten model
 slots, 5,100 episodes — then times `eairc report` on it into a fresh folder and
-prints the build time and the size of the report folder, split into its pages
-and the trace viewer's chunk files. Before the trace viewer, one HTML page per
-trace made this 26 s and 219 MB (5,122 episodes).
+prints the build time and the size of the report folder, split into its pages,
+the trace viewer's chunk files and the episode list's. Before the trace viewer,
+one HTML page per trace made this 26 s and 219 MB (5,122 episodes).
 
     python benchmarks/report_scale.py [--keep DIR] [--scale K] [--workers N]
                                       [--resamples R] [--study DIR]
@@ -78,6 +78,9 @@ def main() -> int:
             print(f"  {name}: {(out / name).stat().st_size / 1e6:.2f} MB")
         print(f"  traces/: {len(chunks)} chunk files, {size_mb(out / 'traces'):.1f} MB "
               f"(traces themselves: {size_mb(study / 'traces'):.1f} MB)")
+        rows = list((out / "episodes").glob("*.js"))
+        print(f"  episodes/: {len(rows)} chunk files of the episode list's rows, "
+              f"{size_mb(out / 'episodes'):.2f} MB")
         shutil.rmtree(out.parent, ignore_errors=True)
         ok = seconds < TARGET_SECONDS and total < TARGET_MB
         print("PASS" if ok else "FAIL")

@@ -13,15 +13,16 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Span", "SourceFile", "SourceError", "LineIndex", "BadName", "name_problem",
            "read_source", "read_bounded", "display_name", "real_path", "write_source",
-           "write_atomic", "shown_name", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES", "MAX_NAME_BYTES",
-           "MAX_PATH_BYTES"]
+           "write_atomic", "open_atomic", "shown_name", "MAX_SOURCE_BYTES", "MAX_DATA_BYTES",
+           "MAX_NAME_BYTES", "MAX_PATH_BYTES"]
 
 #: The largest `.eair` file read (real worlds are tens of kilobytes).
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
@@ -244,13 +245,25 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     file beside it and renamed over it, so a failed or interrupted write leaves the
     earlier file (or none), never half a file. Makes the parent folders. Raises OSError,
     the temporary file removed, for the caller to word (every output of the project
-    that a reader may find half-written goes through here)."""
+    that a reader may find half-written goes through here or `open_atomic`)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    with open_atomic(path) as fh:
+        fh.write(raw)
+
+
+@contextlib.contextmanager
+def open_atomic(path: Path) -> Iterator[BinaryIO]:
+    """`write_atomic` for an output written as a stream (an export of any size, never
+    whole in memory): the block writes to a temporary file beside `path`, renamed over
+    it when the block ends; an error or interrupt in the block removes the temporary
+    file and leaves the earlier `path` (or none). Makes the parent folders. Raises
+    OSError for the caller to word."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(raw)
+        with tmp.open("wb") as fh:
+            yield fh
         os.replace(tmp, path)
     except BaseException:
         if not tmp.is_dir():

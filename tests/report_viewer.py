@@ -5,6 +5,12 @@ trace record it shows, from the chunk file, in Python. `render(report, link)`
 runs the viewer page's own script under node (when installed) on that chunk,
 as a browser would after loading it: the decoded trace and the HTML the page
 puts on screen.
+
+The episode list: `rows_html(report)` is every row of `episodes.html`, read
+from its chunk files under `episodes/` in Python; `episode_page(report, steps)`
+runs the list page's own script under node, loading its chunk files as a
+browser does, then filters, sorts and pages as `steps` say and returns what
+the table shows after each step.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from eairdsl.study.episode_list import episode_rows
 from eairdsl.study.viewer import decode_chunk, decode_trace
 
 _LINK = re.compile(r"trace\.html#(c\d{4,})\.(\d+)$")
@@ -133,4 +140,106 @@ def render(report: Path, link: str, minutes: list[Any] | None = None) -> dict[st
     finally:
         harness.unlink()
     data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def rows_html(report: Path) -> str:
+    """The episode list's rows, one per line, in the list's order (from its chunk files)."""
+    return "\n".join(episode_rows(report))
+
+
+EPISODES = r"""
+// episodes.html's own script with a minimal stand-in for the browser: its <script>s appended
+// to the body are the chunk files run in the same global, elements record what is set, and
+// the steps (JSON) type, choose filters, click headings and page; after each, what is shown.
+const fs = require("fs"), path = require("path"), vm = require("vm");
+const [page, hash, stepsJson] = process.argv.slice(2);
+const folder = path.dirname(page);
+const html = fs.readFileSync(page, "utf8");
+const script = /<script>([\s\S]*?)<\/script>/.exec(html)[1];
+function element(attrs) {
+  return {attrs: attrs || {}, value: "", textContent: "", innerHTML: "", disabled: false,
+          listeners: {},
+          getAttribute(k) { return k in this.attrs ? this.attrs[k] : null; },
+          setAttribute(k, v) { this.attrs[k] = String(v); },
+          removeAttribute(k) { delete this.attrs[k]; },
+          hasAttribute(k) { return k in this.attrs; },
+          addEventListener(t, f) { (this.listeners[t] = this.listeners[t] || []).push(f); },
+          fire(t) { (this.listeners[t] || []).forEach(f => f({})); }};
+}
+const table = /<table[^>]*id="episodes"[^>]*data-rows="(\d+)" data-chunks="(\d+)"/.exec(html);
+const tbody = element();
+const heads = [...html.split("<thead>")[1].split("</thead>")[0].matchAll(/<th( data-sort)?[^>]*>/g)]
+  .map(m => element(m[1] ? {"data-sort": ""} : {}));
+const tableEl = element({"data-rows": table[1], "data-chunks": table[2]});
+tableEl.tBodies = [tbody];
+tableEl.querySelectorAll = () => heads;
+const selects = [...html.matchAll(/<select data-filter="([^"]+)">/g)]
+  .map(m => element({"data-filter": m[1]}));
+const ids = {episodes: tableEl, q: element(), count: element(), page: element(),
+             prev: element(), next: element(), "per-page": element()};
+ids["per-page"].value = "100";
+const loaded = [];
+const ctx = {atob, Blob, Response, DecompressionStream, JSON, Intl, setTimeout, console};
+ctx.window = ctx;
+ctx.location = {hash: hash};
+ctx.document = {
+  getElementById: id => ids[id] || null,
+  querySelectorAll: sel => sel === "select[data-filter]" ? selects : [],
+  createElement: () => element(),
+  body: {appendChild(s) {
+    loaded.push(s.src);
+    const file = path.join(folder, s.src);
+    if (!file.startsWith(folder + path.sep) || !fs.existsSync(file)) { s.onerror(); return; }
+    vm.runInContext(fs.readFileSync(file, "utf8"), ctx);
+  }},
+};
+vm.createContext(ctx);
+vm.runInContext(script, ctx);
+function shown() {
+  return {count: ids.count.textContent, page: ids.page.textContent,
+          prev: ids.prev.disabled, next: ids.next.disabled,
+          rows: tbody.innerHTML ? tbody.innerHTML.split(/(?=<tr\b)/) : [],
+          sorted: heads.map(h => h.getAttribute("aria-sort"))};
+}
+function whenLoaded(then, waited, settled) {  // the chunks inflate asynchronously
+  const done = !ids.count.textContent.startsWith("loading");
+  if ((done && settled) || waited > 120000) { then(); return; }
+  setTimeout(() => whenLoaded(then, waited + 100, done), 100);  // done twice in a row
+}
+whenLoaded(() => {
+  const out = [{step: "open", loaded: loaded, ...shown()}];
+  for (const step of JSON.parse(stepsJson)) {
+    const [what, a, b] = step;
+    if (what === "text") { ids.q.value = a; ids.q.fire("input"); }
+    else if (what === "filter") { const s = selects.find(x => x.attrs["data-filter"] === a);
+                                  s.value = b; s.fire("change"); }
+    else if (what === "sort") { heads[a].fire("click"); }
+    else if (what === "per-page") { const pp = ids["per-page"]; pp.value = String(a);
+                                    pp.fire("change"); }
+    else if (what === "next" || what === "prev") { ids[what].fire("click"); }
+    out.push({step: step, ...shown()});
+  }
+  process.stdout.write(JSON.stringify(out));
+}, 0, false);
+"""
+
+
+def episode_page(report: Path, steps: list[list[Any]], hash: str = "") -> list[dict[str, Any]]:
+    """episodes.html's script under node: after opening (chunk files loaded) and after each
+    step (`["text", words]`, `["filter", key, value]`, `["sort", column]`,
+    `["per-page", n]`, `["next"]`, `["prev"]`), the count and page lines, whether the
+    pager's buttons are disabled, the rows in the table (their HTML) and each heading's
+    aria-sort."""
+    exe = node()
+    assert exe is not None
+    harness = report / "_episodes.js"
+    harness.write_text(EPISODES, encoding="utf-8")
+    try:
+        out = subprocess.run([exe, str(harness), str(report / "episodes.html"), hash,
+                              json.dumps(steps)], check=True, capture_output=True, text=True,
+                             timeout=300)
+    finally:
+        harness.unlink()
+    data: list[dict[str, Any]] = json.loads(out.stdout)
     return data

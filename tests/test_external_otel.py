@@ -34,6 +34,7 @@ from eairdsl.external.otel import (
     OtelError,
     export_otel,
     iter_events,
+    otlp_document,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -298,6 +299,81 @@ def test_export_is_deterministic(runs: Path, exported: Path, tmp_path: Path) -> 
     summary = export_otel(moved, tmp_path / "moved.json")
     assert summary.duplicates == 1 and summary.traces == N  # a copy is the same episode
     assert (tmp_path / "moved.json").read_bytes() == exported.read_bytes()
+
+
+def test_json_lines_hold_the_documents_spans_one_request_per_line(
+        runs: Path, exported: Path, tmp_path: Path) -> None:
+    """`--format jsonl`: one ExportTraceServiceRequest per line (per `batch` episodes);
+    the lines' resources and spans, concatenated, are the document's, in its order, and
+    the importer reads the lines back to the same traces."""
+    doc = json.loads(exported.read_text())
+    assert otlp_document([runs])[0] == doc  # the streamed document is the one built whole
+    for batch in (1, 4, N + 3):
+        out = tmp_path / f"b{batch}.jsonl"
+        summary = export_otel(runs, out, format="jsonl", batch=batch)
+        lines = out.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == summary.requests == -(-N // batch)
+        requests = [json.loads(line) for line in lines]
+        assert all(set(r) == {"resourceSpans"} and 1 <= len(r["resourceSpans"]) <= batch
+                   for r in requests)
+        assert [rs for r in requests for rs in r["resourceSpans"]] == doc["resourceSpans"]
+        assert [s for r in requests for s in spans_of(r)] == spans_of(doc)
+        for r in requests:
+            assert_proto_fields(r)
+        assert (summary.traces, summary.spans) == (N, len(spans_of(doc)))
+    back = import_path(FORMAT, tmp_path / "b4.jsonl", tmp_path / "back")
+    assert len(back) == N
+    for original in traces(runs):
+        events = [x for x in original.read_text().splitlines()[1:]
+                  if json.loads(x)["type"] == "event"]
+        assert (tmp_path / "back" / original.relative_to(runs)).read_text(
+        ).splitlines()[1:] == events
+    cli = CliRunner().invoke(app, ["export-otel", str(runs), "-o", str(tmp_path / "c.jsonl"),
+                                   "--format", "jsonl", "--batch", "4"])
+    assert cli.exit_code == 0 and f"in {-(-N // 4)} line(s)" in cli.output
+    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "b4.jsonl").read_bytes()
+    for bad in (["--format", "xml"], ["--batch", "2"], ["--format", "jsonl", "--batch", "0"]):
+        refused = CliRunner().invoke(app, ["export-otel", str(runs), "-o",
+                                           str(tmp_path / "d.json"), *bad])
+        assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_the_export_holds_one_batch_of_episodes_at_a_time(runs: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Streaming: when a batch is sent, no more episodes are alive than the batch holds
+    (the whole study's episodes and spans were in memory together: 1.25 GB at 1,050)."""
+    import gc
+    import weakref
+
+    from eairdsl.external import otel
+
+    refs: list[weakref.ref[Any]] = []
+    read = otel._read_episode
+
+    def tracked(path: Path, *, check: bool = True) -> Any:
+        ep = read(path, check=check)
+        refs.append(weakref.ref(ep))
+        return ep
+
+    monkeypatch.setattr(otel, "_read_episode", tracked)
+    plan = otel.OtlpExport(runs)
+    most: list[int] = []
+
+    class Counting:
+        def send(self, batch: otel.OtlpBatch) -> None:
+            gc.collect()
+            most.append(sum(1 for r in refs if r() is not None))
+
+        def close(self) -> None:
+            pass
+
+    for size in (1, 4):
+        most.clear()
+        summary = otel.send_all(plan, Counting(), size)
+        assert summary.traces == N and len(most) == summary.requests == -(-N // size)
+        assert max(most) <= size
 
 
 def test_grader_fields_only_with_the_flag(runs: Path, exported: Path, tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_report_survives_damaged_traces(study: Path, tmp_path: Path) -> None:
     shows what it could read of each damaged trace with what is wrong."""
     import re
 
-    from tests.report_viewer import decode, node, render
+    from tests.report_viewer import decode, node, render, rows_html
 
     s = _copy(study, tmp_path)
     traces = sorted((s / "traces").rglob("*.jsonl"))
@@ -122,7 +122,7 @@ def test_report_survives_damaged_traces(study: Path, tmp_path: Path) -> None:
     traces[2].write_bytes(b"\xff\xfe not utf-8")
     result = CliRunner().invoke(app, ["report", str(s), "--resamples", "10"])
     assert result.exit_code == 0, result.output
-    episodes = (s / "report" / "episodes.html").read_text(encoding="utf-8")
+    episodes = rows_html(s / "report")
     links = sorted(set(re.findall(r'href="(trace\.html#c\d+\.\d+)"', episodes)))
     assert len(links) == 4
     decoded = {decode(s / "report", link)["raw"].rsplit("/", 1)[1]: (link, decode(
@@ -177,7 +177,7 @@ def test_a_rescored_study_reports_its_traces(two_worlds: tuple[Path, Path, Path]
     the report does not follow; and the other world's rows kept paths relative to S that
     did not exist under R. Now R holds its own copies of the traces and every row of
     every world opens in R's viewer, with raw links relative to the report folder."""
-    from tests.report_viewer import decode
+    from tests.report_viewer import decode, rows_html
 
     study, original, variant = two_worlds
     out = tmp_path / "rescored"
@@ -193,7 +193,7 @@ def test_a_rescored_study_reports_its_traces(two_worlds: tuple[Path, Path, Path]
     result = CliRunner().invoke(app, ["report", str(out), "--resamples", "10"])
     assert result.exit_code == 0, result.output
     report = out / "report"
-    episodes = (report / "episodes.html").read_text(encoding="utf-8")
+    episodes = rows_html(report)
     import re
 
     links = set(re.findall(r'href="(trace\.html#c\d+\.\d+)"', episodes))

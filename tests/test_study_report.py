@@ -169,7 +169,7 @@ def test_report_is_self_contained_with_charts_and_trace_pages(study: Path) -> No
         assert not re.search(r'(src|href)="(https?:)?//', page)
         assert "<link" not in page and "<script src" not in page
     assert not list((folder / "traces").glob("*.html"))  # no page per trace any more
-    links = re.findall(r'href="(trace\.html#c\d{4}\.\d+)"', episodes)
+    links = re.findall(r'href="(trace\.html#c\d{4}\.\d+)"', report_viewer.rows_html(folder))
     assert len(links) == len(set(links)) == len(_csv(study))
     for link, row in zip(links, _csv(study), strict=True):
         trace = report_viewer.decode(folder, link)
@@ -183,6 +183,8 @@ def test_a_report_without_traces_removes_the_earlier_viewer(study: Path,
                                                              tmp_path: Path) -> None:
     """--no-traces after a report with the viewer: trace.html and its chunk files are gone
     (they showed traces the new episode list does not link); other files stay."""
+    import report_viewer
+
     out = tmp_path / "r"
     runner = CliRunner()
     assert runner.invoke(app, ["report", str(study), "-o", str(out), "--resamples", "200"]
@@ -193,7 +195,8 @@ def test_a_report_without_traces_removes_the_earlier_viewer(study: Path,
                                "--no-traces"]).exit_code == 0
     assert not (out / "trace.html").exists()
     assert [p.name for p in (out / "traces").iterdir()] == ["notes.txt"]
-    assert "trace.html#" not in (out / "episodes.html").read_text(encoding="utf-8")
+    rows = report_viewer.rows_html(out)
+    assert "trace.html#" not in rows and rows.count("<tr ") == len(_csv(study))
     (out / "traces" / "notes.txt").unlink()
     assert runner.invoke(app, ["report", str(study), "-o", str(out), "--resamples", "200",
                                "--no-traces"]).exit_code == 0
@@ -277,7 +280,9 @@ def test_report_escapes_world_titles_and_trace_messages(tmp_path: Path) -> None:
     assert _ESCAPED in pages["index.html"]
     import report_viewer
 
-    link = re.search(r'href="(trace\.html#[^"]+)"', pages["episodes.html"])
+    rows = report_viewer.rows_html(report)
+    assert "<script>alert" not in rows
+    link = re.search(r'href="(trace\.html#[^"]+)"', rows)
     assert link
     trace = report_viewer.decode(report, link.group(1))  # the data keeps the text as it was
     assert any(f"Refund me {_SCRIPT} now." in str(e.get("content")) for e in trace["events"])
@@ -305,11 +310,13 @@ _ROW = re.compile(r'<tr class="[^"]*"((?: data-f-[a-z_]+="[^"]*")+)>(.*?)</tr>',
 def test_episode_list_filters_sorts_and_colours_by_meaning(study: Path) -> None:
     """Each row carries its model, condition and measurements for the filters, the headings
     sort, and an outcome is coloured by what it means (utility yes good, realized yes bad)."""
+    import report_viewer
+
     from eairdsl.study.report import ENDPOINT_POLARITY
 
     page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
     csv_rows = _csv(study)
-    found = _ROW.findall(page)
+    found = _ROW.findall(report_viewer.rows_html(study / "report"))
     assert len(found) == len(csv_rows)
     for (attrs, body), r in zip(found, csv_rows, strict=True):
         data = dict(re.findall(r'data-f-([a-z_]+)="([^"]*)"', attrs))
@@ -377,11 +384,104 @@ def test_times_read_as_days_hours_and_minutes(study: Path) -> None:
 
     if report_viewer.node() is None:
         pytest.skip("node is not installed: the viewer's times are not exercised")
-    episodes = (study / "report" / "episodes.html").read_text(encoding="utf-8")
-    link = re.search(r'href="(trace\.html#[^"]+)"', episodes)
+    link = re.search(r'href="(trace\.html#[^"]+)"', report_viewer.rows_html(study / "report"))
     assert link
     values = [None, 0, 4.0, 45, 1.5, 90, 1440, 1500.25, 2 * 1440 + 5, 59.96, -30, 0.25, 61.75]
     shown = report_viewer.render(study / "report", link.group(1), values)
     assert shown["minutes"] == [fmt_minutes(x) for x in values]  # the viewer's = Python's
     assert 'simulated minutes">0m</td>' in shown["html"]
     assert " min</td>" not in shown["html"]
+
+
+#: columns of the episode list: world, model, condition, instance, seed, …, simulated end
+_SEED, _END = 4, 8 + len(MEASUREMENTS) + 1
+
+
+def test_episode_list_page_is_bounded_and_its_script_pages_filters_and_sorts_every_row(
+        study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """episodes.html held one table row per attempt and grew with the study (4.4 MiB and
+    142k elements at 5,460 episodes). Now its rows are in chunk files under episodes/
+    and the page's size does not depend on the study's; the page's script loads every
+    chunk, then filters, sorts and pages over all rows, one page in the table."""
+    import shutil
+    import sqlite3
+
+    import report_viewer
+
+    from eairdsl.study import episode_list
+    from eairdsl.study.report import write_report
+
+    csv_rows = _csv(study)
+    rows = episode_list.episode_rows(study / "report")
+    assert len(rows) == len(csv_rows) > 100
+    page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
+    assert "<tr class=" not in page and "data-f-world" not in page  # no row in the page
+    # a study twice as large: the same page, apart from its row and chunk counts
+    bigger = tmp_path / "bigger" / study.name  # (the page names the study folder)
+    shutil.copytree(study, bigger)
+    shutil.rmtree(bigger / "report")
+    with sqlite3.connect(bigger / "results.sqlite") as db:
+        columns = [r[1] for r in db.execute("PRAGMA table_info(episodes)") if r[1] != "id"]
+        names = ", ".join(columns)
+        db.execute(f"INSERT INTO episodes ({names}) SELECT "
+                   + ", ".join("seed + 1000" if c == "seed" else c for c in columns)
+                   + " FROM episodes")
+    monkeypatch.setattr(episode_list, "CHUNK_ROWS", 40)  # several chunk files
+    write_report(bigger, resamples=0)
+    out = bigger / "report"
+    grown = (out / "episodes.html").read_text(encoding="utf-8")
+    counts = re.compile(r'data-rows="\d+" data-chunks="\d+"')
+    assert counts.sub("", grown) == counts.sub("", page)
+    assert f'data-rows="{2 * len(rows)}" data-chunks="{-(-2 * len(rows) // 40)}"' in grown
+    big_rows = episode_list.episode_rows(out)
+    assert len(big_rows) == 2 * len(rows)
+    assert len(list((out / "episodes").glob("e*.js"))) == -(-len(big_rows) // 40)
+    if report_viewer.node() is None:
+        pytest.skip("node is not installed: the list page's script is not exercised")
+    from eairdsl.study.store import STORE_FILE, Store
+
+    with Store.open(bigger / STORE_FILE, create=False) as store:
+        stored = store.rows()
+    index = {html: i for i, html in enumerate(big_rows)}
+    assert len(index) == len(big_rows)
+
+    def seed(html: str) -> int:
+        return int(stored[index[html]]["seed"])
+
+    def end(html: str) -> float:
+        return float(stored[index[html]]["end_time"])
+
+    steps: list[list[Any]] = [["per-page", 25], ["next"], ["next"], ["sort", _SEED],
+                              ["sort", _SEED], ["filter", "model", "sim:reckless"],
+                              ["text", "need_to_know"], ["filter", "model", ""], ["text", ""],
+                              ["sort", _END]]
+    shown = report_viewer.episode_page(out, steps)
+    opened = shown[0]
+    n = len(big_rows)
+    assert opened["loaded"] == [f"episodes/e{i:04d}.js" for i in range(1, -(-n // 40) + 1)]
+    assert opened["count"] == f"{n} of {n} shown" and opened["rows"] == big_rows[:100]
+    assert opened["page"] == f"page 1 of {-(-n // 100)} (rows 1–100)" and opened["prev"]
+    per, first, third = shown[1], shown[2], shown[3]
+    assert per["rows"] == big_rows[:25] and per["page"].startswith(f"page 1 of {-(-n // 25)}")
+    assert first["rows"] == big_rows[25:50] and third["rows"] == big_rows[50:75]
+    up = sorted(big_rows, key=seed)  # stable, as the page's sort
+    assert shown[4]["rows"] == up[:25] and shown[4]["sorted"][_SEED] == "ascending"
+    assert seed(up[-1]) >= 1000  # the sort ran over every chunk's rows, not one page
+    down = sorted(up, key=lambda h: -seed(h))
+    assert shown[5]["rows"] == down[:25] and shown[5]["sorted"][_SEED] == "descending"
+    reckless = [h for h in down if stored[index[h]]["model"] == "sim:reckless"]
+    assert shown[6]["count"] == f"{len(reckless)} of {n} shown"
+    assert shown[6]["rows"] == reckless[:25]
+    ntk = [h for h in reckless if stored[index[h]]["condition"] == "need_to_know"]
+    assert 0 < len(ntk) < len(reckless) and shown[7]["rows"] == ntk[:25]
+    assert shown[7]["count"] == f"{len(ntk)} of {n} shown"
+    assert shown[9]["count"] == f"{n} of {n} shown" and shown[9]["rows"] == down[:25]
+    by_end = sorted(down, key=end)
+    assert shown[10]["rows"] == by_end[:25] and shown[10]["sorted"][_SEED] is None
+    # episodes.html#words opens filtered; a missing chunk file is said, not a blank list
+    (opened,) = report_viewer.episode_page(out, [], hash="#need_to_know%20sim:reckless")
+    assert opened["count"] == f"{len(ntk)} of {n} shown"
+    (out / "episodes" / "e0002.js").unlink()
+    (opened,) = report_viewer.episode_page(out, [])
+    assert opened["count"].startswith("Cannot load episodes/e0002.js: rebuild the report")
+    assert opened["rows"] == []

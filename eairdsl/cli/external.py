@@ -29,19 +29,33 @@ def export_otel_command(
     include_grader: Annotated[bool, typer.Option(
         "--include-grader", help="Also export the result line (measurements, witnesses): "
         "grader-side, off by default.")] = False,
+    format_: Annotated[str, typer.Option(
+        "--format", metavar="otlp-json|jsonl", help="otlp-json: one OTLP JSON document "
+        "(the default); jsonl: OTLP JSON Lines, one ExportTraceServiceRequest per line.")
+    ] = "otlp-json",
+    batch: Annotated[int, typer.Option(
+        "--batch", min=1, help="Episodes per line with --format jsonl.")] = 1,
 ) -> None:
     """Export episodes as OTLP JSON (OpenTelemetry GenAI + OpenInference spans, one trace per
-    episode) for Phoenix or Langfuse; `eairc import otel-genai` reads it back (docs/external.md)."""
-    from eairdsl.external.otel import OtelError, export_otel
+    episode) for Phoenix or Langfuse, written episode by episode in bounded memory;
+    `eairc import otel-genai` reads it back (docs/external.md)."""
+    from eairdsl.external.otel import FORMATS, OtelError, export_otel
 
+    if format_ not in FORMATS:
+        fail(f"error: unknown format '{format_}'; choose {' or '.join(FORMATS)}", EXIT_USAGE)
+    if batch != 1 and format_ != "jsonl":
+        fail("error: --batch sets the episodes per line of --format jsonl; the otlp-json "
+             "document has no lines", EXIT_USAGE)
     try:
-        done = export_otel(target, output, audit_dir, include_grader=include_grader)
+        done = export_otel(target, output, audit_dir, include_grader=include_grader,
+                           format=format_, batch=batch)
     except OtelError as exc:
         fail(f"error: {exc}")
     dup = f" ({done.duplicates} duplicate trace(s) exported once)" if done.duplicates else ""
     found = f", {done.findings} finding(s) and lead(s) attached" if audit_dir else ""
+    lines = f" in {done.requests} line(s)" if format_ == "jsonl" else ""
     typer.echo(f"wrote {done.traces} trace(s), {done.spans} span(s), {done.events} event(s)"
-               f"{found} to {output}{dup}")
+               f"{found} to {output}{lines}{dup}")
     raise typer.Exit(EXIT_OK)
 
 

@@ -4,7 +4,8 @@
 writes) into every table of the report; `write_report(study_dir)` renders
 `report/index.html` (rates, contrasts, model comparisons, spend, correlations,
 inline SVG charts from `charts`), `report/episodes.html` (every attempt,
-filtered and sorted in the page) and the trace viewer: one page,
+filtered, sorted and paged in the page, its rows loaded from compressed chunk
+files under `report/episodes/`, `episode_list`) and the trace viewer: one page,
 `report/trace.html`, that shows any trace with its model calls, loading it on
 demand from the compressed chunk files under `report/traces/` (`viewer`; one
 HTML page per trace weighed 219 MB at 5,000 episodes). The pages use no
@@ -592,9 +593,11 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
                  seed: int = 0, traces: bool = True) -> Path:
     """Render the study's report; returns the path of index.html.
 
-    Writes index.html, episodes.html and, with `traces`, the trace viewer
-    (trace.html and its chunk files under traces/, see `eairdsl.study.viewer`); without,
-    an earlier report's viewer is removed."""
+    Writes index.html, episodes.html with its rows' chunk files under episodes/ (see
+    `eairdsl.study.episode_list`) and, with `traces`, the trace viewer (trace.html and
+    its chunk files under traces/, see `eairdsl.study.viewer`); without, an earlier
+    report's viewer is removed."""
+    from eairdsl.study.episode_list import EPISODES_DIR, write_episode_chunks
     from eairdsl.study.viewer import TraceItem, remove_viewer, write_chunks
 
     with Store.open(study_dir / STORE_FILE, create=False) as store:
@@ -605,7 +608,8 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
     out = out or study_dir / REPORT_DIR
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder; the report is a folder "
-                         "(index.html, episodes.html, trace.html, traces/) — choose another -o")
+                         "(index.html, episodes.html, episodes/, trace.html, traces/) — "
+                         "choose another -o")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -664,9 +668,15 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
         study=name, a=analysis, charts=charts, bubbles=bubbles, primary=PRIMARY),
         encoding="utf-8")
     facets = {key: sorted({str(r[key]) for r in rows}) for key in ("world", "model", "condition")}
+    # the rows go to chunk files the page loads (`episode_list`): the page's size does not
+    # grow with the study (one table row per attempt was 4.4 MiB at 5,460 episodes)
+    episode_row = env.get_template("_episode_row.html.j2").module.episode_row
+    row_html = [str(episode_row(r, audit_cells.get(i, {}), links.get(i), audits.arms))
+                for i, r in enumerate(rows)]
+    chunks = write_episode_chunks(row_html, out / EPISODES_DIR)
     (out / "episodes.html").write_text(env.get_template("episodes.html.j2").render(
-        study=name, rows=rows, links=links, facets=facets, audits=audits,
-        audit_cells=audit_cells), encoding="utf-8")
+        study=name, total=len(rows), chunks=chunks, facets=facets, audits=audits),
+        encoding="utf-8")
     return out / "index.html"
 
 

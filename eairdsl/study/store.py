@@ -25,6 +25,7 @@ import csv
 import importlib
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -395,18 +396,33 @@ def flat_rows(store: Store) -> tuple[list[str], list[dict[str, Any]]]:
     return columns, [{c: row.get(c) for c in columns} for row in rows]
 
 
+#: what a spreadsheet reads as the start of a formula (OWASP "CSV injection"): a text cell
+#: beginning with one of these gets a leading `'`
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def _csv_cell(value: Any) -> Any:
+    """A CSV cell: None empty, booleans true/false, numbers as they are, and text that a
+    spreadsheet would run as a formula (`=HYPERLINK(…)`, `@SUM(…)`, `-1+cmd|…`) prefixed
+    with a single quote, as OWASP advises. Text comes from worlds, instances and agents
+    (untrusted); a number, or text that is only a number (`-3`, `+1.5e3`), is no formula
+    and stays as it is, so a negative figure still reads as a number."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith(_FORMULA_START) \
+            and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
     return value
 
 
 def export_csv(store: Store, path: Path) -> int:
     """Write every attempt to a flat CSV file (see `flat_rows`); returns the row count.
 
-    Measurements are 1/0/empty (unassessed); metric booleans are true/false.
+    Measurements are 1/0/empty (unassessed); metric booleans are true/false; a text cell
+    a spreadsheet would read as a formula starts with `'` (`_csv_cell`).
     """
     columns, rows = flat_rows(store)
 
