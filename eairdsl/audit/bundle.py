@@ -29,11 +29,11 @@ part of any bundle.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,7 @@ from pydantic import BaseModel
 from eairdsl.agents.protocol import ToolSpec
 from eairdsl.agents.schema import tool_definition
 from eairdsl.api import resolve_world
+from eairdsl.audit import bundle_store
 from eairdsl.audit.evidence import (
     EVENTS,
     MANIFEST,
@@ -86,7 +87,7 @@ from eairdsl.syntax.fmt import format_expr
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
-           "write_imported_bundle"]
+           "materialize_bundles", "write_imported_bundle"]
 
 GRADER_INDEX = "grader-index.json"
 #: what a source location in an event's text becomes
@@ -297,6 +298,38 @@ def _could_hold(compiled: CompiledWorld, episode: Episode, party: PartyIR) -> li
 
 def _judge_rubrics(world: World) -> set[str]:
     """Records a `judged(rubric, ...)` in a measurement reads its rubric from."""
+    return _facts(world).rubrics
+
+
+@dataclass
+class _Facts:
+    """What bundling needs of a world whatever the episode, worked out once per world:
+    the read graph (every declaration -> what it reads), the judge rubrics, the pattern
+    of its source locations, and each tool's `reveals`."""
+
+    graph: dict[Any, set[Any]]
+    rubrics: set[str]
+    sources: re.Pattern[str]
+    reveals: dict[str, list[str]]
+
+
+#: by world digest (a world's content), bounded
+_FACTS: dict[str, _Facts] = {}
+_FACTS_MAX = 16
+
+
+def _facts(world: World) -> _Facts:
+    found = _FACTS.get(world.digest)
+    if found is None:
+        if len(_FACTS) >= _FACTS_MAX:
+            _FACTS.clear()
+        found = _FACTS[world.digest] = _Facts(graph=read_graph(world),
+                                              rubrics=_find_rubrics(world),
+                                              sources=_source_pattern(world), reveals={})
+    return found
+
+
+def _find_rubrics(world: World) -> set[str]:
     out: set[str] = set()
     for m in world.measures:
         for node in walk_expr(m.expr, world.lets):
@@ -462,11 +495,12 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     w = compiled.world
     episode = _start(compiled, trace)
     steps = [e for e in trace.events if e.kind != "judgment"]
-    sources = _source_pattern(w)
+    facts = _facts(w)
+    sources = facts.sources
     files: dict[str, bytes] = {
         EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
     tools = _held_tools(compiled, episode, steps)
-    rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
+    rubrics = facts.rubrics  # walks every measurement: once per world, not per bundle
     levers = episode.state.levers
     files["tools.json"] = _dump([c.model_dump(mode="json")
                                  for c in _tool_cards(w, tools, levers, rubrics)])
@@ -526,7 +560,7 @@ def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
     """Each held tool as an LLM agent was offered it (the agents' schema builder), with
     the roles that held it and the documents it reaches."""
     order = [p.name for p in w.parties]
-    graph = read_graph(w)
+    facts = _facts(w)
     cards: list[ToolCard] = []
     for tool in tools.held:
         fn = tool_definition(tools.specs[tool.name], w)["function"]
@@ -534,13 +568,20 @@ def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
                               parameters=fn["parameters"],
                               roles=sorted(tools.offered[tool.name], key=order.index),
                               documents=_reach(w, [tool], levers, rubrics)[1],
-                              reveals=_reveals(w, tool, graph),
+                              reveals=_reveals(w, tool, facts),
                               writes=sorted({e.target for e in tool.effects})))
     return cards
 
 
-def _reveals(w: World, tool: ToolIR, graph: dict[Any, set[Any]]) -> list[str]:
+def _reveals(w: World, tool: ToolIR, facts: _Facts) -> list[str]:
     """The records a tool's result reads, directly or through the `let`s it calls."""
+    found = facts.reveals.get(tool.name)
+    if found is None:
+        found = facts.reveals[tool.name] = _find_reveals(tool, facts.graph)
+    return list(found)
+
+
+def _find_reveals(tool: ToolIR, graph: dict[Any, set[Any]]) -> list[str]:
     start = set(expr_reads(tool.result))
     seen: set[Any] = set()
     while start:
@@ -625,8 +666,17 @@ def _settings(w: World, levers: dict[str, Any],
 
 def _names_any(printed: str, names: frozenset[str]) -> bool:
     """Whether a printed literal says one of `names` as a whole identifier."""
-    return any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", printed)
-               for n in names)
+    pattern = _names_pattern(names)
+    return pattern is not None and pattern.search(printed) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern for `_names_any` (a world's hidden names, compiled once)."""
+    if not names:
+        return None
+    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in sorted(names))
+                      + r")(?![A-Za-z0-9_])")
 
 
 def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | None]:
@@ -718,11 +768,16 @@ def _policy_cards(w: World, records: list[str], documents: list[str],
     return policies
 
 
-def _episode_id(files: dict[str, bytes]) -> str:
+def _episode_id(files: dict[str, bytes], digests: dict[str, str] | None = None) -> str:
     """Opaque: a digest of the sanitized files, so never of the world, condition or seed."""
-    listing = "".join(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n"
-                      for rel, data in sorted(files.items()))
+    digests = digests if digests is not None else _digests(files)
+    listing = "".join(f"{rel}\0{digests[rel]}\n" for rel in sorted(files))
     return "ep-" + hashlib.sha256(listing.encode()).hexdigest()[:20]
+
+
+def _digests(files: dict[str, bytes]) -> dict[str, str]:
+    """Each file's sha256, by path, sorted: what the manifest lists."""
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}
 
 
 # ------------------------------------------------------------------ writing
@@ -761,13 +816,21 @@ def _bad_line(trace_path: Path) -> tuple[str, str] | None:
 
 
 def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
-                 index: bool = True) -> Manifest:
+                 index: bool = True, materialize: bool = False) -> Manifest:
     """Write the sanitized bundle of one trace to `out_dir/<episode id>/`; return its manifest.
 
     `world` must be the world the trace ran on (same digest). With `index`,
-    `out_dir/grader-index.json` gets the episode id -> trace entry.
+    `out_dir/grader-index.json` gets the episode id -> trace entry. The folder keeps
+    the episode's own files and `out_dir/shared/` the world's, once per content
+    (`bundle_store`); with `materialize`, the folder holds every file itself.
     """
-    trace = _read(Path(trace_path))
+    return _write_trace(_read(Path(trace_path)), Path(trace_path), world, Path(out_dir),
+                        index, materialize)
+
+
+def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, out_dir: Path,
+                 index: bool, materialize: bool) -> Manifest:
+    """`write_bundle` of a trace already read."""
     w = world.world if isinstance(world, CompiledWorld) else world
     if w.digest != trace.header.digest:
         raise UsageError(f"{trace_path}: the trace ran on a world with digest "
@@ -776,16 +839,15 @@ def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
         files = bundle_files(trace, world)
     except UsageError as exc:
         raise UsageError(f"{trace_path}: {exc}") from None
-    episode = _episode_id(files)
+    digests = _digests(files)
+    episode = _episode_id(files, digests)
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
-                        files={rel: hashlib.sha256(data).hexdigest()
-                               for rel, data in sorted(files.items())},
-                        withheld=list(WITHHELD))
+                        files=digests, withheld=list(WITHHELD))
     files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(Path(out_dir), episode, files)
+    _write_folder(out_dir, episode, files, materialize)
     if index:
-        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+        _update_index(out_dir, {episode: [trace_path]})
     return manifest
 
 
@@ -837,47 +899,39 @@ def imported_bundle_files(trace: Trace) -> dict[str, bytes]:
             "authorization.json": _dump(Authorization(default="deny").model_dump(mode="json"))}
 
 
-def write_imported_bundle(trace_path: Path, out_dir: Path, index: bool = True) -> Manifest:
+def write_imported_bundle(trace_path: Path, out_dir: Path, index: bool = True,
+                          materialize: bool = False) -> Manifest:
     """`write_bundle` for an imported trace (header `source`): no world, nothing invented."""
-    trace = _read(Path(trace_path))
+    return _write_imported(_read(Path(trace_path)), Path(trace_path), Path(out_dir), index,
+                           materialize)
+
+
+def _write_imported(trace: Trace, trace_path: Path, out_dir: Path, index: bool,
+                    materialize: bool) -> Manifest:
     if trace.header.source is None:
         raise UsageError(f"{trace_path}: not an imported trace (its header has no source)")
     files = imported_bundle_files(trace)
-    episode = _episode_id(files)
+    digests = _digests(files)
+    episode = _episode_id(files, digests)
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
-                        files={rel: hashlib.sha256(data).hexdigest()
-                               for rel, data in sorted(files.items())},
+                        files=digests,
                         withheld=sorted([*WITHHELD, *IMPORTED_WITHHELD],
                                         key=lambda w: w.locator))
     files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(Path(out_dir), episode, files)
+    _write_folder(out_dir, episode, files, materialize)
     if index:
-        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+        _update_index(out_dir, {episode: [trace_path]})
     return manifest
 
 
-def _write_folder(out: Path, name: str, files: dict[str, bytes]) -> None:
-    """`out/name/` holding exactly `files`, replaced in one rename."""
-    target = out / name
-    tmp = out / f".{name}.tmp-{os.getpid()}"
-    old = out / f".{name}.old-{os.getpid()}"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for leftover in (tmp, old):
-            if leftover.exists():
-                shutil.rmtree(leftover)
-        for rel, data in sorted(files.items()):
-            dest = tmp / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        if old.exists():
-            shutil.rmtree(old)
-    except OSError as exc:
-        raise UsageError(f"cannot write the bundle {target}: {exc.strerror or exc}") from None
+def _write_folder(out: Path, name: str, files: dict[str, bytes], materialize: bool) -> None:
+    """`out/name/`: every file in it (`materialize`), or the episode's own files in it and
+    the others once each in `out/shared/` (`bundle_store`)."""
+    if materialize:
+        bundle_store.write_plain(out, name, files)
+    else:
+        bundle_store.write_compact(out, name, files)
 
 
 def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
@@ -890,7 +944,7 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
         old = {}
     if isinstance(old, dict) and isinstance(old.get("episodes"), dict):
         for key, traces in old["episodes"].items():
-            if isinstance(traces, list) and (out / str(key) / MANIFEST).is_file():
+            if isinstance(traces, list) and bundle_store.is_bundle(out / str(key)):
                 episodes[str(key)] = {str(t) for t in traces}
     base = out.resolve()
     for key, traces in new.items():
@@ -952,13 +1006,14 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def bundle_run(path: Path | Sequence[Path], out_dir: Path,
-               world: Path | None = None) -> list[BundledTrace]:
+               world: Path | None = None, materialize: bool = False) -> list[BundledTrace]:
     """Bundle a trace, every trace under a run folder, or the given traces into `out_dir`.
 
     The world of each trace is found from its header (`find_world`), or is
     `world` for all of them; an imported trace (header `source`) needs none.
     `out_dir` may lie inside the run folder; it is skipped.
-    `out_dir/grader-index.json` maps every episode id to its trace(s).
+    `out_dir/grader-index.json` maps every episode id to its trace(s). The world's
+    files are kept once in `out_dir/shared/` unless `materialize` (`write_bundle`).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -972,24 +1027,57 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     done: list[BundledTrace] = []
     index: dict[str, list[Path]] = {}
     for trace_path in traces:
-        header = _read(trace_path).header
+        trace = _read(trace_path)  # once: the header finds the world, the rest is bundled
+        header = trace.header
         if header.source is not None and world is None:  # imported: no world (external)
-            manifest = write_imported_bundle(trace_path, out_dir, index=False)
-            index.setdefault(manifest.episode, []).append(trace_path)
-            done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
-                                     folder=str(out_dir / manifest.episode),
-                                     steps=manifest.steps))
-            continue
-        compiled = worlds.get(header.digest)
-        if compiled is None:
-            try:
-                found = find_world(header, world, trace=trace_path)
-            except UsageError as exc:
-                raise UsageError(f"{trace_path}: {exc}") from None
-            compiled = worlds[header.digest] = CompiledWorld(found)
-        manifest = write_bundle(trace_path, compiled, out_dir, index=False)
+            manifest = _write_imported(trace, trace_path, out_dir, False, materialize)
+        else:
+            compiled = worlds.get(header.digest)
+            if compiled is None:
+                try:
+                    found = find_world(header, world, trace=trace_path)
+                except UsageError as exc:
+                    raise UsageError(f"{trace_path}: {exc}") from None
+                compiled = worlds[header.digest] = CompiledWorld(found)
+            manifest = _write_trace(trace, trace_path, compiled, out_dir, False, materialize)
         index.setdefault(manifest.episode, []).append(trace_path)
         done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
                                  folder=str(out_dir / manifest.episode), steps=manifest.steps))
     _update_index(out_dir, index)
     return done
+
+
+def materialize_bundles(path: Path, out_dir: Path) -> list[Path]:
+    """Bundles already written (one bundle folder, or a bundles folder: `eairc bundle -o`,
+    an audit's `bundles/`) as plain folders under `out_dir`, each byte for byte what
+    `write_bundle(..., materialize=True)` writes, with the grader index's entries for
+    them. Returns the folders written."""
+    path, out_dir = Path(path), Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir} is a file, not a bundle folder: use another -o")
+    folders = [path] if bundle_store.is_bundle(path) else bundle_store.episode_folders(path)
+    if not folders:
+        raise UsageError(f"{path}: no bundle folders found (folders holding a {MANIFEST})")
+    if any(out_dir.resolve() == f.parent.resolve() for f in folders):
+        raise UsageError(f"{out_dir} is the folder the bundles are in: choose another -o")
+    written: list[Path] = []
+    for folder in folders:
+        try:
+            manifest = Manifest.model_validate_json((folder / MANIFEST).read_bytes())
+            written.append(bundle_store.materialize(folder, manifest.files, out_dir))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{folder}: not a readable bundle ({exc})") from None
+    traces = _grader_entries(folders[0].parent)
+    _update_index(out_dir, {f.name: traces[f.name] for f in folders if f.name in traces})
+    return written
+
+
+def _grader_entries(bundles: Path) -> dict[str, list[Path]]:
+    """A bundles folder's grader index as episode -> trace paths (empty when it has none
+    or it cannot be read: the bundles are what is asked for)."""
+    try:
+        data = json.loads((bundles / GRADER_INDEX).read_text(encoding="utf-8"))
+        return {str(k): [bundles / str(t) for t in v] for k, v in data["episodes"].items()
+                if isinstance(v, list)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
