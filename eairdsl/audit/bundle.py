@@ -310,6 +310,7 @@ class _Facts:
     graph: dict[Any, set[Any]]
     rubrics: set[str]
     sources: re.Pattern[str]
+    needles: tuple[str, ...] | None
     reveals: dict[str, list[str]]
 
 
@@ -325,7 +326,8 @@ def _facts(world: World) -> _Facts:
             _FACTS.clear()
         found = _FACTS[world.digest] = _Facts(graph=read_graph(world),
                                               rubrics=_find_rubrics(world),
-                                              sources=_source_pattern(world), reveals={})
+                                              sources=_source_pattern(world),
+                                              needles=_needles(world), reveals={})
     return found
 
 
@@ -475,11 +477,27 @@ def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
     return value
 
 
-def _event_line(event: TraceEvent, pattern: re.Pattern[str]) -> str:
+def _event_line(event: TraceEvent, pattern: re.Pattern[str],
+                needles: tuple[str, ...] | None = None) -> str:
     # the trace writer's encoding (sorted keys, UTF-8, absent fields omitted), from the
     # validated model: keys a hostile trace added are dropped
-    data = _redact(event.model_dump(mode="json", exclude_none=True), pattern)
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+    data = event.model_dump(mode="json", exclude_none=True)
+    line = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    if needles is not None and not any(n in line for n in needles):
+        return line  # no string of the step can hold a location: nothing to redact
+    return json.dumps(_redact(data, pattern), sort_keys=True, ensure_ascii=False)
+
+
+def _needles(world: World) -> tuple[str, ...] | None:
+    """Text every match of `_source_pattern` contains: a file name of the world, or
+    `.eair`. A string holding none cannot match, and JSON writes such a string's text
+    unchanged into a line, so a step whose line holds none has nothing to redact. None
+    when a name has a character JSON escapes (then every step is searched)."""
+    names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
+    found = [*sorted(n for n in names if n), ".eair"]
+    if any(c in '"\\' or ord(c) < 0x20 for n in found for c in n):
+        return None
+    return tuple(found)
 
 
 def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
@@ -498,7 +516,8 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     facts = _facts(w)
     sources = facts.sources
     files: dict[str, bytes] = {
-        EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
+        EVENTS: "".join(_event_line(e, sources, facts.needles) + "\n"
+                        for e in steps).encode()}
     tools = _held_tools(compiled, episode, steps)
     rubrics = facts.rubrics  # walks every measurement: once per world, not per bundle
     levers = episode.state.levers
