@@ -35,7 +35,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ from eairdsl.names import safe_filename
 from eairdsl.reads import expr_reads, read_graph
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
-from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
+from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, encode_line, read_trace
 from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
@@ -423,7 +423,39 @@ def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
 
 
 def _dump(data: Any) -> bytes:
-    return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+    """A bundle's JSON file: sorted keys, UTF-8, one-space indent.
+
+    The indented form is written by the json module's Python encoder, several times
+    slower than its C one, and most of these files are the same for every episode of a
+    world and condition. So the compact C encoding is the key of the text already
+    made: equal compact encodings are the same value, and the same value indents the
+    same way."""
+    key = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    found = _DUMPED.texts.get(key)
+    if found is None:
+        found = (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+        _DUMPED.keep(key, found)
+    return found
+
+
+@dataclass
+class _Texts:
+    """Texts by key, bounded by the characters of the keys (cleared when full)."""
+
+    max_chars: int
+    texts: dict[str, bytes] = field(default_factory=dict)
+    chars: int = 0
+
+    def keep(self, key: str, text: bytes) -> None:
+        if self.chars + len(key) > self.max_chars:
+            self.texts.clear()
+            self.chars = 0
+        self.texts[key] = text
+        self.chars += len(key)
+
+
+#: `_dump`'s texts by compact encoding
+_DUMPED = _Texts(max_chars=16 << 20)
 
 
 #: record views by (world digest, record, fields): the same bytes for every episode of a
@@ -482,10 +514,10 @@ def _event_line(event: TraceEvent, pattern: re.Pattern[str],
     # the trace writer's encoding (sorted keys, UTF-8, absent fields omitted), from the
     # validated model: keys a hostile trace added are dropped
     data = event.model_dump(mode="json", exclude_none=True)
-    line = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    line = encode_line(data)
     if needles is not None and not any(n in line for n in needles):
         return line  # no string of the step can hold a location: nothing to redact
-    return json.dumps(_redact(data, pattern), sort_keys=True, ensure_ascii=False)
+    return encode_line(_redact(data, pattern))
 
 
 def _needles(world: World) -> tuple[str, ...] | None:

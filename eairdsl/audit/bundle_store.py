@@ -35,6 +35,7 @@ import hashlib
 import os
 import shutil
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,11 +69,20 @@ class StoreError(ValueError):
 @dataclass(frozen=True)
 class Source:
     """Where a bundle file's bytes are: a path, whether gzip-compressed, and whether it
-    is a shared file (the same bytes for every bundle that lists its sha256)."""
+    is a shared file (the same bytes for every bundle that lists its sha256); `named`
+    is the file as the bundle names it (`root/rel`), for messages."""
 
     path: Path
+    named: Path
     compressed: bool = False
     shared: bool = False
+
+    def missing(self) -> StoreError:
+        return StoreError(f"{self.named}: listed in the manifest but missing (neither in the "
+                          f"bundle folder nor in {self.named_store()}/)")
+
+    def named_store(self) -> Path:
+        return self.path.parent if self.shared else self.named.parent
 
 
 def _shared_path(root: Path, digest: str) -> Path:
@@ -83,24 +93,27 @@ def _is_digest(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
-def source(root: Path, rel: str, digest: str) -> Source:
+def source(root: Path, rel: str, digest: str, listing: Collection[str] | None = None
+           ) -> Source:
     """Where the bundle folder `root` keeps `rel` (listed with `digest`): its own file,
-    its compressed events, or the shared file beside it. StoreError when none exists."""
+    its compressed events, or else the shared file beside it, which `read` finds or
+    reports missing. `listing`, the names in `root` when the caller has them, spares
+    looking for files the folder cannot hold. StoreError when none can be."""
     own = root / rel
-    if own.is_file():
-        return Source(own)
-    if rel == EVENTS and (root / EVENTS_GZ).is_file():
-        return Source(root / EVENTS_GZ, compressed=True)
+    if (listing is None or rel.split("/", 1)[0] in listing) and own.is_file():
+        return Source(own, own)
+    if rel == EVENTS and (EVENTS_GZ in listing if listing is not None
+                          else (root / EVENTS_GZ).is_file()):
+        return Source(root / EVENTS_GZ, own, compressed=True)
     if _is_digest(digest):
-        shared = _shared_path(root, digest)
-        if shared.is_file():
-            return Source(shared, shared=True)
-    raise StoreError(f"{own}: listed in the manifest but missing (neither in the bundle "
-                     f"folder nor in {root.parent / SHARED}/)")
+        return Source(_shared_path(root, digest), own, shared=True)
+    raise StoreError(f"{own}: listed in the manifest but missing (not in the bundle folder, "
+                     "and its sha256 names no shared file)")
 
 
 def read(src: Source, digest: str) -> bytes:
-    """The file's bytes, checked against `digest` (StoreError when they differ)."""
+    """The file's bytes, checked against `digest` (StoreError when they differ, or when
+    the file is not there: missing)."""
     try:
         raw = src.path.read_bytes()
         if src.compressed:
@@ -108,6 +121,8 @@ def read(src: Source, digest: str) -> bytes:
             raw = d.decompress(raw, _MAX_EVENTS + 1)
             if len(raw) > _MAX_EVENTS or d.unconsumed_tail:
                 raise StoreError(f"{src.path}: expands past {_MAX_EVENTS >> 20} MiB")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise src.missing() from None
     except OSError as exc:
         raise StoreError(f"{src.path}: cannot be read ({exc.strerror or exc})") from None
     except zlib.error as exc:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -278,11 +279,16 @@ class Bundle:
         except (OSError, ValueError) as e:
             raise BundleError(f"{root / MANIFEST}: not a bundle manifest ({e})") from e
         raw: dict[str, bytes] = {}  # every listed file's bytes, checked
+        try:
+            listing = frozenset(os.listdir(root))
+        except OSError as e:
+            raise BundleError(f"{root}: cannot be read ({e.strerror or e})") from None
         for rel, digest in sorted(manifest.files.items()):
             if ".." in Path(rel).parts or Path(rel).is_absolute():
                 raise BundleError(f"{root / MANIFEST}: file {rel!r} is outside the bundle")
             try:
-                raw[rel] = bundle_store.read(bundle_store.source(root, rel, digest), digest)
+                raw[rel] = bundle_store.read(bundle_store.source(root, rel, digest, listing),
+                                             digest)
             except bundle_store.StoreError as e:
                 raise BundleError(str(e)) from None
 

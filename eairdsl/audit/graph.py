@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Layer", "LAYERS", "EDGE_KINDS", "build_graph", "step_links", "node_link",
            "summary", "crossing_fields", "MIN_VALUE_CHARS", "SUMMARY_CHARS", "GraphError",
-           "open_episode", "trace_bundle"]
+           "open_episode", "trace_bundle", "declares_matrix"]
 
 Layer = Literal["topology", "annotated"]
 LAYERS: tuple[Layer, ...] = ("topology", "annotated")
@@ -521,6 +521,15 @@ def build_graph(bundle: Bundle, layer: Layer = "topology") -> nx.MultiDiGraph:
     return g
 
 
+def declares_matrix(bundle: Bundle) -> bool:
+    """Whether the bundle's authorization matrix says anything: a matrix that lets no one
+    see anything is no matrix (the world declared none), and flagging every value as
+    unseeable would drown the edges that matter, so the annotated layer then marks no
+    value's visibility (`visible` is None on every edge)."""
+    return bundle.authorization.default == "allow" or any(
+        e.fields for e in bundle.authorization.visible)
+
+
 def _principals(p: Participant | None, name: str) -> set[str]:
     return {name} | ({p.principal} if p is not None and p.principal else set())
 
@@ -556,10 +565,7 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
         for v in hits:
             first_seen.setdefault(v, s.step)
     whole_first: dict[str, str] = {}
-    # A matrix that lets no one see anything is no matrix: the world declared none, and
-    # flagging every value as unseeable would drown the edges that matter.
-    declared = bundle.authorization.default == "allow" or any(
-        e.fields for e in bundle.authorization.visible)
+    declared = declares_matrix(bundle)
 
     def authority(node: str) -> int | None:
         p = ep.participants.get(node)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eairdsl.audit.evidence import Bundle
+from eairdsl.audit.evidence import Bundle, RecordView
 from eairdsl.ir import (
     Agg,
     Attr,
@@ -169,19 +169,45 @@ def rule_records(expr: Expr) -> list[str]:
     return list(out)
 
 
-def _world(bundle: Bundle) -> World:
-    """A world holding only what the evaluator looks up: the records' names and keys."""
+def _world(bundle: Bundle) -> tuple[World, Authorizer]:
+    """A world holding only what the evaluator looks up (the records' names, kinds, keys
+    and fields), with its authorizer: made once per such shape (a world's episodes
+    share it), never changed by an evaluation."""
+    return _shaped(tuple((v.name, v.kind, v.key, tuple(v.fields))
+                         for v in bundle.records.values()))
+
+
+@functools.lru_cache(maxsize=64)
+def _shaped(shape: tuple[tuple[str, str, str | None, tuple[str, ...]], ...]
+            ) -> tuple[World, Authorizer]:
     from eairdsl.ir import FieldIR, TypeIR
 
-    records = [RecordIR(name=v.name, kind=v.kind, key=v.key,
-                        fields=[FieldIR(name=f, type=TypeIR(kind="text")) for f in v.fields])
-               for v in bundle.records.values()]
-    return World(meta=WorldMeta(name="audited"), digest="", sources=[], records=records)
+    records = [RecordIR(name=name, kind=kind, key=key,
+                        fields=[FieldIR(name=f, type=TypeIR(kind="text")) for f in fields])
+               for name, kind, key, fields in shape]
+    world = World(meta=WorldMeta(name="audited"), digest="", sources=[], records=records)
+    return world, Authorizer(world, {})
 
 
 def _state(bundle: Bundle) -> dict[str, list[Row]]:
-    return {name: [Row(name, dict(r)) for r in view.rows]
-            for name, view in sorted(bundle.records.items())}
+    """Each record's rows as the episode started, as the evaluator reads them: fresh lists
+    (an update appends to them) of rows made once per record view (rows are never
+    changed by an evaluation; a view is the same object for every episode that shows
+    the same record file, `evidence.Bundle.load`)."""
+    return {name: list(_rows(name, view)) for name, view in sorted(bundle.records.items())}
+
+
+def _rows(name: str, view: RecordView) -> tuple[Row, ...]:
+    found = _ROWS.get(id(view))
+    if found is None or found[0] is not view or found[1] != name:
+        if len(_ROWS) >= 256:
+            _ROWS.clear()
+        found = _ROWS[id(view)] = (view, name, tuple(Row(name, dict(r)) for r in view.rows))
+    return found[2]
+
+
+#: rows by record view (kept alive with them, so an id is never reused while cached)
+_ROWS: dict[int, tuple[RecordView, str, tuple[Row, ...]]] = {}
 
 
 def _apply(records: dict[str, list[Row]], states: dict[str, Any],
@@ -216,8 +242,7 @@ def _evaluator(policy: str, text: str, bundle: Bundle
     if isinstance(found, str):
         raise Unevaluable(found)
     fn, read = found
-    world = _world(bundle)
-    authorizer = Authorizer(world, {})
+    world, authorizer = _world(bundle)
 
     def value(records: dict[str, list[Row]], states: dict[str, Any]) -> bool | None:
         scope = Scope(world=world, levers={}, states=states, records=records, documents={},
