@@ -284,14 +284,21 @@ def _could_hold(compiled: CompiledWorld, episode: Episode, party: PartyIR) -> li
     once an assessment is on file) may open later, so the tool is listed.
     """
     out = []
-    for ref in party.tools:
+    w = compiled.world
+    decided = _facts(w).decided
+    for n, ref in enumerate(party.tools):
         tool = compiled.tools.get(ref.name)
         if tool is None:
             continue
-        w = compiled.world
-        if ref.when is None or not is_stable(ref.when, w.lets, compiled.mutable) \
-                or reads_trace_or_clock(ref.when, w.lets) \
-                or truthy(compiled.eval(ref.when, episode.state.scope())):
+        if ref.when is None:
+            out.append(tool)
+            continue
+        at_start = decided.get((party.name, n))
+        if at_start is None:  # a property of the world: worked out once per world
+            at_start = decided[(party.name, n)] = \
+                is_stable(ref.when, w.lets, compiled.mutable) \
+                and not reads_trace_or_clock(ref.when, w.lets)
+        if not at_start or truthy(compiled.eval(ref.when, episode.state.scope())):
             out.append(tool)
     return out
 
@@ -312,6 +319,10 @@ class _Facts:
     sources: re.Pattern[str]
     needles: tuple[str, ...] | None
     reveals: dict[str, list[str]]
+    #: (party, position in its tool list) -> whether its `when` is decided at the start
+    decided: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: tools.json and policies.json by everything they are made from (`_made`)
+    made: dict[tuple[Any, ...], bytes] = field(default_factory=dict)
 
 
 #: by world digest (a world's content), bounded
@@ -383,12 +394,12 @@ def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) ->
     return live
 
 
-def _tool_reach(world: World, tool: ToolIR,
-                levers: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+def _tool_reach(world: World, tool: ToolIR, levers: dict[str, Any],
+                lever_key: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
     """Records and documents one tool reads or writes under these lever values (its live
     expressions through `let`s, its effects, and every document a document parameter
-    offers)."""
-    key = (world.digest, tool.name, json.dumps(levers, sort_keys=True, default=str))
+    offers). `lever_key`: `_lever_key(levers)`, when the caller has it."""
+    key = (world.digest, tool.name, lever_key if lever_key is not None else _lever_key(levers))
     found = _TOOL_REACH.get(key)
     if found is None:
         records: set[str] = set()
@@ -407,14 +418,20 @@ def _tool_reach(world: World, tool: ToolIR,
     return found
 
 
+def _lever_key(levers: dict[str, Any]) -> str:
+    return json.dumps(levers, sort_keys=True, default=str)
+
+
 def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
-           rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
+           rubrics: set[str] | None = None, lever_key: str | None = None
+           ) -> tuple[list[str], list[str]]:
     """Records and documents the given tools read or write under the episode's lever
     values, in declaration order."""
     records: set[str] = set()
     documents: set[str] = set()
+    key = lever_key if lever_key is not None else _lever_key(levers)
     for tool in tools:
-        r, d = _tool_reach(world, tool, levers)
+        r, d = _tool_reach(world, tool, levers, key)
         records |= r
         documents |= d
     records -= _judge_rubrics(world) if rubrics is None else rubrics
@@ -526,10 +543,12 @@ def _needles(world: World) -> tuple[str, ...] | None:
     unchanged into a line, so a step whose line holds none has nothing to redact. None
     when a name has a character JSON escapes (then every step is searched)."""
     names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
-    found = [*sorted(n for n in names if n), ".eair"]
+    found = sorted({*(n for n in names if n), ".eair"})
     if any(c in '"\\' or ord(c) < 0x20 for n in found for c in n):
         return None
-    return tuple(found)
+    # a text holding a name holds every name inside it (a path holds its file name, and
+    # `x.eair` holds `.eair`): only the names with no other inside them need looking for
+    return tuple(n for n in found if not any(m != n and m in n for m in found))
 
 
 def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
@@ -553,20 +572,41 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     tools = _held_tools(compiled, episode, steps)
     rubrics = facts.rubrics  # walks every measurement: once per world, not per bundle
     levers = episode.state.levers
-    files["tools.json"] = _dump([c.model_dump(mode="json")
-                                 for c in _tool_cards(w, tools, levers, rubrics)])
+    lever_key = _lever_key(levers)
+    held = tuple((t.name, tools.specs[t.name].model_dump_json(), tuple(tools.offered[t.name]))
+                 for t in tools.held)
+    files["tools.json"] = _made(facts, ("tools", lever_key, held), lambda: _dump(
+        [c.model_dump(mode="json") for c in _tool_cards(w, tools, levers, rubrics)]))
     _participant_files(w, episode, tools, files)
-    records, documents = _knowledge_files(w, episode, _reach(w, tools.held, levers, rubrics),
-                                          files)
+    records, documents = _knowledge_files(
+        w, episode, _reach(w, tools.held, levers, rubrics, lever_key), files)
     shown = _shown_instance(episode.instance, files)
-    files["policies.json"] = _dump([p.model_dump(mode="json")
-                                    for p in _policy_cards(w, records, documents, levers,
-                                                           shown)])
+    said = tuple((k, type(v).__name__, format_expr(v)) for k, v in sorted(shown.items()))
+    files["policies.json"] = _made(
+        facts, ("policies", lever_key, tuple(records), tuple(documents), said),
+        lambda: _dump([p.model_dump(mode="json")
+                       for p in _policy_cards(w, records, documents, levers, shown)]))
     vocabularies = Vocabularies(submission=w.meaning("submission"),
                                 intercepted=w.meaning("interception"))
     if vocabularies != Vocabularies():  # none declared: no file, read as empty
         files[VOCABULARIES] = _dump(vocabularies.model_dump(mode="json"))
     return files
+
+
+def _made(facts: _Facts, key: tuple[Any, ...], make: Callable[[], bytes]) -> bytes:
+    """A file made from exactly what `key` names (and the world): made once per key.
+
+    tools.json is the held tools' specs (what the runtime offered, hints included), who
+    held each, and the lever values (which documents a tool reaches); policies.json the
+    lever values, the records and documents shown, and the instance values the episode
+    said (`_shown_instance`, by their printed literals). A world's episodes share a few
+    of each."""
+    found = facts.made.get(key)
+    if found is None:
+        if len(facts.made) >= 4096:
+            facts.made.clear()
+        found = facts.made[key] = make()
+    return found
 
 
 @dataclass
@@ -612,13 +652,14 @@ def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
     the roles that held it and the documents it reaches."""
     order = [p.name for p in w.parties]
     facts = _facts(w)
+    lever_key = _lever_key(levers)
     cards: list[ToolCard] = []
     for tool in tools.held:
         fn = tool_definition(tools.specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
                               roles=sorted(tools.offered[tool.name], key=order.index),
-                              documents=_reach(w, [tool], levers, rubrics)[1],
+                              documents=_reach(w, [tool], levers, rubrics, lever_key)[1],
                               reveals=_reveals(w, tool, facts),
                               writes=sorted({e.target for e in tool.effects})))
     return cards

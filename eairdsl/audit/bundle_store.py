@@ -42,8 +42,9 @@ from pathlib import Path
 from eairdsl.errors import UsageError
 from eairdsl.source import write_atomic
 
-__all__ = ["SHARED", "EVENTS_GZ", "Source", "StoreError", "source", "read", "write_compact",
-           "write_plain", "contents", "materialize", "is_bundle", "episode_folders"]
+__all__ = ["SHARED", "EVENTS_GZ", "Source", "StoreError", "source", "read", "shared_dir",
+           "write_compact", "write_plain", "contents", "materialize", "is_bundle",
+           "episode_folders"]
 
 #: the folder beside the episode folders holding the shared files, by sha256
 SHARED = "shared"
@@ -56,8 +57,8 @@ _OWN = frozenset({MANIFEST, EVENTS})
 #: a compressed events file larger than this once expanded is refused (a bundle is
 #: untrusted input; an episode's steps are a few MB at most)
 _MAX_EVENTS = 512 << 20
-#: shared files this process has written or checked (path, sha256): each is hashed once
-#: per run, then only its size is looked at
+#: shared files this process has written or checked (path, sha256): each is looked at
+#: once per run (one removed since is reported missing when a bundle is read)
 _CHECKED: set[tuple[str, str]] = set()
 _CHECKED_MAX = 100_000
 
@@ -69,46 +70,51 @@ class StoreError(ValueError):
 @dataclass(frozen=True)
 class Source:
     """Where a bundle file's bytes are: a path, whether gzip-compressed, and whether it
-    is a shared file (the same bytes for every bundle that lists its sha256); `named`
-    is the file as the bundle names it (`root/rel`), for messages."""
+    is a shared file (the same bytes for every bundle that lists its sha256); the
+    bundle folder and the file as the bundle names it, for messages."""
 
     path: Path
-    named: Path
+    root: Path
+    rel: str
     compressed: bool = False
     shared: bool = False
 
     def missing(self) -> StoreError:
-        return StoreError(f"{self.named}: listed in the manifest but missing (neither in the "
-                          f"bundle folder nor in {self.named_store()}/)")
-
-    def named_store(self) -> Path:
-        return self.path.parent if self.shared else self.named.parent
+        return StoreError(f"{self.root / self.rel}: listed in the manifest but missing "
+                          f"(neither in the bundle folder nor in {self.root.parent / SHARED}/)")
 
 
-def _shared_path(root: Path, digest: str) -> Path:
-    return root.parent / SHARED / digest
+def shared_dir(root: Path) -> Path:
+    """The shared files of the bundle folder `root`: `shared/` beside it."""
+    return root.parent / SHARED
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def _is_digest(text: str) -> bool:
-    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+    return len(text) == 64 and _HEX.issuperset(text)
 
 
-def source(root: Path, rel: str, digest: str, listing: Collection[str] | None = None
-           ) -> Source:
+def source(root: Path, rel: str, digest: str, listing: Collection[str] | None = None,
+           store: Path | None = None) -> Source:
     """Where the bundle folder `root` keeps `rel` (listed with `digest`): its own file,
     its compressed events, or else the shared file beside it, which `read` finds or
-    reports missing. `listing`, the names in `root` when the caller has them, spares
-    looking for files the folder cannot hold. StoreError when none can be."""
-    own = root / rel
-    if (listing is None or rel.split("/", 1)[0] in listing) and own.is_file():
-        return Source(own, own)
+    reports missing. `listing`, the names in `root`, and `store`, its `shared_dir`,
+    when the caller has them: a bundle's files are looked up without a lookup per
+    file the folder cannot hold. StoreError when none can be."""
+    if listing is None or rel.split("/", 1)[0] in listing:
+        own = root / rel
+        if own.is_file():
+            return Source(own, root, rel)
     if rel == EVENTS and (EVENTS_GZ in listing if listing is not None
                           else (root / EVENTS_GZ).is_file()):
-        return Source(root / EVENTS_GZ, own, compressed=True)
+        return Source(root / EVENTS_GZ, root, rel, compressed=True)
     if _is_digest(digest):
-        return Source(_shared_path(root, digest), own, shared=True)
-    raise StoreError(f"{own}: listed in the manifest but missing (not in the bundle folder, "
-                     "and its sha256 names no shared file)")
+        return Source((store if store is not None else shared_dir(root)) / digest, root, rel,
+                      shared=True)
+    raise StoreError(f"{root / rel}: listed in the manifest but missing (not in the bundle "
+                     "folder, and its sha256 names no shared file)")
 
 
 def read(src: Source, digest: str) -> bytes:
@@ -149,18 +155,16 @@ def episode_folders(path: Path) -> list[Path]:
 # ------------------------------------------------------------------ writing
 
 def _gzip(data: bytes) -> bytes:
-    """Deterministic gzip (no file name, no time): the same steps give the same bytes."""
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    """Deterministic gzip (no file name, no time): the same steps give the same bytes.
+    Level 3: a tenth of the steps' size, at under half level 6's time."""
+    return gzip.compress(data, compresslevel=3, mtime=0)
 
 
 def _keep_shared(path: Path, digest: str, data: bytes) -> None:
     """`path` holding `data`: written unless a file with that content is there already."""
     key = (str(path), digest)
-    try:
-        if key in _CHECKED and path.stat().st_size == len(data):
-            return  # checked whole earlier in this process, still there
-    except OSError:
-        pass
+    if key in _CHECKED:
+        return  # written or checked whole earlier in this process
     try:
         same = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
     except OSError:

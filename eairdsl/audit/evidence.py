@@ -28,6 +28,7 @@ Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -283,12 +284,13 @@ class Bundle:
             listing = frozenset(os.listdir(root))
         except OSError as e:
             raise BundleError(f"{root}: cannot be read ({e.strerror or e})") from None
+        store = bundle_store.shared_dir(root)
         for rel, digest in sorted(manifest.files.items()):
-            if ".." in Path(rel).parts or Path(rel).is_absolute():
+            if _outside(rel):
                 raise BundleError(f"{root / MANIFEST}: file {rel!r} is outside the bundle")
             try:
-                raw[rel] = bundle_store.read(bundle_store.source(root, rel, digest, listing),
-                                             digest)
+                raw[rel] = bundle_store.read(
+                    bundle_store.source(root, rel, digest, listing, store), digest)
             except bundle_store.StoreError as e:
                 raise BundleError(str(e)) from None
 
@@ -375,6 +377,13 @@ class Bundle:
                  for rel in sorted(manifest.files) if rel.startswith("cards/")}
         return cls(root, manifest, steps, participants, policies, authorization, records,
                    documents, tools, cards, vocabularies)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside(rel: str) -> bool:
+    """Whether a manifest's path leaves the bundle folder (the same few names in every
+    bundle: decided once each)."""
+    return ".." in Path(rel).parts or Path(rel).is_absolute()
 
 
 #: bundle files parsed, by (what they were parsed as, sha256): frozen models, tuples of

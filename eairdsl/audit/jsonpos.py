@@ -122,16 +122,19 @@ def _constant(name: str) -> Any:
 
 
 def _too_deep(value: Any) -> bool:
-    """Whether some value lies deeper than MAX_DEPTH (the root is at depth 0)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    """Whether some value lies deeper than MAX_DEPTH (the root is at depth 0): a container
+    deeper than that, or a non-empty one at it (its members are one deeper)."""
+    if not isinstance(value, (dict, list)):
+        return False
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        if depth >= MAX_DEPTH:
+            if item:
+                return True
+            continue
+        members = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in members if isinstance(v, (dict, list)))
     return False
 
 
