@@ -121,21 +121,14 @@ def _constant(name: str) -> Any:
     raise _NotPlain  # NaN or Infinity: an error here
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether some value lies deeper than MAX_DEPTH (the root is at depth 0): a container
-    deeper than that, or a non-empty one at it (its members are one deeper)."""
-    if not isinstance(value, (dict, list)):
-        return False
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth >= MAX_DEPTH:
-            if item:
-                return True
-            continue
-        members = item.values() if isinstance(item, dict) else item
-        stack.extend((v, depth + 1) for v in members if isinstance(v, (dict, list)))
-    return False
+def _too_deep(value: Any, depth: int = 0) -> bool:
+    """Whether some value lies deeper than MAX_DEPTH (the root is at depth 0): a non-empty
+    container at it (its members are one deeper). `json.loads` makes plain dicts and
+    lists, and stops at its own recursion limit first, so this recursion is bounded."""
+    if depth >= MAX_DEPTH:
+        return bool(value) and type(value) in (dict, list)
+    members = value.values() if type(value) is dict else value if type(value) is list else ()
+    return any(_too_deep(m, depth + 1) for m in members if type(m) in (dict, list))
 
 
 def parse_fast(text: str, file: str) -> tuple[Any, Positions]:
