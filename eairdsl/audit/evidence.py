@@ -24,6 +24,10 @@ Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifes
                         meaning for (`enum ... submission a interception b`: `submission`,
                         `intercepted`); absent when it declares none (and for an imported
                         trace): read as empty
+
+That is the plain (materialized) folder. Written into a bundles folder, an episode
+folder keeps only its manifest and `events.jsonl.gz`, and the other files are in the
+folder's `shared/<sha256>` (`bundle_store`); `Bundle.load` reads both the same way.
 """
 
 from __future__ import annotations
@@ -305,15 +309,14 @@ class Bundle:
             """`rel` parsed by `parse`: a listed file once per process and content (its
             bytes were checked against the digest, so the digest names what they parse to)."""
             digest = manifest.files.get(rel)
-            key = (kind, digest)
-            if digest is not None and key in _PARSED:
-                return _PARSED[key]
+            if digest is not None and (kind, digest) in _PARSED:
+                return _PARSED[(kind, digest)]
             found = data(rel)
             value = parse(found if found is not None else b"")
             if digest is not None:
                 if len(_PARSED) >= _PARSED_MAX:
                     _PARSED.clear()
-                _PARSED[key] = value
+                _PARSED[(kind, digest)] = value
             return value
 
         def json_of(rel: str, default: Any, kind: str, model: Callable[[Any], Any]) -> Any:

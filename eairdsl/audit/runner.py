@@ -221,8 +221,9 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     bundled = bundle_run(target if isinstance(target, Path) else list(target), folder.bundles,
                          world)
     traces: dict[str, list[str]] = {}
+    base = out.resolve()
     for b in bundled:
-        rel = os.path.relpath(Path(b.trace).resolve(), out.resolve())
+        rel = os.path.relpath(Path(b.trace).resolve(), base)
         traces.setdefault(b.episode, []).append(rel)
     episodes = sorted(e for e in traces if only is None or e in only)
     # entries of earlier runs into this folder stay, updated where this run audits them
