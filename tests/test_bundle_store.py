@@ -169,3 +169,29 @@ def test_materializing_refuses_its_own_folder_and_what_is_no_bundle(
         materialize_bundles(tmp_path / "b", tmp_path / "b")
     with pytest.raises(UsageError, match="no bundle folders found"):
         materialize_bundles(run, tmp_path / "out")
+
+
+def test_cli_materializes_an_audit_s_bundles_and_refuses_them_as_traces(
+        runs: dict[str, tuple[World, Path]], tmp_path: Path) -> None:
+    """`eairc bundle AUDIT --materialize` writes its bundles as plain folders, the same
+    as bundling the traces plainly; without --materialize, bundles are not traces."""
+    from typer.testing import CliRunner
+
+    from eairdsl.cli import app
+
+    world, run = runs["d1"]
+    traces = sorted(run.rglob("*.jsonl"))[:2]
+    audit_episodes(traces, tmp_path / "audit", RulesAuditor())
+    runner = CliRunner()
+    res = runner.invoke(app, ["bundle", str(tmp_path / "audit"), "-o", str(tmp_path / "m"),
+                              "--materialize"])
+    assert res.exit_code == 0, res.output
+    assert "materialized 2 bundle folder(s)" in res.output
+    for trace in traces:
+        write_bundle(trace, world, tmp_path / "plain", materialize=True)
+    for folder in bundle_store.episode_folders(tmp_path / "plain"):
+        assert _tree(tmp_path / "m" / folder.name) == _tree(folder)
+    res = runner.invoke(app, ["bundle", str(tmp_path / "audit" / "bundles"), "-o",
+                              str(tmp_path / "x")])
+    assert res.exit_code == 1
+    assert "bundles already written, not traces" in res.output and "--materialize" in res.output

@@ -439,7 +439,7 @@ def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
             [d.name for d in world.documents if d.name in documents])
 
 
-def _dump(data: Any) -> bytes:
+def _dump(data: Any, keep: bool = True) -> bytes:
     """A bundle's JSON file: sorted keys, UTF-8, one-space indent.
 
     The indented form is written by the json module's Python encoder, several times
@@ -447,6 +447,8 @@ def _dump(data: Any) -> bytes:
     world and condition. So the compact C encoding is the key of the text already
     made: equal compact encodings are the same value, and the same value indents the
     same way."""
+    if not keep:  # a file of one episode (its manifest): nothing to share
+        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
     key = json.dumps(data, sort_keys=True, ensure_ascii=False)
     found = _DUMPED.texts.get(key)
     if found is None:
@@ -936,8 +938,8 @@ def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, o
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
                         files=digests, withheld=list(WITHHELD))
-    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(out_dir, episode, files, materialize)
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
+    _write_folder(out_dir, episode, files, materialize, digests)
     if index:
         _update_index(out_dir, {episode: [trace_path]})
     return manifest
@@ -1010,20 +1012,21 @@ def _write_imported(trace: Trace, trace_path: Path, out_dir: Path, index: bool,
                         files=digests,
                         withheld=sorted([*WITHHELD, *IMPORTED_WITHHELD],
                                         key=lambda w: w.locator))
-    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(out_dir, episode, files, materialize)
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
+    _write_folder(out_dir, episode, files, materialize, digests)
     if index:
         _update_index(out_dir, {episode: [trace_path]})
     return manifest
 
 
-def _write_folder(out: Path, name: str, files: dict[str, bytes], materialize: bool) -> None:
+def _write_folder(out: Path, name: str, files: dict[str, bytes], materialize: bool,
+                  digests: dict[str, str]) -> None:
     """`out/name/`: every file in it (`materialize`), or the episode's own files in it and
     the others once each in `out/shared/` (`bundle_store`)."""
     if materialize:
         bundle_store.write_plain(out, name, files)
     else:
-        bundle_store.write_compact(out, name, files)
+        bundle_store.write_compact(out, name, files, digests)
 
 
 def _update_index(out: Path, new: dict[str, list[Path]]) -> None:

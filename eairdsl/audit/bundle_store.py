@@ -176,10 +176,12 @@ def _keep_shared(path: Path, digest: str, data: bytes) -> None:
     _CHECKED.add(key)
 
 
-def write_compact(out: Path, name: str, files: dict[str, bytes]) -> None:
+def write_compact(out: Path, name: str, files: dict[str, bytes],
+                  digests: dict[str, str] | None = None) -> None:
     """Bundle `files` (relative path -> bytes, the manifest among them) as `out/name/`:
     the episode's own files there (events compressed), every other one once in
-    `out/shared/`. UsageError naming the folder when it cannot be written."""
+    `out/shared/` (by its sha256: `digests`, the manifest's, when the caller has them).
+    UsageError naming the folder when it cannot be written."""
     own: dict[str, bytes] = {}
     try:
         for rel, data in sorted(files.items()):
@@ -188,7 +190,7 @@ def write_compact(out: Path, name: str, files: dict[str, bytes]) -> None:
             elif rel in _OWN:
                 own[rel] = data
             else:
-                digest = hashlib.sha256(data).hexdigest()
+                digest = (digests or {}).get(rel) or hashlib.sha256(data).hexdigest()
                 _keep_shared(out / SHARED / digest, digest, data)
     except OSError as exc:
         raise UsageError(f"cannot write the bundle's shared files under {out / SHARED}: "

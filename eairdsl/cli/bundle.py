@@ -98,7 +98,10 @@ def bundle(
 
     try:
         source = AuditFolder(path).bundles if AuditFolder(path).is_audit() else path
-        if materialize and _written_bundles(source):
+        if _written_bundles(source) and not _has_traces(source):
+            if not materialize:
+                raise UsageError(f"{path} holds bundles already written, not traces: add "
+                                 "--materialize to write them out as plain folders")
             written = materialize_bundles(source, out)
             typer.echo(f"materialized {len(written)} bundle folder(s) under {out}/")
             raise typer.Exit(EXIT_OK)
@@ -109,6 +112,17 @@ def bundle(
     typer.echo(f"bundled {len(done)} trace(s) into {folders} bundle folder(s) under {out}/; "
                f"{out / GRADER_INDEX} maps them to their traces (grader-only)")
     raise typer.Exit(EXIT_OK)
+
+
+def _has_traces(path: Path) -> bool:
+    """Whether `path` is, or holds, a trace (a run folder that is also its bundles' output
+    is bundled again, as `bundle_run` does)."""
+    from eairdsl.audit.bundle import trace_files
+
+    try:
+        return bool(trace_files(path))
+    except UsageError:
+        return False
 
 
 def _written_bundles(path: Path) -> bool:
