@@ -14,6 +14,7 @@ cannot grow silently or go stale.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from eairdsl.api import EpisodeResult, UsageError, resolve_world, run_episode
+from eairdsl.audit import bundle_store
 from eairdsl.audit.bundle import (
     GRADER_INDEX,
     SOURCE_MARK,
@@ -79,6 +81,12 @@ def forbidden(world: World) -> dict[str, str]:
     names.update({lv.name: "lever" for lv in world.levers})
     names.update({m.name: "metric" if m.metric else "measurement" for m in world.measures})
     return names
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    """Every file of a bundle as a plain (materialized) folder holds it, by path: what the
+    auditor is shown, whether the folder keeps it or the shared store does."""
+    return bundle_store.contents(folder, Bundle.load(folder).manifest.files)
 
 
 def visible_material(world: World) -> str:
@@ -151,9 +159,10 @@ def test_vocabularies_are_the_meanings_the_world_declares(
         declaring += want != Vocabularies()
         for _, folder in pairs:
             assert Bundle.load(folder).vocabularies == want, name
-            assert (folder / VOCABULARIES).is_file() == (want != Vocabularies()), name
+            files = _contents(folder)
+            assert (VOCABULARIES in files) == (want != Vocabularies()), name
             if want != Vocabularies():
-                text = (folder / VOCABULARIES).read_text(encoding="utf-8")
+                text = files[VOCABULARIES].decode("utf-8")
                 assert not any(enum in text for enum in world.enum_meanings), name
     assert declaring >= 1  # c1 declares its statuses
 
@@ -167,14 +176,12 @@ def test_no_bundle_names_the_risk_a_condition_a_lever_or_a_measurement(
     assert len(forbidden_here) > 20
     seen_files = 0
     for _, folder in bundled[name]:
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file():
-                continue
+        for rel, data in _contents(folder).items():
             seen_files += 1
-            text = path.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
             for what, kind, pattern in forbidden_here:
                 hit = pattern.search(text)
-                assert hit is None, (f"{path.relative_to(folder)} names {kind} {what!r}: "
+                assert hit is None, (f"{rel} names {kind} {what!r}: "
                                      f"…{text[max(0, hit.start() - 60):hit.end() + 40]}…")
     assert seen_files >= 5 * len(bundled[name])
 
@@ -186,13 +193,12 @@ def test_no_bundle_carries_a_grader_marker(name: str, compiled: dict[str, World]
     pattern_lists = [json.dumps(f.patterns, ensure_ascii=False)[1:-1]
                      for r in world.records for f in r.fields if f.patterns]
     for _, folder in bundled[name]:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                text = path.read_text(encoding="utf-8")
-                assert re.search("canary", text, re.I) is None, path
-                assert '"patterns"' not in text and '"epistemic"' not in text, path
-                for listed in pattern_lists:
-                    assert listed not in text, (path, listed)
+        for path, data in _contents(folder).items():
+            text = data.decode("utf-8")
+            assert re.search("canary", text, re.I) is None, path
+            assert '"patterns"' not in text and '"epistemic"' not in text, path
+            for listed in pattern_lists:
+                assert listed not in text, (path, listed)
 
 
 def test_d1_record_views_show_the_restricted_values_without_their_markers(
@@ -235,7 +241,7 @@ def test_events_are_the_trace_steps_without_header_result_or_source_locations(
                 if kept != original:  # only a source location may differ, and it is marked
                     assert SOURCE_MARK in (kept.reason or "") + (kept.content or ""), kept
                     redacted += 1
-            raw = (folder / "events.jsonl").read_text(encoding="utf-8")
+            raw = _contents(folder)["events.jsonl"].decode("utf-8")
             assert '"type": "header"' not in raw and '"type": "result"' not in raw
             assert '"measurements"' not in raw and ".eair:" not in raw
     assert redacted > 0  # C1 and F1 route decisions name their guard's source line
@@ -351,11 +357,10 @@ def test_a_rule_reading_a_lever_shows_the_condition_s_value_not_the_lever_s_name
     rule = {p.name: p for p in bundle.policies}["cap_policy"].rule
     assert rule is not None and HIDDEN not in rule
     assert rule == f"all r in refunds: r.amount <= {printed} and r.amount <= {printed} * 2"
-    for path in folder.rglob("*"):
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            for name in ("refund_cap", "twice_cap", "loose", "budget_check"):
-                assert _word(name).search(text) is None, (path, name)
+    for path, data in _contents(folder).items():
+        text = data.decode("utf-8")
+        for name in ("refund_cap", "twice_cap", "loose", "budget_check"):
+            assert _word(name).search(text) is None, (path, name)
     # a definition printed as a call (a rule past the bounds) prints as its value where
     # the condition's lever values decide it, and stays a call where the state does
     value = {"baseline": 20, "loose": 900}[condition]
@@ -436,7 +441,11 @@ def test_same_trace_gives_a_byte_identical_bundle(compiled: dict[str, World],
     m3 = write_bundle(first, world, tmp_path / "b1")  # rewritten in place
     assert m1 == m2 == m3
     one, two = _tree(tmp_path / "b1" / m1.episode), _tree(tmp_path / "b2" / m2.episode)
-    assert one == two and len(one) > 8
+    assert one == two  # the episode's own files, compressed events too
+    assert _tree(tmp_path / "b1" / bundle_store.SHARED) == _tree(tmp_path / "b2" /
+                                                                 bundle_store.SHARED)
+    assert _contents(tmp_path / "b1" / m1.episode) == _contents(tmp_path / "b2" / m2.episode)
+    assert len(_contents(tmp_path / "b1" / m1.episode)) > 8
     assert not [p for p in (tmp_path / "b1").iterdir() if p.name.startswith(".")]
 
 
@@ -453,13 +462,16 @@ def test_episode_id_does_not_depend_on_the_seed_or_agents_in_the_header(
     a = write_bundle(trace, world, tmp_path / "a")
     b = write_bundle(edited, world, tmp_path / "b")
     assert a.episode == b.episode
-    assert _tree(tmp_path / "a" / a.episode) == _tree(tmp_path / "b" / b.episode)
+    assert _contents(tmp_path / "a" / a.episode) == _contents(tmp_path / "b" / b.episode)
     assert "917" not in json.dumps(_tree(tmp_path / "b" / b.episode)[MANIFEST].decode())
 
 
 def test_bundle_load_checks_every_digest(compiled: dict[str, World], tmp_path: Path) -> None:
+    """A plain folder's files, a compact one's compressed events and shared files: any
+    byte changed is refused, and so is a file neither the folder nor the store has."""
     world = compiled["d1"]
-    manifest = write_bundle(_episode(world, tmp_path / "run"), world, tmp_path / "out")
+    trace = _episode(world, tmp_path / "run")
+    manifest = write_bundle(trace, world, tmp_path / "out", materialize=True)
     folder = tmp_path / "out" / manifest.episode
     bundle = Bundle.load(folder)
     assert bundle.manifest == manifest
@@ -478,6 +490,22 @@ def test_bundle_load_checks_every_digest(compiled: dict[str, World], tmp_path: P
     (gone / "tools.json").unlink()
     with pytest.raises(BundleError, match="missing"):
         Bundle.load(gone)
+    # the compact layout: the same checks through the store
+    for rel in ("events.jsonl", "cards/specialist.md", "records/employee.json"):
+        store = tmp_path / f"compact-{rel.replace('/', '_')}"
+        write_bundle(trace, world, store)
+        assert Bundle.load(store / manifest.episode).manifest == manifest
+        if rel == "events.jsonl":
+            target = store / manifest.episode / bundle_store.EVENTS_GZ
+            target.write_bytes(gzip.compress(_contents(folder)[rel].replace(b"e", b"E", 1)))
+        else:
+            target = store / bundle_store.SHARED / manifest.files[rel]
+            target.write_bytes(target.read_bytes().replace(b"e", b"E", 1))
+        with pytest.raises(BundleError, match="sha256 differs"):
+            Bundle.load(store / manifest.episode)
+        target.unlink()
+        with pytest.raises(BundleError, match="missing"):
+            Bundle.load(store / manifest.episode)
 
 
 # ------------------------------------------------------------------ run folders and the index
@@ -498,7 +526,8 @@ def test_run_folder_with_the_output_inside_it(compiled: dict[str, World],
         assert [str((out / p).resolve()) for p in paths] == [
             str(Path(d.trace).resolve()) for d in first if d.episode == episode]
         assert GRADER_INDEX not in Bundle.load(out / episode).manifest.files
-    assert sorted(p.name for p in out.iterdir()) == sorted([*index["episodes"], GRADER_INDEX])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*index["episodes"], GRADER_INDEX,
+                                                            bundle_store.SHARED])
     # the run folder itself as the output: its traces are still found, its bundles are not
     same = bundle_run(run, run, ROOT / "worlds" / "d1.eair")
     assert [d.trace for d in same] == [d.trace for d in first]
@@ -546,11 +575,11 @@ def test_cli_done_when_run_then_bundle_into_the_run_folder(tmp_path: Path) -> No
     proc = _eairc("run", "worlds/d1.eair", "--seed", "0", "--episodes", "2", "--out", run,
                   cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    proc = _eairc("bundle", run, "-o", run / "bundle", cwd=ROOT)
+    proc = _eairc("bundle", run, "-o", run / "bundle", "--materialize", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "bundled 2 trace(s)" in proc.stdout and "grader-only" in proc.stdout
     folders = [p for p in (run / "bundle").iterdir() if p.is_dir()]
-    assert len(folders) == 2
+    assert len(folders) == 2  # plain folders: no shared store
     for folder in folders:
         Bundle.load(folder)
         for path in folder.rglob("*"):
@@ -621,6 +650,6 @@ def test_a_trace_that_does_not_fit_its_world_is_refused_in_one_line(
     odd.write_text("\n".join([lines[0], json.dumps(event), *lines[2:]]) + "\n",
                    encoding="utf-8")
     manifest = write_bundle(odd, world, tmp_path / "out")
-    events = (tmp_path / "out" / manifest.episode / "events.jsonl").read_text(encoding="utf-8")
+    events = _contents(tmp_path / "out" / manifest.episode)["events.jsonl"].decode("utf-8")
     assert "levers" not in events and "canonical" not in events
     assert manifest.episode == write_bundle(trace, world, tmp_path / "out").episode

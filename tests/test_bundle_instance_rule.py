@@ -34,7 +34,8 @@ def _rules(tmp_path: Path, world: Path) -> tuple[list[str], Path]:
     compiled = CompiledWorld(resolve_world(world))
     condition = compiled.world.conditions[0].name
     r = run_episode(compiled, condition, None, 0, "sim", tmp_path / "runs")
-    manifest = write_bundle(Path(r.trace_path or ""), compiled, tmp_path / "b", index=False)
+    manifest = write_bundle(Path(r.trace_path or ""), compiled, tmp_path / "b", index=False,
+                            materialize=True)
     folder = tmp_path / "b" / manifest.episode
     policies = json.loads((folder / "policies.json").read_text(encoding="utf-8"))
     rules = [p["rule"] for p in policies if p.get("rule")]

@@ -1,5 +1,6 @@
 """The audit and repair folders have one owner each: `eairdsl/audit/folder.py` and
-`eairdsl/repair/folder.py` name their files.
+`eairdsl/repair/folder.py` name their files (and `eairdsl/audit/bundle_store.py` the
+bundles folder's shared files and compressed steps).
 
 Issue 25, item 3: the audit folder's paths (index.json, reports/, bundles/,
 cassettes/auditor.jsonl, an audit study's arms/, cohort.json, summary.json) were
@@ -29,13 +30,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eairdsl"
 NAMES = frozenset({"index.json", "reports", "bundles", "cassettes", "auditor.jsonl", "arms",
                    "cohort.json", "summary.json",
                    "loop.json", "plan.json", "acceptance.json", "outcome.json", "result.json",
-                   "original.eair", "review.html", "rounds", "retest", "world.eair"})
+                   "original.eair", "review.html", "rounds", "retest", "world.eair",
+                   "shared", "events.jsonl.gz"})
 #: the names the two owners give them
 CONSTANTS = frozenset({"AUDIT_INDEX", "REPORTS", "BUNDLES", "AUDITOR_CASSETTE",
                        "ARMS", "COHORT", "SUMMARY",
                        "LOOP", "PLAN", "ACCEPTANCE", "OUTCOME", "RESULT", "ORIGINAL",
-                       "REVIEW_PAGE", "ROUNDS", "RETESTS", "ACCEPTED_WORLD"})
-OWNERS = {PACKAGE / "audit" / "folder.py", PACKAGE / "repair" / "folder.py"}
+                       "REVIEW_PAGE", "ROUNDS", "RETESTS", "ACCEPTED_WORLD",
+                       "SHARED", "EVENTS_GZ"})
+OWNERS = {PACKAGE / "audit" / "folder.py", PACKAGE / "repair" / "folder.py",
+          PACKAGE / "audit" / "bundle_store.py"}
 _PATH_CALLS = {"joinpath", "glob", "rglob"}
 
 

@@ -29,13 +29,13 @@ part of any bundle.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from pydantic import BaseModel
 from eairdsl.agents.protocol import ToolSpec
 from eairdsl.agents.schema import tool_definition
 from eairdsl.api import resolve_world
+from eairdsl.audit import bundle_store
 from eairdsl.audit.evidence import (
     EVENTS,
     MANIFEST,
@@ -78,7 +79,7 @@ from eairdsl.names import safe_filename
 from eairdsl.reads import expr_reads, read_graph
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
-from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, read_trace
+from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, encode_line, read_trace
 from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
@@ -86,7 +87,7 @@ from eairdsl.syntax.fmt import format_expr
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
-           "write_imported_bundle"]
+           "materialize_bundles", "write_imported_bundle"]
 
 GRADER_INDEX = "grader-index.json"
 #: what a source location in an event's text becomes
@@ -283,20 +284,65 @@ def _could_hold(compiled: CompiledWorld, episode: Episode, party: PartyIR) -> li
     once an assessment is on file) may open later, so the tool is listed.
     """
     out = []
-    for ref in party.tools:
+    w = compiled.world
+    decided = _facts(w).decided
+    for n, ref in enumerate(party.tools):
         tool = compiled.tools.get(ref.name)
         if tool is None:
             continue
-        w = compiled.world
-        if ref.when is None or not is_stable(ref.when, w.lets, compiled.mutable) \
-                or reads_trace_or_clock(ref.when, w.lets) \
-                or truthy(compiled.eval(ref.when, episode.state.scope())):
+        if ref.when is None:
+            out.append(tool)
+            continue
+        at_start = decided.get((party.name, n))
+        if at_start is None:  # a property of the world: worked out once per world
+            at_start = decided[(party.name, n)] = \
+                is_stable(ref.when, w.lets, compiled.mutable) \
+                and not reads_trace_or_clock(ref.when, w.lets)
+        if not at_start or truthy(compiled.eval(ref.when, episode.state.scope())):
             out.append(tool)
     return out
 
 
 def _judge_rubrics(world: World) -> set[str]:
     """Records a `judged(rubric, ...)` in a measurement reads its rubric from."""
+    return _facts(world).rubrics
+
+
+@dataclass
+class _Facts:
+    """What bundling needs of a world whatever the episode, worked out once per world:
+    the read graph (every declaration -> what it reads), the judge rubrics, the pattern
+    of its source locations, and each tool's `reveals`."""
+
+    graph: dict[Any, set[Any]]
+    rubrics: set[str]
+    sources: re.Pattern[str]
+    needles: tuple[str, ...] | None
+    reveals: dict[str, list[str]]
+    #: (party, position in its tool list) -> whether its `when` is decided at the start
+    decided: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: tools.json and policies.json by everything they are made from (`_made`)
+    made: dict[tuple[Any, ...], bytes] = field(default_factory=dict)
+
+
+#: by world digest (a world's content), bounded
+_FACTS: dict[str, _Facts] = {}
+_FACTS_MAX = 16
+
+
+def _facts(world: World) -> _Facts:
+    found = _FACTS.get(world.digest)
+    if found is None:
+        if len(_FACTS) >= _FACTS_MAX:
+            _FACTS.clear()
+        found = _FACTS[world.digest] = _Facts(graph=read_graph(world),
+                                              rubrics=_find_rubrics(world),
+                                              sources=_source_pattern(world),
+                                              needles=_needles(world), reveals={})
+    return found
+
+
+def _find_rubrics(world: World) -> set[str]:
     out: set[str] = set()
     for m in world.measures:
         for node in walk_expr(m.expr, world.lets):
@@ -348,12 +394,12 @@ def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) ->
     return live
 
 
-def _tool_reach(world: World, tool: ToolIR,
-                levers: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+def _tool_reach(world: World, tool: ToolIR, levers: dict[str, Any],
+                lever_key: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
     """Records and documents one tool reads or writes under these lever values (its live
     expressions through `let`s, its effects, and every document a document parameter
-    offers)."""
-    key = (world.digest, tool.name, json.dumps(levers, sort_keys=True, default=str))
+    offers). `lever_key`: `_lever_key(levers)`, when the caller has it."""
+    key = (world.digest, tool.name, lever_key if lever_key is not None else _lever_key(levers))
     found = _TOOL_REACH.get(key)
     if found is None:
         records: set[str] = set()
@@ -372,14 +418,20 @@ def _tool_reach(world: World, tool: ToolIR,
     return found
 
 
+def _lever_key(levers: dict[str, Any]) -> str:
+    return json.dumps(levers, sort_keys=True, default=str)
+
+
 def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
-           rubrics: set[str] | None = None) -> tuple[list[str], list[str]]:
+           rubrics: set[str] | None = None, lever_key: str | None = None
+           ) -> tuple[list[str], list[str]]:
     """Records and documents the given tools read or write under the episode's lever
     values, in declaration order."""
     records: set[str] = set()
     documents: set[str] = set()
+    key = lever_key if lever_key is not None else _lever_key(levers)
     for tool in tools:
-        r, d = _tool_reach(world, tool, levers)
+        r, d = _tool_reach(world, tool, levers, key)
         records |= r
         documents |= d
     records -= _judge_rubrics(world) if rubrics is None else rubrics
@@ -387,8 +439,42 @@ def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
             [d.name for d in world.documents if d.name in documents])
 
 
-def _dump(data: Any) -> bytes:
-    return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+def _dump(data: Any, keep: bool = True) -> bytes:
+    """A bundle's JSON file: sorted keys, UTF-8, one-space indent.
+
+    The indented form is written by the json module's Python encoder, several times
+    slower than its C one, and most of these files are the same for every episode of a
+    world and condition. So the compact C encoding is the key of the text already
+    made: equal compact encodings are the same value, and the same value indents the
+    same way."""
+    if not keep:  # a file of one episode (its manifest): nothing to share
+        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+    key = json.dumps(data, sort_keys=True, ensure_ascii=False)
+    found = _DUMPED.texts.get(key)
+    if found is None:
+        found = (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+        _DUMPED.keep(key, found)
+    return found
+
+
+@dataclass
+class _Texts:
+    """Texts by key, bounded by the characters of the keys (cleared when full)."""
+
+    max_chars: int
+    texts: dict[str, bytes] = field(default_factory=dict)
+    chars: int = 0
+
+    def keep(self, key: str, text: bytes) -> None:
+        if self.chars + len(key) > self.max_chars:
+            self.texts.clear()
+            self.chars = 0
+        self.texts[key] = text
+        self.chars += len(key)
+
+
+#: `_dump`'s texts by compact encoding
+_DUMPED = _Texts(max_chars=16 << 20)
 
 
 #: record views by (world digest, record, fields): the same bytes for every episode of a
@@ -442,11 +528,29 @@ def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
     return value
 
 
-def _event_line(event: TraceEvent, pattern: re.Pattern[str]) -> str:
+def _event_line(event: TraceEvent, pattern: re.Pattern[str],
+                needles: tuple[str, ...] | None = None) -> str:
     # the trace writer's encoding (sorted keys, UTF-8, absent fields omitted), from the
     # validated model: keys a hostile trace added are dropped
-    data = _redact(event.model_dump(mode="json", exclude_none=True), pattern)
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+    data = event.model_dump(mode="json", exclude_none=True)
+    line = encode_line(data)
+    if needles is not None and not any(n in line for n in needles):
+        return line  # no string of the step can hold a location: nothing to redact
+    return encode_line(_redact(data, pattern))
+
+
+def _needles(world: World) -> tuple[str, ...] | None:
+    """Text every match of `_source_pattern` contains: a file name of the world, or
+    `.eair`. A string holding none cannot match, and JSON writes such a string's text
+    unchanged into a line, so a step whose line holds none has nothing to redact. None
+    when a name has a character JSON escapes (then every step is searched)."""
+    names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
+    found = sorted({*(n for n in names if n), ".eair"})
+    if any(c in '"\\' or ord(c) < 0x20 for n in found for c in n):
+        return None
+    # a text holding a name holds every name inside it (a path holds its file name, and
+    # `x.eair` holds `.eair`): only the names with no other inside them need looking for
+    return tuple(n for n in found if not any(m != n and m in n for m in found))
 
 
 def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
@@ -462,26 +566,49 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     w = compiled.world
     episode = _start(compiled, trace)
     steps = [e for e in trace.events if e.kind != "judgment"]
-    sources = _source_pattern(w)
+    facts = _facts(w)
+    sources = facts.sources
     files: dict[str, bytes] = {
-        EVENTS: "".join(_event_line(e, sources) + "\n" for e in steps).encode()}
+        EVENTS: "".join(_event_line(e, sources, facts.needles) + "\n"
+                        for e in steps).encode()}
     tools = _held_tools(compiled, episode, steps)
-    rubrics = _judge_rubrics(w)  # walks every measurement: once per bundle, not per tool
+    rubrics = facts.rubrics  # walks every measurement: once per world, not per bundle
     levers = episode.state.levers
-    files["tools.json"] = _dump([c.model_dump(mode="json")
-                                 for c in _tool_cards(w, tools, levers, rubrics)])
+    lever_key = _lever_key(levers)
+    held = tuple((t.name, tools.specs[t.name].model_dump_json(), tuple(tools.offered[t.name]))
+                 for t in tools.held)
+    files["tools.json"] = _made(facts, ("tools", lever_key, held), lambda: _dump(
+        [c.model_dump(mode="json") for c in _tool_cards(w, tools, levers, rubrics)]))
     _participant_files(w, episode, tools, files)
-    records, documents = _knowledge_files(w, episode, _reach(w, tools.held, levers, rubrics),
-                                          files)
+    records, documents = _knowledge_files(
+        w, episode, _reach(w, tools.held, levers, rubrics, lever_key), files)
     shown = _shown_instance(episode.instance, files)
-    files["policies.json"] = _dump([p.model_dump(mode="json")
-                                    for p in _policy_cards(w, records, documents, levers,
-                                                           shown)])
+    said = tuple((k, type(v).__name__, format_expr(v)) for k, v in sorted(shown.items()))
+    files["policies.json"] = _made(
+        facts, ("policies", lever_key, tuple(records), tuple(documents), said),
+        lambda: _dump([p.model_dump(mode="json")
+                       for p in _policy_cards(w, records, documents, levers, shown)]))
     vocabularies = Vocabularies(submission=w.meaning("submission"),
                                 intercepted=w.meaning("interception"))
     if vocabularies != Vocabularies():  # none declared: no file, read as empty
         files[VOCABULARIES] = _dump(vocabularies.model_dump(mode="json"))
     return files
+
+
+def _made(facts: _Facts, key: tuple[Any, ...], make: Callable[[], bytes]) -> bytes:
+    """A file made from exactly what `key` names (and the world): made once per key.
+
+    tools.json is the held tools' specs (what the runtime offered, hints included), who
+    held each, and the lever values (which documents a tool reaches); policies.json the
+    lever values, the records and documents shown, and the instance values the episode
+    said (`_shown_instance`, by their printed literals). A world's episodes share a few
+    of each."""
+    found = facts.made.get(key)
+    if found is None:
+        if len(facts.made) >= 4096:
+            facts.made.clear()
+        found = facts.made[key] = make()
+    return found
 
 
 @dataclass
@@ -526,21 +653,29 @@ def _tool_cards(w: World, tools: _HeldTools, levers: dict[str, Any],
     """Each held tool as an LLM agent was offered it (the agents' schema builder), with
     the roles that held it and the documents it reaches."""
     order = [p.name for p in w.parties]
-    graph = read_graph(w)
+    facts = _facts(w)
+    lever_key = _lever_key(levers)
     cards: list[ToolCard] = []
     for tool in tools.held:
         fn = tool_definition(tools.specs[tool.name], w)["function"]
         cards.append(ToolCard(name=tool.name, kind=tool.kind, description=fn["description"],
                               parameters=fn["parameters"],
                               roles=sorted(tools.offered[tool.name], key=order.index),
-                              documents=_reach(w, [tool], levers, rubrics)[1],
-                              reveals=_reveals(w, tool, graph),
+                              documents=_reach(w, [tool], levers, rubrics, lever_key)[1],
+                              reveals=_reveals(w, tool, facts),
                               writes=sorted({e.target for e in tool.effects})))
     return cards
 
 
-def _reveals(w: World, tool: ToolIR, graph: dict[Any, set[Any]]) -> list[str]:
+def _reveals(w: World, tool: ToolIR, facts: _Facts) -> list[str]:
     """The records a tool's result reads, directly or through the `let`s it calls."""
+    found = facts.reveals.get(tool.name)
+    if found is None:
+        found = facts.reveals[tool.name] = _find_reveals(tool, facts.graph)
+    return list(found)
+
+
+def _find_reveals(tool: ToolIR, graph: dict[Any, set[Any]]) -> list[str]:
     start = set(expr_reads(tool.result))
     seen: set[Any] = set()
     while start:
@@ -625,8 +760,17 @@ def _settings(w: World, levers: dict[str, Any],
 
 def _names_any(printed: str, names: frozenset[str]) -> bool:
     """Whether a printed literal says one of `names` as a whole identifier."""
-    return any(re.search(r"(?<![A-Za-z0-9_])" + re.escape(n) + r"(?![A-Za-z0-9_])", printed)
-               for n in names)
+    pattern = _names_pattern(names)
+    return pattern is not None and pattern.search(printed) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern for `_names_any` (a world's hidden names, compiled once)."""
+    if not names:
+        return None
+    return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in sorted(names))
+                      + r")(?![A-Za-z0-9_])")
 
 
 def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | None]:
@@ -718,11 +862,16 @@ def _policy_cards(w: World, records: list[str], documents: list[str],
     return policies
 
 
-def _episode_id(files: dict[str, bytes]) -> str:
+def _episode_id(files: dict[str, bytes], digests: dict[str, str] | None = None) -> str:
     """Opaque: a digest of the sanitized files, so never of the world, condition or seed."""
-    listing = "".join(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n"
-                      for rel, data in sorted(files.items()))
+    digests = digests if digests is not None else _digests(files)
+    listing = "".join(f"{rel}\0{digests[rel]}\n" for rel in sorted(files))
     return "ep-" + hashlib.sha256(listing.encode()).hexdigest()[:20]
+
+
+def _digests(files: dict[str, bytes]) -> dict[str, str]:
+    """Each file's sha256, by path, sorted: what the manifest lists."""
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}
 
 
 # ------------------------------------------------------------------ writing
@@ -761,13 +910,21 @@ def _bad_line(trace_path: Path) -> tuple[str, str] | None:
 
 
 def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
-                 index: bool = True) -> Manifest:
+                 index: bool = True, materialize: bool = False) -> Manifest:
     """Write the sanitized bundle of one trace to `out_dir/<episode id>/`; return its manifest.
 
     `world` must be the world the trace ran on (same digest). With `index`,
-    `out_dir/grader-index.json` gets the episode id -> trace entry.
+    `out_dir/grader-index.json` gets the episode id -> trace entry. The folder keeps
+    the episode's own files and `out_dir/shared/` the world's, once per content
+    (`bundle_store`); with `materialize`, the folder holds every file itself.
     """
-    trace = _read(Path(trace_path))
+    return _write_trace(_read(Path(trace_path)), Path(trace_path), world, Path(out_dir),
+                        index, materialize)
+
+
+def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, out_dir: Path,
+                 index: bool, materialize: bool) -> Manifest:
+    """`write_bundle` of a trace already read."""
     w = world.world if isinstance(world, CompiledWorld) else world
     if w.digest != trace.header.digest:
         raise UsageError(f"{trace_path}: the trace ran on a world with digest "
@@ -776,16 +933,15 @@ def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
         files = bundle_files(trace, world)
     except UsageError as exc:
         raise UsageError(f"{trace_path}: {exc}") from None
-    episode = _episode_id(files)
+    digests = _digests(files)
+    episode = _episode_id(files, digests)
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
-                        files={rel: hashlib.sha256(data).hexdigest()
-                               for rel, data in sorted(files.items())},
-                        withheld=list(WITHHELD))
-    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(Path(out_dir), episode, files)
+                        files=digests, withheld=list(WITHHELD))
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
+    _write_folder(out_dir, episode, files, materialize, digests)
     if index:
-        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+        _update_index(out_dir, {episode: [trace_path]})
     return manifest
 
 
@@ -837,47 +993,40 @@ def imported_bundle_files(trace: Trace) -> dict[str, bytes]:
             "authorization.json": _dump(Authorization(default="deny").model_dump(mode="json"))}
 
 
-def write_imported_bundle(trace_path: Path, out_dir: Path, index: bool = True) -> Manifest:
+def write_imported_bundle(trace_path: Path, out_dir: Path, index: bool = True,
+                          materialize: bool = False) -> Manifest:
     """`write_bundle` for an imported trace (header `source`): no world, nothing invented."""
-    trace = _read(Path(trace_path))
+    return _write_imported(_read(Path(trace_path)), Path(trace_path), Path(out_dir), index,
+                           materialize)
+
+
+def _write_imported(trace: Trace, trace_path: Path, out_dir: Path, index: bool,
+                    materialize: bool) -> Manifest:
     if trace.header.source is None:
         raise UsageError(f"{trace_path}: not an imported trace (its header has no source)")
     files = imported_bundle_files(trace)
-    episode = _episode_id(files)
+    digests = _digests(files)
+    episode = _episode_id(files, digests)
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
-                        files={rel: hashlib.sha256(data).hexdigest()
-                               for rel, data in sorted(files.items())},
+                        files=digests,
                         withheld=sorted([*WITHHELD, *IMPORTED_WITHHELD],
                                         key=lambda w: w.locator))
-    files[MANIFEST] = _dump(manifest.model_dump(mode="json"))
-    _write_folder(Path(out_dir), episode, files)
+    files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
+    _write_folder(out_dir, episode, files, materialize, digests)
     if index:
-        _update_index(Path(out_dir), {episode: [Path(trace_path)]})
+        _update_index(out_dir, {episode: [trace_path]})
     return manifest
 
 
-def _write_folder(out: Path, name: str, files: dict[str, bytes]) -> None:
-    """`out/name/` holding exactly `files`, replaced in one rename."""
-    target = out / name
-    tmp = out / f".{name}.tmp-{os.getpid()}"
-    old = out / f".{name}.old-{os.getpid()}"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for leftover in (tmp, old):
-            if leftover.exists():
-                shutil.rmtree(leftover)
-        for rel, data in sorted(files.items()):
-            dest = tmp / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        if old.exists():
-            shutil.rmtree(old)
-    except OSError as exc:
-        raise UsageError(f"cannot write the bundle {target}: {exc.strerror or exc}") from None
+def _write_folder(out: Path, name: str, files: dict[str, bytes], materialize: bool,
+                  digests: dict[str, str]) -> None:
+    """`out/name/`: every file in it (`materialize`), or the episode's own files in it and
+    the others once each in `out/shared/` (`bundle_store`)."""
+    if materialize:
+        bundle_store.write_plain(out, name, files)
+    else:
+        bundle_store.write_compact(out, name, files, digests)
 
 
 def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
@@ -890,7 +1039,7 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
         old = {}
     if isinstance(old, dict) and isinstance(old.get("episodes"), dict):
         for key, traces in old["episodes"].items():
-            if isinstance(traces, list) and (out / str(key) / MANIFEST).is_file():
+            if isinstance(traces, list) and bundle_store.is_bundle(out / str(key)):
                 episodes[str(key)] = {str(t) for t in traces}
     base = out.resolve()
     for key, traces in new.items():
@@ -952,13 +1101,14 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
 
 
 def bundle_run(path: Path | Sequence[Path], out_dir: Path,
-               world: Path | None = None) -> list[BundledTrace]:
+               world: Path | None = None, materialize: bool = False) -> list[BundledTrace]:
     """Bundle a trace, every trace under a run folder, or the given traces into `out_dir`.
 
     The world of each trace is found from its header (`find_world`), or is
     `world` for all of them; an imported trace (header `source`) needs none.
     `out_dir` may lie inside the run folder; it is skipped.
-    `out_dir/grader-index.json` maps every episode id to its trace(s).
+    `out_dir/grader-index.json` maps every episode id to its trace(s). The world's
+    files are kept once in `out_dir/shared/` unless `materialize` (`write_bundle`).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -972,24 +1122,57 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     done: list[BundledTrace] = []
     index: dict[str, list[Path]] = {}
     for trace_path in traces:
-        header = _read(trace_path).header
+        trace = _read(trace_path)  # once: the header finds the world, the rest is bundled
+        header = trace.header
         if header.source is not None and world is None:  # imported: no world (external)
-            manifest = write_imported_bundle(trace_path, out_dir, index=False)
-            index.setdefault(manifest.episode, []).append(trace_path)
-            done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
-                                     folder=str(out_dir / manifest.episode),
-                                     steps=manifest.steps))
-            continue
-        compiled = worlds.get(header.digest)
-        if compiled is None:
-            try:
-                found = find_world(header, world, trace=trace_path)
-            except UsageError as exc:
-                raise UsageError(f"{trace_path}: {exc}") from None
-            compiled = worlds[header.digest] = CompiledWorld(found)
-        manifest = write_bundle(trace_path, compiled, out_dir, index=False)
+            manifest = _write_imported(trace, trace_path, out_dir, False, materialize)
+        else:
+            compiled = worlds.get(header.digest)
+            if compiled is None:
+                try:
+                    found = find_world(header, world, trace=trace_path)
+                except UsageError as exc:
+                    raise UsageError(f"{trace_path}: {exc}") from None
+                compiled = worlds[header.digest] = CompiledWorld(found)
+            manifest = _write_trace(trace, trace_path, compiled, out_dir, False, materialize)
         index.setdefault(manifest.episode, []).append(trace_path)
         done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
                                  folder=str(out_dir / manifest.episode), steps=manifest.steps))
     _update_index(out_dir, index)
     return done
+
+
+def materialize_bundles(path: Path, out_dir: Path) -> list[Path]:
+    """Bundles already written (one bundle folder, or a bundles folder: `eairc bundle -o`,
+    an audit's `bundles/`) as plain folders under `out_dir`, each byte for byte what
+    `write_bundle(..., materialize=True)` writes, with the grader index's entries for
+    them. Returns the folders written."""
+    path, out_dir = Path(path), Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir} is a file, not a bundle folder: use another -o")
+    folders = [path] if bundle_store.is_bundle(path) else bundle_store.episode_folders(path)
+    if not folders:
+        raise UsageError(f"{path}: no bundle folders found (folders holding a {MANIFEST})")
+    if any(out_dir.resolve() == f.parent.resolve() for f in folders):
+        raise UsageError(f"{out_dir} is the folder the bundles are in: choose another -o")
+    written: list[Path] = []
+    for folder in folders:
+        try:
+            manifest = Manifest.model_validate_json((folder / MANIFEST).read_bytes())
+            written.append(bundle_store.materialize(folder, manifest.files, out_dir))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{folder}: not a readable bundle ({exc})") from None
+    traces = _grader_entries(folders[0].parent)
+    _update_index(out_dir, {f.name: traces[f.name] for f in folders if f.name in traces})
+    return written
+
+
+def _grader_entries(bundles: Path) -> dict[str, list[Path]]:
+    """A bundles folder's grader index as episode -> trace paths (empty when it has none
+    or it cannot be read: the bundles are what is asked for)."""
+    try:
+        data = json.loads((bundles / GRADER_INDEX).read_text(encoding="utf-8"))
+        return {str(k): [bundles / str(t) for t in v] for k, v in data["episodes"].items()
+                if isinstance(v, list)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}

@@ -24,17 +24,24 @@ Layout of a bundle folder (`BUNDLE_FILES`; every file's sha256 is in the manifes
                         meaning for (`enum ... submission a interception b`: `submission`,
                         `intercepted`); absent when it declares none (and for an imported
                         trace): read as empty
+
+That is the plain (materialized) folder. Written into a bundles folder, an episode
+folder keeps only its manifest and `events.jsonl.gz`, and the other files are in the
+folder's `shared/<sha256>` (`bundle_store`); `Bundle.load` reads both the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from eairdsl.runtime.trace import TraceEvent
 
@@ -260,58 +267,132 @@ class Bundle:
 
     @classmethod
     def load(cls, root: Path) -> Bundle:
+        """The bundle folder `root`, every file checked against the manifest's sha256.
+
+        A file the folder does not hold itself is read from the bundles folder's shared
+        files (`bundle_store`: `../shared/<sha256>`), and the steps from
+        `events.jsonl.gz`; what is read is the same either way. Every file is read and
+        checked; what it parses to is kept by its sha256 (the same bytes give the same
+        frozen models), so an audit parses one world's records, documents, cards and
+        tools once, not once per episode.
+        """
+        from eairdsl.audit import bundle_store
+
         root = Path(root)
         try:
             manifest = Manifest.model_validate_json((root / MANIFEST).read_bytes())
         except (OSError, ValueError) as e:
             raise BundleError(f"{root / MANIFEST}: not a bundle manifest ({e})") from e
+        raw: dict[str, bytes] = {}  # every listed file's bytes, checked
+        try:
+            listing = frozenset(os.listdir(root))
+        except OSError as e:
+            raise BundleError(f"{root}: cannot be read ({e.strerror or e})") from None
+        store = bundle_store.shared_dir(root)
         for rel, digest in sorted(manifest.files.items()):
-            path = root / rel
-            if ".." in Path(rel).parts or Path(rel).is_absolute():
+            if _outside(rel):
                 raise BundleError(f"{root / MANIFEST}: file {rel!r} is outside the bundle")
-            if not path.is_file():
-                raise BundleError(f"{path}: listed in the manifest but missing")
-            if sha256_file(path) != digest:
-                raise BundleError(f"{path}: sha256 differs from the manifest's")
-
-        def read_json(rel: str, default: Any) -> Any:
-            path = root / rel
-            if not path.is_file():
-                return default
             try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as e:
-                raise BundleError(f"{path}: not JSON ({e})") from e
+                raw[rel] = bundle_store.read(
+                    bundle_store.source(root, rel, digest, listing, store), digest)
+            except bundle_store.StoreError as e:
+                raise BundleError(str(e)) from None
+
+        def data(rel: str) -> bytes | None:
+            """A listed file's checked bytes; an unlisted one's as it is (None if absent)."""
+            if rel in raw:
+                return raw[rel]
+            path = root / rel
+            return path.read_bytes() if path.is_file() else None
+
+        def parsed(rel: str, kind: str, parse: Callable[[bytes], Any]) -> Any:
+            """`rel` parsed by `parse`: a listed file once per process and content (its
+            bytes were checked against the digest, so the digest names what they parse to)."""
+            digest = manifest.files.get(rel)
+            if digest is not None and (kind, digest) in _PARSED:
+                return _PARSED[(kind, digest)]
+            found = data(rel)
+            value = parse(found if found is not None else b"")
+            if digest is not None:
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.clear()
+                _PARSED[(kind, digest)] = value
+            return value
+
+        def json_of(rel: str, default: Any, kind: str, model: Callable[[Any], Any]) -> Any:
+            if rel not in manifest.files and not (root / rel).is_file():
+                return model(default)
+
+            def parse(found: bytes) -> Any:
+                try:
+                    value = json.loads(found.decode("utf-8"))
+                except ValueError as e:
+                    raise BundleError(f"{root / rel}: not JSON ({e})") from e
+                return model(value)
+
+            return parsed(rel, kind, parse)
+
+        def text_of(rel: str) -> str:
+            def parse(found: bytes) -> str:
+                try:
+                    return found.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise BundleError(f"{root / rel}: not UTF-8 text ({e})") from e
+
+            return str(parsed(rel, "text", parse))
 
         steps: list[TraceEvent] = []
-        events = root / EVENTS
-        if events.is_file():
-            for n, line in enumerate(events.read_text(encoding="utf-8").split("\n"), 1):
+        events = data(EVENTS)
+        if events is not None:
+            try:
+                text = events.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BundleError(f"{root / EVENTS}: not UTF-8 text ({e})") from e
+            for n, line in enumerate(text.split("\n"), 1):
                 if not line:
                     continue  # the final newline (lines are split on "\n" only: U+2028 is text)
                 try:
                     steps.append(TraceEvent.model_validate_json(line))
                 except ValueError as e:
-                    raise BundleError(f"{events}:{n}: not a step ({e})") from e
+                    raise BundleError(f"{root / EVENTS}:{n}: not a step ({e})") from e
         try:
-            participants = [Participant.model_validate(p)
-                            for p in read_json("participants.json", [])]
-            policies = [PolicyCard.model_validate(p) for p in read_json("policies.json", [])]
-            authorization = Authorization.model_validate(
-                read_json("authorization.json", {"default": "deny"}))
-            tools = [ToolCard.model_validate(t) for t in read_json("tools.json", [])]
-            vocabularies = Vocabularies.model_validate(read_json(VOCABULARIES, {}))
+            participants = list(json_of("participants.json", [], "participants",
+                                        lambda d: tuple(_PARTICIPANTS.validate_python(d))))
+            policies = list(json_of("policies.json", [], "policies",
+                                    lambda d: tuple(_POLICIES.validate_python(d))))
+            authorization = json_of("authorization.json", {"default": "deny"}, "authorization",
+                                    Authorization.model_validate)
+            tools = list(json_of("tools.json", [], "tools",
+                                 lambda d: tuple(_TOOLS.validate_python(d))))
+            vocabularies = json_of(VOCABULARIES, {}, "vocabularies", Vocabularies.model_validate)
             records = {}
             for rel in sorted(manifest.files):
                 if rel.startswith("records/") and rel.endswith(".json"):
-                    view = RecordView.model_validate(read_json(rel, {}))
+                    view = json_of(rel, {}, "record", RecordView.model_validate)
                     records[view.name] = view
+        except BundleError:
+            raise
         except ValueError as e:
             raise BundleError(f"{root}: {e}") from e
-        documents = {rel.removeprefix("documents/"): (root / rel).read_text(encoding="utf-8")
+        documents = {rel.removeprefix("documents/"): text_of(rel)
                      for rel in sorted(manifest.files) if rel.startswith("documents/")}
-        cards = {rel.removeprefix("cards/").removesuffix(".md"):
-                 (root / rel).read_text(encoding="utf-8")
+        cards = {rel.removeprefix("cards/").removesuffix(".md"): text_of(rel)
                  for rel in sorted(manifest.files) if rel.startswith("cards/")}
         return cls(root, manifest, steps, participants, policies, authorization, records,
                    documents, tools, cards, vocabularies)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside(rel: str) -> bool:
+    """Whether a manifest's path leaves the bundle folder (the same few names in every
+    bundle: decided once each)."""
+    return ".." in Path(rel).parts or Path(rel).is_absolute()
+
+
+#: bundle files parsed, by (what they were parsed as, sha256): frozen models, tuples of
+#: them and strings, never changed by a reader; bounded
+_PARSED: dict[tuple[str, str], Any] = {}
+_PARSED_MAX = 4096
+_PARTICIPANTS: TypeAdapter[list[Participant]] = TypeAdapter(list[Participant])
+_POLICIES: TypeAdapter[list[PolicyCard]] = TypeAdapter(list[PolicyCard])
+_TOOLS: TypeAdapter[list[ToolCard]] = TypeAdapter(list[ToolCard])

@@ -14,7 +14,9 @@ a tool that writes there (bundling, a cassette).
 The layout (OUT is an audit folder, `AuditFolder(OUT)`)::
 
     OUT/index.json                          AuditIndex: one AuditEntry per episode
-    OUT/bundles/<episode>/                  the sanitized bundle (what the auditor saw)
+    OUT/bundles/<episode>/                  the sanitized bundle (what the auditor saw):
+                                            its manifest and steps (`bundle_store`)
+    OUT/bundles/shared/<sha256>             the bundles' other files, once per content
     OUT/bundles/grader-index.json           episode -> trace(s) (`bundle.GRADER_INDEX`)
     OUT/reports/<episode>.json              the report (contract v1), as returned
     OUT/reports/<episode>.validation.json   the strict validator's ValidationResult

@@ -25,6 +25,7 @@ document a tool can reach from its schema's choices and from the calls made.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import tempfile
 from collections.abc import Iterator
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Layer", "LAYERS", "EDGE_KINDS", "build_graph", "step_links", "node_link",
            "summary", "crossing_fields", "MIN_VALUE_CHARS", "SUMMARY_CHARS", "GraphError",
-           "open_episode", "trace_bundle"]
+           "open_episode", "trace_bundle", "declares_matrix"]
 
 Layer = Literal["topology", "annotated"]
 LAYERS: tuple[Layer, ...] = ("topology", "annotated")
@@ -204,7 +205,12 @@ def _rows(value: Any) -> Iterator[dict[str, Any]]:
 
 
 class _Episode:
-    """The bundle's steps with the links every layer and query needs, computed once."""
+    """The bundle's steps with the links every layer and query needs, computed once.
+
+    Every link is found in one pass over the steps (`_link`), so a graph costs time in
+    proportion to steps and edges, not steps times edges: which call a state update or
+    a delegation came from, and which step a message's receiver takes next.
+    """
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
@@ -214,12 +220,55 @@ class _Episode:
         self.calls = {s.step: s for s in self.steps if s.kind == "tool_call"}
         self.result_of = {s.call: s for s in self.steps if s.kind == "tool_result" and s.call}
         self.documents = {_doc_name(k): v for k, v in sorted(bundle.documents.items())}
-        self._doc_lines = {
-            name: {line for raw in text.splitlines()
-                   if len(line := normalize(raw)) >= _MIN_LINE_CHARS}
-            for name, text in self.documents.items()}
+        self._doc_lines = _doc_lines(bundle.documents)
         self.tool_cards = {t.name: t for t in bundle.tools}
         self._key_cache: dict[str, set[str]] = {}
+        self._visible: dict[tuple[frozenset[str], str], set[str]] = {}
+        self._read_docs: dict[str, list[str]] = {}
+        self.update_call: dict[str, TraceEvent] = {}
+        self.delegation_call: dict[str, TraceEvent] = {}
+        #: message step -> the next step its recipient takes
+        self.next_of_recipient: dict[str, TraceEvent] = {}
+        self._link()
+
+    def _link(self) -> None:
+        """`update_call`, `delegation_call` and `next_of_recipient`, in two passes."""
+        last_call: dict[tuple[str | None, str, int | None], TraceEvent] = {}
+        calls_by: dict[str, list[TraceEvent]] = {}  # each actor's calls, latest last
+        for at, s in enumerate(self.steps):
+            if s.kind == "tool_call":
+                last_call[(s.tool, s.actor, s.task)] = s
+                calls_by.setdefault(s.actor, []).append(s)
+            elif s.kind == "state_update" and s.tool:
+                found = last_call.get((s.tool, s.actor, s.task))
+                if found is not None:
+                    self.update_call[s.step] = found
+            elif s.kind == "message" and s.tool == "delegation":
+                # the latest call of the sender still open here: answered later, or never.
+                # A call answered before this step is answered before every later one, so
+                # it is dropped for good (each call is looked at a bounded number of times)
+                stack = calls_by.get(s.actor, [])
+                while stack:
+                    answer = self.result_of.get(stack[-1].step)
+                    if answer is None or self.index[answer.step] > at:
+                        self.delegation_call[s.step] = stack[-1]
+                        break
+                    stack.pop()
+        upcoming: dict[str, TraceEvent] = {}  # actor -> its next step, walking backwards
+        for s in reversed(self.steps):
+            if s.kind == "message" and s.recipient:
+                nxt = upcoming.get(s.recipient)
+                if nxt is not None:
+                    self.next_of_recipient[s.step] = nxt
+            upcoming[s.actor] = s
+
+    def visible(self, who: set[str], record: str) -> set[str]:
+        """`_visible` of the bundle, kept per (principals, record)."""
+        key = (frozenset(who), record)
+        found = self._visible.get(key)
+        if found is None:
+            found = self._visible[key] = _visible(self.bundle, who, record)
+        return found
 
     def _keys(self, record: str) -> set[str]:
         """The key values of a record's rows (as canonical JSON: any value is comparable)."""
@@ -231,28 +280,20 @@ class _Episode:
         return found
 
     def call_of(self, step: TraceEvent) -> TraceEvent | None:
-        """The tool call a result answers, or the one a state update came from."""
+        """The tool call a result answers, or the one a state update came from (the
+        latest earlier call of the same tool by the same actor in the same task)."""
         if step.kind == "tool_result":
             return self.calls.get(step.call or "")
         if step.kind == "state_update" and step.tool:
-            at = self.index[step.step]
-            for prior in reversed(self.steps[:at]):
-                if (prior.kind == "tool_call" and prior.tool == step.tool
-                        and prior.actor == step.actor and prior.task == step.task):
-                    return prior
+            return self.update_call.get(step.step)
         return None
 
     def delegating_call(self, step: TraceEvent) -> TraceEvent | None:
-        """The open call (answered later, or never) that sent a delegation message."""
+        """The open call (answered later, or never) that sent a delegation message: the
+        sender's latest earlier call still open at the message."""
         if step.kind != "message" or step.tool != "delegation":
             return None
-        at = self.index[step.step]
-        for prior in reversed(self.steps[:at]):
-            if prior.kind == "tool_call" and prior.actor == step.actor:
-                answer = self.result_of.get(prior.step)
-                if answer is None or self.index[answer.step] > at:
-                    return prior
-        return None
+        return self.delegation_call.get(step.step)
 
     def records_read(self, step: TraceEvent) -> list[str]:
         """The records whose rows a tool result returned (keys known, fields a subset)."""
@@ -286,14 +327,18 @@ class _Episode:
         nothing still consulted it)."""
         if step.kind != "tool_result" or step.rejected or not self.documents:
             return []
+        found = self._read_docs.get(step.step)
+        if found is not None:
+            return found
         call = self.call_of(step)
         named = {v for v in _strings(call.args if call else None) if v in self.documents}
         card = self.tool_cards.get(step.tool or "")
         if card is not None and len(card.documents) == 1 and card.documents[0] in self.documents:
             named.add(card.documents[0])
-        quoted = {name for name, lines in self._doc_lines.items()
-                  if any(normalize(s) in lines for s in _strings(step.result))}
-        return sorted(named | quoted)
+        said = {normalize(s) for s in _strings(step.result)}
+        quoted = {name for name, lines in self._doc_lines.items() if not said.isdisjoint(lines)}
+        found = self._read_docs[step.step] = sorted(named | quoted)
+        return found
 
     def tool_reach(self) -> dict[str, set[str]]:
         """Tool -> the documents it can reach: its card's `documents`, its schema's
@@ -322,6 +367,25 @@ class _Episode:
         return out
 
 
+def _doc_lines(documents: dict[str, str]) -> dict[str, set[str]]:
+    """Each document's normalised lines long enough to identify it, by the world's name
+    for it; kept per document set (every episode of a world shows the same documents)."""
+    key = tuple(sorted((k, hashlib.sha256(v.encode("utf-8")).hexdigest())
+                       for k, v in documents.items()))
+    found = _DOC_LINES.get(key)
+    if found is None:
+        if len(_DOC_LINES) >= 16:
+            _DOC_LINES.clear()
+        found = _DOC_LINES[key] = {
+            _doc_name(name): {line for raw in text.splitlines()
+                              if len(line := normalize(raw)) >= _MIN_LINE_CHARS}
+            for name, text in sorted(documents.items())}
+    return found
+
+
+_DOC_LINES: dict[tuple[tuple[str, str], ...], dict[str, set[str]]] = {}
+
+
 def _enums(schema: Any) -> Iterator[Any]:
     if isinstance(schema, dict):
         for k, v in schema.items():
@@ -348,7 +412,7 @@ def step_links(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
     ep = _episode(bundle)
     links: dict[str, list[tuple[str, str]]] = {s.step: [] for s in ep.steps}
     last_in_task: dict[int, str] = {}
-    for i, s in enumerate(ep.steps):
+    for s in ep.steps:
         if s.task is not None:
             prev = last_in_task.get(s.task)
             if prev is not None:
@@ -358,7 +422,7 @@ def step_links(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
         if call is not None:
             links[call.step].append((s.step, "call"))
         if s.kind == "message" and s.recipient:
-            nxt = next((t for t in ep.steps[i + 1:] if t.actor == s.recipient), None)
+            nxt = ep.next_of_recipient.get(s.step)
             if nxt is not None:
                 links[s.step].append((nxt.step, "edge"))
     for out in links.values():
@@ -457,6 +521,15 @@ def build_graph(bundle: Bundle, layer: Layer = "topology") -> nx.MultiDiGraph:
     return g
 
 
+def declares_matrix(bundle: Bundle) -> bool:
+    """Whether the bundle's authorization matrix says anything: a matrix that lets no one
+    see anything is no matrix (the world declared none), and flagging every value as
+    unseeable would drown the edges that matter, so the annotated layer then marks no
+    value's visibility (`visible` is None on every edge)."""
+    return bundle.authorization.default == "allow" or any(
+        e.fields for e in bundle.authorization.visible)
+
+
 def _principals(p: Participant | None, name: str) -> set[str]:
     return {name} | ({p.principal} if p is not None and p.principal else set())
 
@@ -492,14 +565,27 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
         for v in hits:
             first_seen.setdefault(v, s.step)
     whole_first: dict[str, str] = {}
-    # A matrix that lets no one see anything is no matrix: the world declared none, and
-    # flagging every value as unseeable would drown the edges that matter.
-    declared = bundle.authorization.default == "allow" or any(
-        e.fields for e in bundle.authorization.visible)
+    declared = declares_matrix(bundle)
 
     def authority(node: str) -> int | None:
         p = ep.participants.get(node)
         return p.authority if p is not None else None
+
+    earlier = _Texts(ep.steps, texts)
+    once: dict[str, list[_Value]] = {}
+
+    def distinct(step: str) -> list[_Value]:
+        """The values that crossed at `step`, one per field of a row (the same field of the
+        same row under another text is left out), in order of first occurrence."""
+        found = once.get(step)
+        if found is None:
+            shown: set[tuple[str, str | None, str]] = set()
+            found = once[step] = []
+            for v in crossed[step]:
+                if (v.record, v.key, v.field) not in shown:
+                    shown.add((v.record, v.key, v.field))
+                    found.append(v)
+        return found
 
     for a, b, data in g.edges(data=True):
         s = bundle.by_step[data["step"]]
@@ -510,19 +596,16 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
         data["sender_authority"] = authority(a)
         data["receiver_authority"] = authority(b)
         if text and len(text) >= MIN_VALUE_CHARS:
-            origin = whole_first.setdefault(text, _first_containing(ep, texts, text, s.step))
+            origin = whole_first.get(text)
+            if origin is None:
+                origin = whole_first[text] = earlier.first_containing(text, s.step)
             data["repeats"] = origin if origin != s.step else None
         receiver = b if not b.startswith(("tool:", "record:", "document:", "state:")) else None
+        who = _principals(ep.participants.get(receiver), receiver) \
+            if receiver is not None and declared else None
         items: list[dict[str, Any]] = []
-        shown: set[tuple[str, str | None, str]] = set()
-        for v in crossed[s.step]:
-            if (v.record, v.key, v.field) in shown:
-                continue  # the same field of the same row under another text
-            shown.add((v.record, v.key, v.field))
-            visible = None
-            if receiver is not None and declared:
-                who = _principals(ep.participants.get(receiver), receiver)
-                visible = v.field in _visible(bundle, who, v.record)
+        for v in distinct(s.step):
+            visible = None if who is None else v.field in ep.visible(who, v.record)
             items.append({"record": v.record, "key": v.key, "field": v.field,
                           "visible": visible, "first_step": first_seen[v]})
         data["values"] = items
@@ -537,11 +620,35 @@ def _annotate(g: nx.MultiDiGraph, ep: _Episode) -> None:
         g.nodes[role]["unconsulted"] = items
 
 
-def _first_containing(ep: _Episode, texts: dict[str, str], text: str, until: str) -> str:
-    for s in ep.steps[:ep.index[until] + 1]:
-        if text in texts[s.step]:
-            return s.step
-    return until
+class _Texts:
+    """The steps' crossing texts joined in step order, so the first step whose text holds
+    a string is one substring search over the episode rather than a test per step."""
+
+    _SEP = "\x00"
+
+    def __init__(self, steps: list[TraceEvent], texts: dict[str, str]) -> None:
+        self.steps = [s.step for s in steps]
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        at = 0
+        for s in self.steps:
+            self.starts.append(at)
+            at += len(texts[s])
+            self.ends.append(at)
+            at += len(self._SEP)
+        self.joined = self._SEP.join(texts[s] for s in self.steps)
+
+    def first_containing(self, text: str, until: str) -> str:
+        """The first step whose text contains `text` (`until`, which holds it, at the
+        latest). A match that spans two steps' texts (`text` holds the separator) is
+        skipped: matches are found in step order, so the first whole one is the answer."""
+        at = self.joined.find(text)
+        while at >= 0:
+            k = bisect.bisect_right(self.starts, at) - 1
+            if at + len(text) <= self.ends[k]:
+                return self.steps[k]
+            at = self.joined.find(text, at + 1)
+        return until
 
 
 def _obligations(g: nx.MultiDiGraph, ep: _Episode) -> dict[str, list[dict[str, Any]]]:

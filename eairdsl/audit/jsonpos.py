@@ -12,15 +12,16 @@ as are NaN and Infinity. Reports are untrusted input: nesting is bounded.
 from __future__ import annotations
 
 import bisect
+import json
 import json.decoder
 import json.scanner
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from eairdsl.source import Span
 
 __all__ = ["JsonPath", "PositionedJson", "JsonSyntaxError", "parse_positioned", "MAX_DEPTH",
-           "format_path"]
+           "format_path", "Positions", "LazyPositions", "parse_fast"]
 
 JsonPath = tuple[str | int, ...]
 #: deeper nesting than any report needs; beyond it the reader stops (no recursion blow-up)
@@ -74,6 +75,75 @@ def format_path(path: JsonPath) -> str:
 def parse_positioned(text: str, file: str) -> PositionedJson:
     """Parse `text`; raise JsonSyntaxError located at the first offending character."""
     return _Parser(text, file).parse()
+
+
+class Positions(Protocol):
+    """What a validator asks of a parsed report: keys repeated, and where a path is."""
+
+    @property
+    def repeated(self) -> list[tuple[JsonPath, Span]]: ...
+
+    def locate(self, path: JsonPath, key: bool = False) -> tuple[JsonPath, Span]: ...
+
+
+class LazyPositions:
+    """The positions of a text the standard reader parsed whole (no repeated key, no NaN,
+    no nesting past MAX_DEPTH): found by `parse_positioned` only when one is asked for,
+    which a valid report without warnings never does."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.text = text
+        self.file = file
+        self._parsed: PositionedJson | None = None
+
+    @property
+    def repeated(self) -> list[tuple[JsonPath, Span]]:
+        return []  # `parse_fast` takes this path only when no key repeats
+
+    def locate(self, path: JsonPath, key: bool = False) -> tuple[JsonPath, Span]:
+        if self._parsed is None:
+            self._parsed = parse_positioned(self.text, self.file)
+        return self._parsed.locate(path, key=key)
+
+
+class _NotPlain(Exception):
+    """The fast reader's way out: the text needs the positioned reader's verdict."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _NotPlain  # a repeated key: the positioned reader reports it
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise _NotPlain  # NaN or Infinity: an error here
+
+
+def _too_deep(value: Any, depth: int = 0) -> bool:
+    """Whether some value lies deeper than MAX_DEPTH (the root is at depth 0): a non-empty
+    container at it (its members are one deeper). `json.loads` makes plain dicts and
+    lists, and stops at its own recursion limit first, so this recursion is bounded."""
+    if depth >= MAX_DEPTH:
+        return bool(value) and type(value) in (dict, list)
+    members = value.values() if type(value) is dict else value if type(value) is list else ()
+    return any(_too_deep(m, depth + 1) for m in members if type(m) in (dict, list))
+
+
+def parse_fast(text: str, file: str) -> tuple[Any, Positions]:
+    """`parse_positioned`'s value and positions, the value read by the standard library's
+    C reader when the text is plain JSON (what `parse_positioned` would accept with no key
+    repeated: the same value), the positions then found only if asked for. Any other
+    text goes to `parse_positioned`, which raises or reports as it always did."""
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+        if not _too_deep(value):
+            return value, LazyPositions(text, file)
+    except (_NotPlain, ValueError, RecursionError):
+        pass
+    positioned = parse_positioned(text, file)
+    return positioned.value, positioned
 
 
 class _Parser:

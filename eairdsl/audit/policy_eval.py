@@ -27,11 +27,12 @@ later step at which it holds again.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eairdsl.audit.evidence import Bundle
+from eairdsl.audit.evidence import Bundle, RecordView
 from eairdsl.ir import (
     Agg,
     Attr,
@@ -89,6 +90,14 @@ class RuleTrack:
 
 def parse_rule(text: str, bundle: Bundle) -> Expr:
     """The rule text as an IR expression, names resolved against the bundle."""
+    return _parsed(text, frozenset(bundle.records))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str, records: frozenset[str]) -> Expr:
+    """`parse_rule` by the rule's text and the bundle's record names, the only things it
+    reads (the episodes of a world print the same rules). A rule that does not parse
+    raises each time (`_compiled` keeps why)."""
     if len(text) > _MAX_RULE:
         raise Unevaluable("the rule text is too long to parse")
     source = f"let audited_rule() = {text.replace(_HIDDEN, _HIDDEN_ID)}\n"
@@ -96,7 +105,7 @@ def parse_rule(text: str, bundle: Bundle) -> Expr:
     decl = module.decls[0] if module is not None and module.decls else None
     if not isinstance(decl, A.LetDecl) or diagnostics.has_errors:
         raise Unevaluable("the rule text does not parse as an expression")
-    return _lower(decl.body, set(bundle.records), frozenset())
+    return _lower(decl.body, set(records), frozenset())
 
 
 def _lower(e: A.Expr, records: set[str], bound: frozenset[str]) -> Expr:
@@ -160,19 +169,45 @@ def rule_records(expr: Expr) -> list[str]:
     return list(out)
 
 
-def _world(bundle: Bundle) -> World:
-    """A world holding only what the evaluator looks up: the records' names and keys."""
+def _world(bundle: Bundle) -> tuple[World, Authorizer]:
+    """A world holding only what the evaluator looks up (the records' names, kinds, keys
+    and fields), with its authorizer: made once per such shape (a world's episodes
+    share it), never changed by an evaluation."""
+    return _shaped(tuple((v.name, v.kind, v.key, tuple(v.fields))
+                         for v in bundle.records.values()))
+
+
+@functools.lru_cache(maxsize=64)
+def _shaped(shape: tuple[tuple[str, str, str | None, tuple[str, ...]], ...]
+            ) -> tuple[World, Authorizer]:
     from eairdsl.ir import FieldIR, TypeIR
 
-    records = [RecordIR(name=v.name, kind=v.kind, key=v.key,
-                        fields=[FieldIR(name=f, type=TypeIR(kind="text")) for f in v.fields])
-               for v in bundle.records.values()]
-    return World(meta=WorldMeta(name="audited"), digest="", sources=[], records=records)
+    records = [RecordIR(name=name, kind=kind, key=key,
+                        fields=[FieldIR(name=f, type=TypeIR(kind="text")) for f in fields])
+               for name, kind, key, fields in shape]
+    world = World(meta=WorldMeta(name="audited"), digest="", sources=[], records=records)
+    return world, Authorizer(world, {})
 
 
 def _state(bundle: Bundle) -> dict[str, list[Row]]:
-    return {name: [Row(name, dict(r)) for r in view.rows]
-            for name, view in sorted(bundle.records.items())}
+    """Each record's rows as the episode started, as the evaluator reads them: fresh lists
+    (an update appends to them) of rows made once per record view (rows are never
+    changed by an evaluation; a view is the same object for every episode that shows
+    the same record file, `evidence.Bundle.load`)."""
+    return {name: list(_rows(name, view)) for name, view in sorted(bundle.records.items())}
+
+
+def _rows(name: str, view: RecordView) -> tuple[Row, ...]:
+    found = _ROWS.get(id(view))
+    if found is None or found[0] is not view or found[1] != name:
+        if len(_ROWS) >= 256:
+            _ROWS.clear()
+        found = _ROWS[id(view)] = (view, name, tuple(Row(name, dict(r)) for r in view.rows))
+    return found[2]
+
+
+#: rows by record view (kept alive with them, so an id is never reused while cached)
+_ROWS: dict[int, tuple[RecordView, str, tuple[Row, ...]]] = {}
 
 
 def _apply(records: dict[str, list[Row]], states: dict[str, Any],
@@ -203,23 +238,11 @@ def _evaluator(policy: str, text: str, bundle: Bundle
                           list[str]]:
     """The rule compiled once: a function of the rebuilt state (records, states) giving its
     value, and the records it reads. Raises `Unevaluable` as `track_rule` says."""
-    try:
-        expr = parse_rule(text, bundle)
-    except RecursionError:
-        raise Unevaluable("the rule nests too deeply to evaluate") from None
-    for node in walk_expr(expr, {}):
-        if isinstance(node, Call):
-            from eairdsl.runtime.builtins import IMPLEMENTATIONS
-
-            if node.func not in IMPLEMENTATIONS and node.func not in ("choose", "text", "join"):
-                raise Unevaluable(f"the rule calls {node.func}(…), a definition the bundle "
-                                  "does not show")
-    try:
-        fn = compile_expr(expr, None)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise Unevaluable(f"the rule does not compile ({exc})") from None
-    world = _world(bundle)
-    authorizer = Authorizer(world, {})
+    found = _compiled(text, frozenset(bundle.records))
+    if isinstance(found, str):
+        raise Unevaluable(found)
+    fn, read = found
+    world, authorizer = _world(bundle)
 
     def value(records: dict[str, list[Row]], states: dict[str, Any]) -> bool | None:
         scope = Scope(world=world, levers={}, states=states, records=records, documents={},
@@ -231,7 +254,33 @@ def _evaluator(policy: str, text: str, bundle: Bundle
             raise Unevaluable(f"the rule fails to evaluate ({type(exc).__name__})") from None
         return v if isinstance(v, bool) else None
 
-    return value, rule_records(expr)
+    return value, list(read)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str, records: frozenset[str]
+              ) -> tuple[Callable[[Scope], Any], tuple[str, ...]] | str:
+    """The rule parsed, checked and compiled (`compile_expr`'s closure reads only the
+    scope it is given) with the records it reads, or why it is `Unevaluable`: once per
+    rule text and record names, so the parser (lark) runs once per rule of a world, not
+    once per episode, for the rules that cannot be evaluated too."""
+    try:
+        expr = _parsed(text, records)
+    except Unevaluable as exc:
+        return str(exc)
+    except RecursionError:
+        return "the rule nests too deeply to evaluate"
+    for node in walk_expr(expr, {}):
+        if isinstance(node, Call):
+            from eairdsl.runtime.builtins import IMPLEMENTATIONS
+
+            if node.func not in IMPLEMENTATIONS and node.func not in ("choose", "text", "join"):
+                return f"the rule calls {node.func}(…), a definition the bundle does not show"
+    try:
+        fn = compile_expr(expr, None)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"the rule does not compile ({exc})"
+    return fn, tuple(rule_records(expr))
 
 
 def track_rule(policy: str, text: str, bundle: Bundle) -> RuleTrack:

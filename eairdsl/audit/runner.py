@@ -6,7 +6,8 @@ content, so two traces that read the same are audited once: F.14's "drawn by
 content identity"), hands each bundle — and only the bundle — to the auditor,
 validates the report with the strict validator, and writes:
 
-    OUT/bundles/<episode>/        the sanitized bundle (what the auditor saw)
+    OUT/bundles/<episode>/        the sanitized bundle (what the auditor saw): its manifest
+                                  and steps; the world's files once in OUT/bundles/shared/
     OUT/bundles/grader-index.json episode -> trace(s): grader-only
     OUT/reports/<episode>.json    the report, exactly as the auditor returned it
     OUT/reports/<episode>.validation.json   the validator's diagnostics and rates
@@ -15,10 +16,13 @@ validates the report with the strict validator, and writes:
 Every file is written atomically (temporary file, then rename), so an
 interrupted audit loses at most the report in flight; running the same command
 again resumes: an episode whose report and validation are already on disk is
-not audited again. A report that fails validation is kept, with its
-diagnostics, and counted as invalid: never dropped, never repaired here. An
-auditor that produces no report (`AuditError`: a provider failure, a spent
-budget) is recorded with its reason and retried on the next run.
+not audited again. The index is rewritten every few seconds and when the run
+ends (also when it fails), not after every episode; a run killed outright leaves
+an index that lags its reports, and the next run brings it up to date from them.
+A report that fails validation is kept, with its diagnostics, and counted as
+invalid: never dropped, never repaired here. An auditor that produces no report
+(`AuditError`: a provider failure, a spent budget) is recorded with its reason
+and retried on the next run.
 
 Wall-clock seconds per audit are kept in the index only; reports of a
 deterministic auditor are byte-identical from run to run.
@@ -81,6 +85,8 @@ __all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Pro
 
 #: progress callback: (done, total, entry) after each episode
 Progress = Callable[[int, int, "AuditEntry"], None]
+#: seconds between two writes of the index during an audit
+_INDEX_EVERY = 2.0
 
 
 def _shown(value: str) -> str:
@@ -215,32 +221,43 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
     bundled = bundle_run(target if isinstance(target, Path) else list(target), folder.bundles,
                          world)
     traces: dict[str, list[str]] = {}
+    base = out.resolve()
     for b in bundled:
-        rel = os.path.relpath(Path(b.trace).resolve(), out.resolve())
+        rel = os.path.relpath(Path(b.trace).resolve(), base)
         traces.setdefault(b.episode, []).append(rel)
     episodes = sorted(e for e in traces if only is None or e in only)
     # entries of earlier runs into this folder stay, updated where this run audits them
     entries = {e.episode: e for e in earlier.entries}
-    index = AuditIndex(auditor=block, settings=settings, entries=sorted(
-        entries.values(), key=lambda e: e.episode))
-    for n, episode in enumerate(episodes, 1):
-        names = sorted(traces[episode])
-        entry = _done(folder, episode)
-        if entry is not None:
-            previous = entries.get(episode)
-            entry = entry.model_copy(update={
-                "traces": names, "seconds": previous.seconds if previous else None})
-        else:
-            entry = _audit_one(folder, episode, names, auditor)
-        entries[episode] = entry
-        index = AuditIndex(auditor=block, settings=settings, entries=sorted(
+
+    def index() -> AuditIndex:
+        return AuditIndex(auditor=block, settings=settings, entries=sorted(
             entries.values(), key=lambda e: e.episode))
-        folder.write_index(index)
-        if progress is not None:
-            progress(n, len(episodes), entry)
-    if not episodes:
-        folder.write_index(index)
-    return index
+
+    # The index is written every _INDEX_EVERY seconds and when the run ends, however it
+    # ends (rewriting it after every episode made an audit quadratic in its size); what
+    # a killed run did not write, the next run finds again from the reports on disk.
+    written, pending = time.monotonic(), True
+    try:
+        for n, episode in enumerate(episodes, 1):
+            names = sorted(traces[episode])
+            entry = _done(folder, episode)
+            if entry is not None:
+                previous = entries.get(episode)
+                entry = entry.model_copy(update={
+                    "traces": names, "seconds": previous.seconds if previous else None})
+            else:
+                entry = _audit_one(folder, episode, names, auditor)
+            entries[episode] = entry
+            pending = True
+            if time.monotonic() - written >= _INDEX_EVERY:
+                folder.write_index(index())
+                written, pending = time.monotonic(), False
+            if progress is not None:
+                progress(n, len(episodes), entry)
+    finally:
+        if pending:
+            folder.write_index(index())
+    return index()
 
 
 def _audit_one(folder: AuditFolder, episode: str, traces: list[str],

@@ -51,9 +51,9 @@ from eairdsl.audit.evidence import (
 from eairdsl.audit.jsonpos import (
     JsonPath,
     JsonSyntaxError,
-    PositionedJson,
+    Positions,
     format_path,
-    parse_positioned,
+    parse_fast,
 )
 from eairdsl.diagnostics import Diagnostic, Severity, did_you_mean
 from eairdsl.ir import World
@@ -250,7 +250,7 @@ class Declarations:
 # ---------------------------------------------------------------- reading the input
 
 def _read(report: str | Path | dict[str, Any]
-          ) -> tuple[Any, PositionedJson | None, str, list[ReportDiagnostic]]:
+          ) -> tuple[Any, Positions | None, str, list[ReportDiagnostic]]:
     """The report's data, positions when it is JSON text, the file name, syntax errors."""
     if isinstance(report, dict):
         return report, None, "<report>", []
@@ -270,10 +270,10 @@ def _read(report: str | Path | dict[str, Any]
     else:
         name, text = "<report>", report
     try:
-        positioned = parse_positioned(text, name)
+        value, positions = parse_fast(text, name)
     except JsonSyntaxError as e:
         return None, None, name, [_syntax(e.message, e.span)]
-    return positioned.value, positioned, name, []
+    return value, positions, name, []
 
 
 def _syntax(message: str, span: Span) -> ReportDiagnostic:
@@ -290,7 +290,7 @@ class _Unit:
 
 
 class _Checker:
-    def __init__(self, report: Report, bundle: Bundle, positions: PositionedJson | None,
+    def __init__(self, report: Report, bundle: Bundle, positions: Positions | None,
                  file: str, decls: Declarations, suggest: bool) -> None:
         self.report = report
         self.bundle = bundle
@@ -715,7 +715,7 @@ def _range(bundle: Bundle) -> str:
     return f"{bundle.steps[0].step}…{bundle.steps[-1].step}"
 
 
-def _schema_errors(err: ValidationError, positions: PositionedJson | None
+def _schema_errors(err: ValidationError, positions: Positions | None
                    ) -> list[ReportDiagnostic]:
     out = []
     for e in err.errors(include_url=False):

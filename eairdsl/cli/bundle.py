@@ -74,21 +74,60 @@ def check_report(
 
 
 def bundle(
-    path: Annotated[Path, typer.Argument(help="A trace (.jsonl) or a run folder of traces.")],
+    path: Annotated[Path, typer.Argument(
+        help="A trace (.jsonl), a run folder of traces, or bundles already written (a bundle "
+        "folder, a folder of them, an audit folder) to write out plain with --materialize.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Folder for the bundles (one per trace) and grader-index.json.")],
     world: Annotated[Path | None, typer.Option(
         "--world", help="The world the traces ran on (.eair or generated dir or world.json; "
         "default: found from each trace's header, digest checked).")] = None,
+    materialize: Annotated[bool, typer.Option(
+        "--materialize", help="Write each bundle as a plain folder holding all its files "
+        "(for a person or a tool that reads files), not the world's files once in OUT/shared/ "
+        "(docs/audit.md).")] = False,
 ) -> None:
-    """Write the sanitized audit bundle of each trace: what an auditor may see (docs/audit.md)."""
-    from eairdsl.audit.bundle import GRADER_INDEX, bundle_run
+    """Write the sanitized audit bundle of each trace: what an auditor may see (docs/audit.md).
+
+    Each episode folder keeps its own files (manifest, compressed steps) and OUT/shared/ the
+    world's, once per content; --materialize writes plain folders instead, and turns bundles
+    already written (an audit's) into plain folders.
+    """
+    from eairdsl.audit.bundle import GRADER_INDEX, bundle_run, materialize_bundles
+    from eairdsl.audit.folder import AuditFolder
 
     try:
-        done = bundle_run(path, out, world)
+        source = AuditFolder(path).bundles if AuditFolder(path).is_audit() else path
+        if _written_bundles(source) and not _has_traces(source):
+            if not materialize:
+                raise UsageError(f"{path} holds bundles already written, not traces: add "
+                                 "--materialize to write them out as plain folders")
+            written = materialize_bundles(source, out)
+            typer.echo(f"materialized {len(written)} bundle folder(s) under {out}/")
+            raise typer.Exit(EXIT_OK)
+        done = bundle_run(path, out, world, materialize=materialize)
     except UsageError as exc:
         refuse(exc)
     folders = len({d.episode for d in done})
     typer.echo(f"bundled {len(done)} trace(s) into {folders} bundle folder(s) under {out}/; "
                f"{out / GRADER_INDEX} maps them to their traces (grader-only)")
     raise typer.Exit(EXIT_OK)
+
+
+def _has_traces(path: Path) -> bool:
+    """Whether `path` is, or holds, a trace (a run folder that is also its bundles' output
+    is bundled again, as `bundle_run` does)."""
+    from eairdsl.audit.bundle import trace_files
+
+    try:
+        return bool(trace_files(path))
+    except UsageError:
+        return False
+
+
+def _written_bundles(path: Path) -> bool:
+    """Whether `path` is bundles already written: a bundle folder or a folder of them."""
+    from eairdsl.audit import bundle_store
+
+    return path.is_dir() and (bundle_store.is_bundle(path)
+                              or bool(bundle_store.episode_folders(path)))

@@ -19,7 +19,7 @@ from eairdsl.runtime.values import FieldSet
 from eairdsl.source import write_atomic
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
-           "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
+           "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind", "encode_line"]
 
 TRACE_SCHEMA_VERSION = 1
 #: what a trace event records (docs/trace.md)
@@ -147,6 +147,13 @@ def _line_encoder() -> Any:
 
 
 _ENCODE_LINE = _line_encoder()
+
+
+def encode_line(value: Any) -> str:
+    """A value as one trace line encodes it (sorted keys, UTF-8 text, `, ` and `: `):
+    what `json.dumps(value, sort_keys=True, ensure_ascii=False)` gives, with the C
+    encoder made once rather than per call (a sanitized bundle's events are encoded so)."""
+    return str(_ENCODE_LINE(value))
 
 
 class Event:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from eairdsl.audit.evidence import normalize
+from eairdsl.audit.graph import declares_matrix
 from eairdsl.audit.rules._common import Context, FindRule, Hit, cite, present
 from eairdsl.runtime.trace import TraceEvent
 
@@ -55,6 +56,8 @@ def _value_texts(ctx: Context, item: dict[str, Any]) -> list[str]:
 
 def authorization(ctx: Context) -> list[Hit]:
     """Record values crossing to a participant whose principal may not see them."""
+    if not declares_matrix(ctx.bundle):
+        return []  # the graph marks no value hidden: nothing to look for, no graph built
     crossings: list[tuple[TraceEvent, list[str], str]] = []
     for _a, b, data in sorted(ctx.graph.edges(data=True), key=lambda e: ctx.index[e[2]["step"]]):
         hidden = [t for item in data.get("values", []) if item.get("visible") is False
