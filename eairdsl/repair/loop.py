@@ -57,7 +57,6 @@ of `llm.py`); the offline ones make no model call and need none.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +67,7 @@ from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import Applied, apply_candidate
+from eairdsl.repair.audited import AuditRead
 from eairdsl.repair.folder import (
     ACCEPTANCE,
     AGENT_TAPE,
@@ -149,25 +149,25 @@ def _missed(used: LLMSettings | None) -> None:
         raise UsageError(miss)
 
 
-def select_finding(audit_dir: Path, world: World, finding: str | None = None) -> Selected:
+def select_finding(audit_dir: Path, world: World, finding: str | None = None, *,
+                   audit: AuditRead | None = None) -> Selected:
     """`--finding EPISODE:FINDING_ID`, or the first supported finding with a repair plan of
     this world's audited episodes (reports in episode-id order, findings in report order).
 
     A lead is never chosen on its own, but the user may name one (`EP:lead-N`): the
     offline auditor's support is conservative, and a lead the user has read and judged
     real is a fair seed. The selection keeps the lead's status, so the review page says
-    the repair started from a lead (`repair/html.py`)."""
-    from eairdsl.repair.retest import audited_episodes
-
+    the repair started from a lead (`repair/html.py`). `audit` is the audit as the repair
+    read it (`AuditRead`), else it is read here."""
     audit_dir = Path(audit_dir)
-    audit = AuditFolder(audit_dir)
-    index = audit.index()
+    read = audit if audit is not None else AuditRead(audit_dir)
+    folder = read.folder
+    index = read.index()
     if not index.entries:
-        raise UsageError(f"{audit_dir} is not an audit folder (no {audit.index_path} "
+        raise UsageError(f"{audit_dir} is not an audit folder (no {folder.index_path} "
                          "entries); run `eairc audit … -o` first")
-    traces = audited_episodes(audit_dir)
-    mine = {a.episode for a in traces
-            if _digest_of(a.trace) == world.digest}
+    traces = read.episodes()
+    mine = {a.episode for a in traces if a.digest == world.digest}
     conditions_of: dict[str, set[str]] = {}
     for a in traces:
         conditions_of.setdefault(a.episode, set()).add(a.condition)
@@ -175,9 +175,9 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
                          "ep-0123…:finding-1, or a lead: ep-0123…:lead-1)")
-    reports = _valid_reports(audit, index, mine)
+    reports = _valid_reports(folder, index, mine)
     chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
-                            report=audit.report_path(episode).relative_to(audit.path)
+                            report=folder.report_path(episode).relative_to(folder.path)
                             .as_posix())
                    for episode, report in reports.items()
                    if finding is None or episode == want_episode
@@ -219,15 +219,6 @@ def _valid_reports(audit: AuditFolder, index: AuditIndex,
     return out
 
 
-def _digest_of(trace: str) -> str | None:
-    try:
-        with open(trace, encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
-    except (OSError, ValueError):
-        return None
-    return head.get("digest") if isinstance(head, dict) else None
-
-
 Progress = Callable[[str], None]
 
 
@@ -239,6 +230,8 @@ class RepairSetup:
 
     world_file: Path
     audit_dir: Path
+    #: the audit, each part read once for the whole repair (not once per round)
+    audit: AuditRead
     folder: RepairFolder
     original: World
     #: the original main file's text and the world's other own text files (for the agent)
@@ -363,7 +356,7 @@ def review(ctx: RoundContext) -> RoundOutcome | None:
     itself is refused; a rejection goes back with its required changes; a reviewer that
     cannot answer ends the round without feedback (the loop then stops)."""
     s, n, candidate = ctx.setup, ctx.n, ctx.proposed()
-    applied, _ = ctx.compiled()
+    applied, world = ctx.compiled()
     assert ctx.scope is not None
     request = ReviewRequest(
         world_file=s.world_file.name, original=s.source, candidate=applied.text,
@@ -371,7 +364,7 @@ def review(ctx: RoundContext) -> RoundOutcome | None:
         plan=s.selected.plan, diff=ctx.diff, attribution=candidate.attribution,
         rationale=candidate.rationale, round=n,
         original_dir=str(s.world_file.parent.resolve()),
-        candidate_dir=str(ctx.folder.world.resolve()))
+        candidate_dir=str(ctx.folder.world.resolve())).with_worlds(s.original, world)
     s.say(f"round {n}: candidate compiled and in scope ({len(ctx.scope.changed)} "
           "declaration(s) changed); asking the Reviewer")
     used = _tape(s.reviewer, s.llm, n, REVIEWER_TAPE)
@@ -406,7 +399,7 @@ def retest_candidate(ctx: RoundContext) -> RoundOutcome | None:
                 s.folder.retest(n).path, seeds=s.seeds,
                 conditions=s.selected.conditions or None,
                 validate_episodes=s.validate_episodes, llm=_retest_llm(s.llm, n),
-                progress=s.say)
+                progress=s.say, audit=s.audit)
     problems = list(rt.audit_problems[:10])
     retain_failed = rt.retain_problem()
     if retain_failed is not None:
@@ -494,7 +487,8 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
                "audit": str(audit_dir.resolve()), "finding": finding, "seeds": seeds,
                "max_rounds": max_rounds, "compile_tries": compile_tries,
                "agents": describe or {}}
-    selected = _open(folder, loop_id, audit_dir, original, finding)
+    audit = AuditRead(audit_dir)
+    selected = _open(folder, loop_id, audit, original, finding)
     say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
         f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
     main = world_file.name
@@ -502,7 +496,8 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
     source = world_file.read_text(encoding="utf-8")
     folder.write_original(source)
     setup = RepairSetup(
-        world_file=world_file, audit_dir=audit_dir, folder=folder, original=original,
+        world_file=world_file, audit_dir=audit_dir, audit=audit, folder=folder,
+        original=original,
         source=source, files=_texts(world_file.parent, refs), selected=selected,
         protected=sorted(_protected(original)), only=sorted(refs),
         target=target_of(selected.finding), agent=agent, reviewer=reviewer, seeds=seeds,
@@ -547,7 +542,7 @@ def _compile(world_file: Path) -> World:
     return result.world
 
 
-def _open(folder: RepairFolder, loop_id: dict[str, Any], audit_dir: Path, original: World,
+def _open(folder: RepairFolder, loop_id: dict[str, Any], audit: AuditRead, original: World,
           finding: str | None) -> Selected:
     """Open `folder` for this repair: refuse another repair's folder, read the plan of a
     resumed one or select the finding of a new one, then record both."""
@@ -570,8 +565,8 @@ def _open(folder: RepairFolder, loop_id: dict[str, Any], audit_dir: Path, origin
         # the finding is chosen, and the audit checked, before OUT records this repair:
         # a mistyped --finding or an audit without one is refused without a loop.json
         # that would then refuse the corrected command as "another repair"
-        selected = select_finding(audit_dir, original, finding)
-        _retestable(audit_dir)  # refused now, before any agent is asked
+        selected = select_finding(audit.path, original, finding, audit=audit)
+        _retestable(audit)  # refused now, before any agent is asked
     folder.create()
     folder.write_loop(loop_id)
     if not had_plan:
@@ -680,12 +675,12 @@ class _Rounds:
                      for h in self.history])
 
 
-def _retestable(audit_dir: Path) -> None:
+def _retestable(audit: AuditRead) -> None:
     """Refuse an audit whose episodes or auditor the retest cannot rerun as they ran."""
-    from eairdsl.repair.retest import audited_episodes, auditor_of, cohort_of
+    from eairdsl.repair.audited import cohort_of
 
-    cohort_of(audited_episodes(audit_dir))
-    auditor_of(audit_dir)
+    cohort_of(audit.episodes())
+    audit.auditor()
 
 
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:

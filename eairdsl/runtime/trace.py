@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, BinaryIO, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -19,7 +19,8 @@ from eairdsl.runtime.values import FieldSet
 from eairdsl.source import write_atomic
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
-           "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind"]
+           "Trace", "Event", "to_json", "read_trace", "read_trace_ends", "EVENT_KINDS",
+           "EventKind"]
 
 TRACE_SCHEMA_VERSION = 1
 #: what a trace event records (docs/trace.md)
@@ -368,6 +369,63 @@ def read_trace(path: Path) -> Trace:
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: {_first_line(exc)}") from None
     return trace
+
+
+#: bytes read at a time from a trace's end when looking for its result line
+_TAIL_CHUNK = 64 * 1024
+
+
+def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
+    """A trace's header and result lines only (ValueError on a malformed one), without its
+    events: what a reader of many traces' labels needs (the repair's retest reads who
+    played each audited episode and what it realized; reading every event of 6,000
+    traces three times made a repair's cost grow with its audit). The result is the
+    last line when it is one (None for a trace without a result, as `read_trace` gives);
+    the events between are neither read nor checked."""
+    with path.open("rb") as fh:
+        first = fh.readline()
+        if not first.strip():
+            raise ValueError(f"{path} is empty")
+        header_end = fh.tell()
+        last = _last_line(fh, header_end)
+    try:
+        header = TraceHeader.model_validate_json(first.decode("utf-8").removesuffix("\n")
+                                                 .removesuffix("\r"))
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise ValueError(f"{path}:1: not a trace header ({_first_line(exc)})") from None
+    if header.trace_schema != TRACE_SCHEMA_VERSION:
+        raise ValueError(f"{path}: trace schema {header.trace_schema}, expected "
+                         f"{TRACE_SCHEMA_VERSION}")
+    if last is None:
+        return header, None
+    try:
+        data = json.loads(last.decode("utf-8").removesuffix("\r"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        result = TraceResult.model_validate(data) if data.get("type") == "result" else None
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise ValueError(f"{path}: last line: {_first_line(exc)}") from None
+    return header, result
+
+
+def _last_line(fh: BinaryIO, start: int) -> bytes | None:
+    """The file's last non-empty line after offset `start` (the header's end), read
+    backwards in chunks from the end; None when there is none."""
+    fh.seek(0, 2)
+    end = fh.tell()
+    tail = b""
+    pos = end
+    while pos > start:
+        step = min(_TAIL_CHUNK, pos - start)
+        pos -= step
+        fh.seek(pos)
+        tail = fh.read(step) + tail
+        stripped = tail.rstrip(b"\n")
+        cut = stripped.rfind(b"\n")
+        if cut >= 0:
+            return stripped[cut + 1:]
+    stripped = tail.rstrip(b"\n")
+    return stripped or None
 
 
 def _first_line(exc: Exception) -> str:
