@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from eairdsl.audit.contract import Finding, Report
 from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
+from eairdsl.diff import FileChange
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import Applied, apply_candidate
@@ -317,8 +318,23 @@ def propose(ctx: RoundContext) -> RoundOutcome | None:
         _missed(used)
         return RoundOutcome(round=n, stage="propose", ok=False,
                             problems=[f"the Repair Agent produced no candidate: {exc}"])
+    unreadable = _not_text(candidate)
+    if unreadable is not None:  # it cannot even be recorded: refused here, not written
+        return RoundOutcome(round=n, stage="propose", ok=False,
+                            problems=[f"the Repair Agent's candidate is refused: {unreadable}"])
     rf.write_candidate(candidate)
     ctx.candidate = candidate
+    return None
+
+
+def _not_text(candidate: Candidate) -> str | None:
+    """Why a candidate cannot be recorded as the round's JSON (a lone surrogate anywhere
+    in it is not UTF-8), None when it can: an agent's answer is untrusted input."""
+    try:
+        candidate.model_dump_json()
+    except ValueError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"it is not UTF-8 text ({why.removeprefix('Error serializing to JSON: ')})"
     return None
 
 
@@ -340,7 +356,9 @@ def check_in_scope(ctx: RoundContext) -> RoundOutcome | None:
     from eairdsl.diff import diff_worlds
 
     s = ctx.setup
-    diff = diff_worlds(s.original, ctx.compiled()[1])
+    applied, world = ctx.compiled()
+    diff = diff_worlds(s.original, world)
+    diff = diff.model_copy(update={"files": _with_unread(diff.files, applied.unread)})
     ctx.diff = diff.model_dump(mode="json")
     ctx.diff["violations"] = [c.model_dump(mode="json") for c in diff.violations]
     ctx.folder.write_diff(ctx.diff)
@@ -349,6 +367,20 @@ def check_in_scope(ctx: RoundContext) -> RoundOutcome | None:
     if not ctx.scope.ok:
         return ctx.refuse("scope", ctx.scope.problems, scope_ok=False)
     return None
+
+
+def _with_unread(files: list[FileChange], unread: list[str]) -> list[FileChange]:
+    """The diff's files with those the candidate wrote that W′ does not read: `changed`
+    where W read it (it was in the folder), `added` otherwise; `read` false, for ScopeOK
+    to refuse."""
+    if not unread:
+        return files
+    by_path = {f.path: f for f in files}
+    for path in unread:
+        was = by_path.get(path)
+        by_path[path] = FileChange(path=path, change="changed" if was is not None else "added",
+                                   read=False)
+    return [by_path[p] for p in sorted(by_path)]
 
 
 def review(ctx: RoundContext) -> RoundOutcome | None:
