@@ -50,7 +50,7 @@ PLANTED = "generated/a1/world.json"
 #: an answer nested 200,000 deep: json's C scanner ends in a RecursionError on it
 DEEP = "[" * 200_000 + "]" * 200_000
 DEEP_OBJECT = '{"a": ' * 200_000 + "1" + "}" * 200_000
-SMALL = {"seeds": 2, "validate_episodes": 2}
+SMALL: dict[str, Any] = {"seeds": 2, "validate_episodes": 2}
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
