@@ -89,7 +89,7 @@ def _audit_of(name: str, root: Path, size: int, args: argparse.Namespace) -> Pat
     from eairdsl.audit.runner import audit_episodes
     from eairdsl.compiler import compile_world
     from eairdsl.study.executor import run_study
-    from eairdsl.study.grid import Model, plan_world
+    from eairdsl.study.grid import MAX_SEEDS, Model, plan_world
     from eairdsl.study.store import STORE_FILE, Store
 
     path = ROOT / "worlds" / f"{name}.eair"
@@ -98,11 +98,15 @@ def _audit_of(name: str, root: Path, size: int, args: argparse.Namespace) -> Pat
     conditions = len(world.conditions)
     largest = max(int(x) for x in args.audit_sizes.split(","))
     study = root / name / "study"
-    seeds = -(-largest // conditions)
     audit = root / name / f"audit-{size}"
     if (audit / "index.json").is_file():
         return audit
-    plan = plan_world(world, None, "seed", seeds)
+    seeds = -(-largest // conditions)  # one instance per seed, while the seeds allow it
+    instances = "seed"
+    if seeds > MAX_SEEDS:
+        instances = "all"
+        seeds = -(-largest // (conditions * len(world.instances)))
+    plan = plan_world(world, None, instances, seeds)
     run_study([world], [plan], [Model("sim", "sim")], study, workers=args.workers)
     with Store.open(study / STORE_FILE, create=False) as store:
         rows = sorted((int(r["seed"]), str(r["condition"]), study / str(r["trace_path"]))

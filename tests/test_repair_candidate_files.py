@@ -268,3 +268,19 @@ def test_the_llm_agent_and_reviewer_refuse_a_deep_answer(provider: Scripted) -> 
                            finding=FINDING, plan=FINDING.repair_plan, diff={"changes": []})
     with pytest.raises(RepairError, match="nests JSON 200000 levels deep"):
         LLMReviewer("filesscripted/reviewer", settings=_settings()).review(review)
+
+
+def test_eairc_repair_with_a_model_answering_200000_deep_exits_1(
+        provider: Scripted, audit: Path, tmp_path: Path) -> None:
+    """The issue's report: such an answer ended `eairc repair` in an internal error."""
+    provider.script = lambda m: DEEP
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["repair", str(A1), "--audit", str(audit), "-o",
+                                      str(out), "--agent", "llm", "--model",
+                                      "filesscripted/agent", "--seeds", "2",
+                                      "--retries", "0"])
+    assert result.exit_code == 1, result.output
+    assert "nests JSON 200000 levels deep" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    outcome = RepairFolder(out).round(1).read_outcome()
+    assert outcome.stage == "propose" and "nests JSON" in outcome.problems[0]

@@ -13,7 +13,8 @@ given. `AuditRead` reads each part once per repair and only what is needed:
 - of each trace its header and result lines (`runtime.trace.read_trace_ends`),
   never its events: the condition, instance, seed, agents and LLM record, the
   world's digest, and `realized` / `utility` (`AuditedEpisode`);
-- each report once, for its `auditor` block (`auditor_of`).
+- each report once (`AuditRead.reports`): for its `auditor` block (`auditor_of`)
+  and, for a new repair, for the finding to repair and where it was seen.
 
 Who played (`Cohort`, `cohort_of`) and who audited (`AuditorUsed`) are decided
 from those; `retest.py` reruns them.
@@ -23,13 +24,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from eairdsl.audit.auditor import AuditBudgets
-from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
+from eairdsl.audit.contract import Report
+from eairdsl.audit.folder import AuditEntry, AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
 from eairdsl.runtime.trace import read_trace_ends
 from eairdsl.study.grid import LLM_PREFIX, OFFLINE_PROFILES, Model
@@ -189,17 +192,17 @@ def auditor_of(audit_dir: Path) -> AuditorUsed:
     return AuditRead(Path(audit_dir)).auditor()
 
 
-def _auditor_used(audit_dir: Path, audit: AuditFolder, index: AuditIndex) -> AuditorUsed:
-    """`auditor_of` on an index already read: every report read once, for its block."""
-    seen: dict[str, dict[str, Any]] = {}
-    for entry in index.entries:
-        try:
-            named = audit.report(entry.episode).auditor
-        except AuditFolderError:
-            continue
-        key = {"kind": named.kind, "model": named.model, "seed": named.seed,
-               "prompt_version": named.prompt_version}
-        seen.setdefault(json.dumps(key, sort_keys=True), key)
+def _auditor_key(report: Report) -> dict[str, Any]:
+    """What tells one auditor from another in a report's `auditor` block."""
+    named = report.auditor
+    return {"kind": named.kind, "model": named.model, "seed": named.seed,
+            "prompt_version": named.prompt_version}
+
+
+def _auditor_used(audit_dir: Path, index: AuditIndex,
+                  seen: dict[str, dict[str, Any]]) -> AuditorUsed:
+    """`auditor_of` from the index and the distinct auditor blocks of its readable reports
+    (`seen`, in index order)."""
     recorded = index.auditor
     if len(seen) > 1:
         found = ", ".join(f"{b['kind']}" + (f" {b['model']}" if b.get("model") else "")
@@ -263,6 +266,8 @@ class AuditRead:
         self._index: AuditIndex | None = None
         self._episodes: list[AuditedEpisode] | None = None
         self._auditor: AuditorUsed | None = None
+        #: the distinct auditor blocks of the reports, once `reports()` has read them
+        self._seen: dict[str, dict[str, Any]] | None = None
 
     def index(self) -> AuditIndex:
         """The audit's index (`AuditFolder.index`; a `UsageError` when damaged)."""
@@ -276,8 +281,29 @@ class AuditRead:
             self._episodes = _episodes(self.folder.grader_traces())
         return self._episodes
 
+    def reports(self, visit: Callable[[AuditEntry, Report], None] | None = None) -> None:
+        """Read every report of the index once, in the index's order, handing each readable
+        one to `visit` (an unreadable one is passed over); their auditor blocks are kept
+        for `auditor()`, so choosing the finding and naming the auditor read each report
+        once between them."""
+        seen: dict[str, dict[str, Any]] = {}
+        for entry in self.index().entries:
+            try:
+                report = self.folder.report(entry.episode)
+            except AuditFolderError:
+                continue
+            key = _auditor_key(report)
+            seen.setdefault(json.dumps(key, sort_keys=True), key)
+            if visit is not None:
+                visit(entry, report)
+        if self._seen is None:
+            self._seen = seen
+
     def auditor(self) -> AuditorUsed:
         """The one auditor the audit's reports name (`auditor_of`)."""
         if self._auditor is None:
-            self._auditor = _auditor_used(self.path, self.folder, self.index())
+            if self._seen is None:
+                self.reports()
+            assert self._seen is not None
+            self._auditor = _auditor_used(self.path, self.index(), self._seen)
         return self._auditor

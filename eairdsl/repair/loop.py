@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from eairdsl.audit.contract import Finding, Report
-from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
+from eairdsl.audit.folder import AuditEntry
 from eairdsl.diff import FileChange
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
@@ -99,7 +99,7 @@ from eairdsl.repair.model import (
     Stage,
     Target,
 )
-from eairdsl.repair.retest import matches, retest, target_of
+from eairdsl.repair.retest import FindingKey, key_of, matches, retest, target_of
 from eairdsl.repair.scope import ScopeResult, check_scope
 
 if TYPE_CHECKING:
@@ -176,14 +176,26 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None, *,
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
                          "ep-0123…:finding-1, or a lead: ep-0123…:lead-1)")
-    reports = _valid_reports(folder, index, mine)
-    chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
-                            report=folder.report_path(episode).relative_to(folder.path)
-                            .as_posix())
-                   for episode, report in reports.items()
-                   if finding is None or episode == want_episode
-                   for f in _candidates(report, named=finding is not None)
-                   if f.repair_plan and (finding is None or f.id == want_id)), None)
+    # one pass over the reports (shared with naming the auditor): the first candidate,
+    # and what every valid report of this world found, to know where the target was seen
+    chosen: Selected | None = None
+    found: dict[str, list[FindingKey]] = {}
+
+    def visit(entry: AuditEntry, report: Report) -> None:
+        nonlocal chosen
+        if entry.status != "valid" or entry.episode not in mine:
+            return
+        found[entry.episode] = [key_of(f) for f in [*report.findings, *report.leads]]
+        if chosen is not None or (finding is not None and entry.episode != want_episode):
+            return
+        f = next((f for f in _candidates(report, named=finding is not None)
+                  if f.repair_plan and (finding is None or f.id == want_id)), None)
+        if f is not None:
+            chosen = Selected(episode=entry.episode, finding=f, plan=f.repair_plan,
+                              report=folder.report_path(entry.episode)
+                              .relative_to(folder.path).as_posix())
+
+    read.reports(visit)
     if chosen is None:
         if finding is not None:
             raise UsageError(f"--finding {finding}: no supported finding or lead with a repair "
@@ -192,8 +204,8 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None, *,
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
     conds: set[str] = set()
-    for episode, report in reports.items():
-        if any(matches(f, target) for f in [*report.findings, *report.leads]):
+    for episode, keys in found.items():
+        if any(matches(k, target) for k in keys):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
 
@@ -203,21 +215,6 @@ def _candidates(report: Report, named: bool) -> list[Finding]:
     one (a lead is never picked by default)."""
     return [f for f in report.findings if f.status == "supported"] \
         + ([f for f in report.leads if f.status == "lead"] if named else [])
-
-
-def _valid_reports(audit: AuditFolder, index: AuditIndex,
-                   episodes: set[str]) -> dict[str, Report]:
-    """The readable reports of the index's valid entries among `episodes`, in index order
-    (an unreadable one is passed over, as an invalid entry is)."""
-    out: dict[str, Report] = {}
-    for entry in index.entries:
-        if entry.status != "valid" or entry.episode not in episodes:
-            continue
-        try:
-            out[entry.episode] = audit.report(entry.episode)
-        except AuditFolderError:
-            continue
-    return out
 
 
 Progress = Callable[[str], None]

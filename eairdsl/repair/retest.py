@@ -81,7 +81,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eairdsl.api import validate_world
 from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
@@ -121,9 +121,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RETAIN", "RESULT", "Target", "AuditedEpisode", "Cohort", "AuditorUsed", "Case",
            "Interval", "Paired", "RetestResult", "AuditRead", "audited_episodes", "cohort_of",
-           "auditor_of", "target_of", "matches", "property_identity", "retest", "RetestPlan",
-           "Runs", "ReAudit", "plan_retest", "draw_cohort", "run_cases", "reaudit", "verdict",
-           "retain_of", "fresh_instances"]
+           "auditor_of", "target_of", "matches", "FindingKey", "key_of", "property_identity",
+           "retest", "RetestPlan", "Runs", "ReAudit", "plan_retest", "draw_cohort",
+           "run_cases", "reaudit", "verdict", "retain_of", "fresh_instances"]
 
 #: how many batches of fresh seeds are drawn at most to fill the cohort
 _BATCHES = 5
@@ -150,14 +150,30 @@ def property_identity(policy: str | None) -> str:
     return f"policy:{policy}" if policy else "measured"
 
 
-def matches(finding: Finding, target: Target) -> bool:
+class FindingKey(NamedTuple):
+    """What `matches` reads of a finding: kept for every finding of an audit's reports
+    while choosing the one to repair, instead of the findings themselves."""
+
+    status: str
+    resolved_later: bool
+    policy: str | None
+    boundary_kind: str
+
+
+def key_of(finding: Finding) -> FindingKey:
+    return FindingKey(finding.status, bool(finding.resolved_later), finding.property.policy,
+                      finding.boundary.kind)
+
+
+def matches(finding: Finding | FindingKey, target: Target) -> bool:
     """Whether a report's finding is a supported, unresolved one of the target: the same
     property (by identity) at a boundary of the same kind (D.1's AuditPass). A target that
     was a lead is matched by a lead too."""
+    key = finding if isinstance(finding, FindingKey) else key_of(finding)
     counted = ("supported", "lead") if target.lead else ("supported",)
-    return (finding.status in counted and not finding.resolved_later
-            and property_identity(finding.property.policy) == property_identity(target.policy)
-            and finding.boundary.kind == target.boundary_kind)
+    return (key.status in counted and not key.resolved_later
+            and property_identity(key.policy) == property_identity(target.policy)
+            and key.boundary_kind == target.boundary_kind)
 
 
 def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None,

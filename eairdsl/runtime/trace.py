@@ -9,9 +9,10 @@ agent profile give a byte-identical file. docs/trace.md describes every field.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -371,8 +372,8 @@ def read_trace(path: Path) -> Trace:
     return trace
 
 
-#: bytes read at a time from a trace's end when looking for its result line
-_TAIL_CHUNK = 64 * 1024
+#: bytes read at a time from either end of a trace when reading only its ends
+_END_CHUNK = 64 * 1024
 
 
 def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
@@ -382,15 +383,15 @@ def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
     traces three times made a repair's cost grow with its audit). The result is the
     last line when it is one (None for a trace without a result, as `read_trace` gives);
     the events between are neither read nor checked."""
-    with path.open("rb") as fh:
-        first = fh.readline()
-        if not first.strip():
-            raise ValueError(f"{path} is empty")
-        header_end = fh.tell()
-        last = _last_line(fh, header_end)
+    fd = os.open(path, os.O_RDONLY)
     try:
-        header = TraceHeader.model_validate_json(first.decode("utf-8").removesuffix("\n")
-                                                 .removesuffix("\r"))
+        first, last = _ends(fd)
+    finally:
+        os.close(fd)
+    if not first.strip():
+        raise ValueError(f"{path} is empty")
+    try:
+        header = TraceHeader.model_validate_json(first.removesuffix(b"\r"))
     except ValueError as exc:  # UnicodeDecodeError is one
         raise ValueError(f"{path}:1: not a trace header ({_first_line(exc)})") from None
     if header.trace_schema != TRACE_SCHEMA_VERSION:
@@ -403,29 +404,38 @@ def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         result = TraceResult.model_validate(data) if data.get("type") == "result" else None
-    except ValueError as exc:  # UnicodeDecodeError is one
+    except ValueError as exc:
         raise ValueError(f"{path}: last line: {_first_line(exc)}") from None
     return header, result
 
 
-def _last_line(fh: BinaryIO, start: int) -> bytes | None:
-    """The file's last non-empty line after offset `start` (the header's end), read
-    backwards in chunks from the end; None when there is none."""
-    fh.seek(0, 2)
-    end = fh.tell()
-    tail = b""
-    pos = end
-    while pos > start:
-        step = min(_TAIL_CHUNK, pos - start)
-        pos -= step
-        fh.seek(pos)
-        tail = fh.read(step) + tail
+def _ends(fd: int) -> tuple[bytes, bytes | None]:
+    """The first line of the open file `fd`, and its last non-empty line after the first
+    (None when there is none), read in chunks from either end (`pread`: a small trace is
+    one read)."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _END_CHUNK, 0)
+    while b"\n" not in head and len(head) < size:  # a long header (an LLM run's calls)
+        more = os.pread(fd, _END_CHUNK, len(head))
+        if not more:
+            break
+        head += more
+    cut = head.find(b"\n")
+    first = head if cut < 0 else head[:cut]
+    start = len(first) + 1
+    if start >= size:
+        return first, None
+    tail = head[start:] if len(head) >= size else b""
+    pos = size if not tail else start
+    while True:
         stripped = tail.rstrip(b"\n")
         cut = stripped.rfind(b"\n")
-        if cut >= 0:
-            return stripped[cut + 1:]
-    stripped = tail.rstrip(b"\n")
-    return stripped or None
+        if cut >= 0 or pos <= start:
+            line = stripped[cut + 1:]
+            return first, line or None
+        step = min(_END_CHUNK, pos - start)
+        pos -= step
+        tail = os.pread(fd, step, pos) + tail
 
 
 def _first_line(exc: Exception) -> str:
