@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -81,6 +82,89 @@ def run_world(name: str, root: Path, args: argparse.Namespace) -> dict[str, obje
             "reason": acc.reason}
 
 
+def _audit_of(name: str, root: Path, size: int, args: argparse.Namespace) -> Path:
+    """The offline audit of the first `size` traces (seed order) of one study of
+    `name` sized for the largest audit; reused when its index exists."""
+    from eairdsl.audit.offline import RulesAuditor
+    from eairdsl.audit.runner import audit_episodes
+    from eairdsl.compiler import compile_world
+    from eairdsl.study.executor import run_study
+    from eairdsl.study.grid import MAX_SEEDS, Model, plan_world
+    from eairdsl.study.store import STORE_FILE, Store
+
+    path = ROOT / "worlds" / f"{name}.eair"
+    world = compile_world(path).world
+    assert world is not None, f"{path} does not compile"
+    conditions = len(world.conditions)
+    largest = max(int(x) for x in args.audit_sizes.split(","))
+    study = root / name / "study"
+    audit = root / name / f"audit-{size}"
+    if (audit / "index.json").is_file():
+        return audit
+    seeds = -(-largest // conditions)  # one instance per seed, while the seeds allow it
+    instances = "seed"
+    if seeds > MAX_SEEDS:
+        instances = "all"
+        seeds = -(-largest // (conditions * len(world.instances)))
+    plan = plan_world(world, None, instances, seeds)
+    run_study([world], [plan], [Model("sim", "sim")], study, workers=args.workers)
+    with Store.open(study / STORE_FILE, create=False) as store:
+        rows = sorted((int(r["seed"]), str(r["condition"]), study / str(r["trace_path"]))
+                      for r in store.rows() if r["retained"] and r.get("trace_path"))
+    traces = [t for _, _, t in rows[:size]]
+    print(f"{name}: auditing {len(traces)} trace(s) offline into {audit}", file=sys.stderr,
+          flush=True)
+    audit_episodes(traces, audit, RulesAuditor(), world=path)
+    return audit
+
+
+def audit_scaling(args: argparse.Namespace) -> int:
+    """A repair's CPU against its audit's size (module docstring)."""
+    from eairdsl.compiler import compile_world
+    from eairdsl.repair.audited import AuditRead
+    from eairdsl.repair.loop import repair, select_finding
+    from eairdsl.repair.make import describe, make_agent, make_reviewer
+
+    name = args.scale_world
+    sizes = sorted(int(x) for x in args.audit_sizes.split(","))
+    path = ROOT / "worlds" / f"{name}.eair"
+    world = compile_world(path).world
+    assert world is not None
+    with tempfile.TemporaryDirectory() as scratch:
+        root = args.keep or Path(scratch)
+        audits = {size: _audit_of(name, root, size, args) for size in sizes}
+        chosen = select_finding(audits[sizes[0]], world)
+        finding = f"{chosen.episode}:{chosen.finding.id}"
+        rows = []
+        for size in sizes:
+            out = root / name / f"repair-{size}"
+            if out.exists():
+                shutil.rmtree(out)
+            t0, c0 = time.perf_counter(), time.process_time()
+            read = AuditRead(audits[size])
+            episodes = len(read.episodes())
+            read.auditor()
+            c_read = time.process_time() - c0
+            t1, c1 = time.perf_counter(), time.process_time()
+            acc = repair(path, audits[size], out, make_agent("offline"),
+                         make_reviewer("offline"), finding=finding, seeds=args.retest,
+                         max_rounds=args.max_rounds, describe=describe("offline", "offline"))
+            rows.append({"size": size, "episodes": episodes, "read_cpu": c_read,
+                         "cpu": time.process_time() - c1, "wall": time.perf_counter() - t1,
+                         "accepted": acc.accepted, "rounds": acc.rounds,
+                         "read_wall": t1 - t0})
+            print(f"{name} audit {size}: repair {rows[-1]['cpu']:.1f} s CPU", file=sys.stderr,
+                  flush=True)
+    base = rows[0]["cpu"]
+    print(f"repair of {name} ({finding}) against the size of its audit "
+          f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print("audited traces  read audit CPU s  repair CPU s  wall s  vs smallest  accepted")
+    for r in rows:
+        print(f"{r['episodes']:>14}  {r['read_cpu']:>15.2f}  {r['cpu']:>12.1f}  "
+              f"{r['wall']:>6.1f}  {r['cpu'] / base - 1:>+10.1%}  {r['accepted']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", default=",".join(WORLDS))
@@ -93,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rounds", type=int, default=4)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None)
+    ap.add_argument("--audit-sizes", default=None,
+                    help="instead of Table 4: a repair's CPU against its audit's size, e.g. "
+                         "600,6000 (audited episodes)")
+    ap.add_argument("--scale-world", default="d1", help="the world of --audit-sizes")
     args = ap.parse_args(argv)
+    if args.audit_sizes:
+        return audit_scaling(args)
     names = [w.strip() for w in args.worlds.split(",") if w.strip()]
     with tempfile.TemporaryDirectory() as scratch:
         root = args.keep or Path(scratch)

@@ -23,6 +23,12 @@ of a measurement is its predicate *and* every definition the predicate calls.
 A participant or tool named in an expression (`calls(issue_credit)`,
 `messages(customer, r)`) is an identity, not a read of its definition: what a
 ledger holds at run time is the tools' doing, and a repair may change tools.
+
+Besides the declarations, `files` lists every file of the world's folder that
+either version reads (`World.sources`: the main file, its modules, cards and
+data files) and that was added, removed or changed (by content digest), so a
+change to a file shows by name even where no declaration reads it differently.
+The stdlib's modules are the package's, not the world's, and are not listed.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from eairdsl.reads import (
     reads,
 )
 
-__all__ = ["Change", "WorldDiff", "diff_worlds"]
+__all__ = ["Change", "FileChange", "WorldDiff", "diff_worlds", "file_changes"]
 
 #: Protected keywords that stand for a whole block
 _BLOCKS = frozenset({"measure", "instances", "authorization"})
@@ -63,6 +69,16 @@ class Change(BaseModel):
     protected: str | None = None
 
 
+class FileChange(BaseModel):
+    """One file of the world's folder that differs between the two versions."""
+
+    path: str
+    change: Literal["added", "removed", "changed"]
+    #: whether the new version reads it (a removed file, or a file a repair candidate
+    #: wrote that its world does not read: False)
+    read: bool = True
+
+
 class WorldDiff(BaseModel):
     """The semantic difference between two worlds; `violations` gate a repair review."""
 
@@ -71,6 +87,8 @@ class WorldDiff(BaseModel):
     old_digest: str
     new_digest: str
     changes: list[Change]
+    #: the files either version reads that were added, removed or changed
+    files: list[FileChange] = []
 
     @property
     def violations(self) -> list[Change]:
@@ -96,7 +114,26 @@ def diff_worlds(old: World, new: World) -> WorldDiff:
                                   details=list(_paths(before[key], after[key]))))
     _mark_protected(old, new, changes)
     return WorldDiff(old=old.meta.name, new=new.meta.name, old_digest=old.digest,
-                     new_digest=new.digest, changes=changes)
+                     new_digest=new.digest, changes=changes, files=file_changes(old, new))
+
+
+def file_changes(old: World, new: World) -> list[FileChange]:
+    """The world's own files (not the stdlib's) that `old` or `new` reads, added, removed
+    or changed from one to the other, by path."""
+    before, after = _own_files(old), _own_files(new)
+    out: list[FileChange] = []
+    for path in sorted(before.keys() | after.keys()):
+        if path not in after:
+            out.append(FileChange(path=path, change="removed", read=False))
+        elif path not in before:
+            out.append(FileChange(path=path, change="added"))
+        elif before[path] != after[path]:
+            out.append(FileChange(path=path, change="changed"))
+    return out
+
+
+def _own_files(world: World) -> dict[str, str]:
+    return {s.ref: s.sha256 for s in world.sources if not s.ref.startswith("stdlib/")}
 
 
 # ---------------------------------------------------------------- declarations

@@ -31,11 +31,11 @@ from eairdsl.cli import app
 from eairdsl.compiler import compile_world
 from eairdsl.diff import diff_worlds
 from eairdsl.repair.apply import apply_candidate, copy_world_folder
+from eairdsl.repair.audited import _profile
 from eairdsl.repair.loop import select_finding
 from eairdsl.repair.model import Candidate
 from eairdsl.repair.retest import (
     Target,
-    _profile,
     audited_episodes,
     matches,
     retest,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eairdsl.api import resolve_world, run_episode
-from eairdsl.runtime.trace import read_trace
+from eairdsl.runtime.trace import read_trace, read_trace_ends
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,3 +61,34 @@ def test_writing_a_trace_replaces_the_file_whole(trace_file: Path, tmp_path: Pat
         trace.write(out)
     assert out.read_bytes() == trace_file.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+def test_the_ends_of_a_trace_are_its_header_and_result(trace_file: Path,
+                                                        tmp_path: Path) -> None:
+    """`read_trace_ends` (the repair's read of an audit's traces) gives what `read_trace`
+    gives of the header and result, without the events; a trace without a result line
+    has none, a damaged end is refused with its file named."""
+    whole = read_trace(trace_file)
+    header, result = read_trace_ends(trace_file)
+    assert header == whole.header and result == whole.result and result is not None
+    lines = trace_file.read_text(encoding="utf-8").split("\n")
+    open_ended = tmp_path / "no-result.jsonl"
+    open_ended.write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")
+    assert read_trace_ends(open_ended) == (whole.header, None)
+    alone = tmp_path / "header.jsonl"
+    alone.write_text(lines[0] + "\n\n", encoding="utf-8")
+    assert read_trace_ends(alone) == (whole.header, None)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:7]) + "\n" + lines[7][:40], encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cut\.jsonl: last line: not JSON"):
+        read_trace_ends(cut)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="is empty"):
+        read_trace_ends(empty)
+    # a result line longer than one read from the end
+    big = tmp_path / "big.jsonl"
+    padded = result.model_copy(update={"validity_reason": "x" * 200_000})
+    big.write_text("\n".join(lines[:-2]) + "\n" + padded.model_dump_json() + "\n",
+                   encoding="utf-8")
+    assert read_trace_ends(big)[1] == padded

@@ -202,15 +202,18 @@ def diff(
         data["violations"] = len(result.violations)
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
+        marks = {"added": "+", "removed": "-", "changed": "~"}
         typer.echo(f"{old} -> {new}: {len(result.changes)} declaration(s) changed, "
-                   f"{len(result.violations)} protected")
+                   f"{len(result.violations)} protected, {len(result.files)} file(s) "
+                   "added, removed or changed")
         for c in result.changes:
-            mark = {"added": "+", "removed": "-", "changed": "~"}[c.change]
-            typer.echo(f"  {mark} {c.kind} {c.name}"
+            typer.echo(f"  {marks[c.change]} {c.kind} {c.name}"
                        + (f"   PROTECTED: {c.protected}" if c.protected else ""))
             for detail in c.details[:8]:
                 typer.echo(f"      {detail}")
             if len(c.details) > 8:
                 typer.echo(f"      … {len(c.details) - 8} more")
+        for f in result.files:
+            typer.echo(f"  {marks[f.change]} file {f.path}")
     raise typer.Exit(EXIT_INPUT if result.violations else EXIT_OK)
 

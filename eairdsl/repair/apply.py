@@ -12,8 +12,13 @@ the world folder (`a1.eair:12:3: error[E301]: …`), for the agent's next try.
 Worlds are untrusted input, and so is a candidate: only regular files inside
 the folder are copied (no symlinks, no special files, no hidden folders or
 `generated/` output), the copy is bounded in files and bytes, and a candidate's
-extra file must be a relative path inside the folder that does not replace the
-main file.
+names, texts and their number and size are checked before anything is written
+(`files.py`: a bad one is a located refusal of the candidate, never an internal
+error). Once the candidate has compiled, its folder keeps only the files W′
+reads (`World.sources`): a file the candidate wrote that W′ does not read is
+removed and named in `Applied.unread`, for ScopeOK to refuse, and a file of W
+that W′ no longer reads is removed too (the diff lists it), so the folder a
+repair installs holds exactly the world it reviewed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ from pathlib import Path, PurePosixPath
 from eairdsl.diagnostics import Diagnostic, render_all
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
+from eairdsl.repair.files import (
+    MAX_CANDIDATE_BYTES,
+    candidate_problems,
+    normal_name,
+    shown,
+)
 from eairdsl.repair.folder import write_atomic
 from eairdsl.repair.model import Candidate
 from eairdsl.source import display_name
@@ -37,8 +48,6 @@ __all__ = ["MAX_FILES", "MAX_BYTES", "MAX_CANDIDATE_BYTES", "Applied", "copy_wor
 #: bounds of a world folder copy (worlds are untrusted)
 MAX_FILES = 2000
 MAX_BYTES = 64 * 1024 * 1024
-#: bound of a candidate's text, main file and each extra file
-MAX_CANDIDATE_BYTES = 2 * 1024 * 1024
 #: folders never copied: compiler output, caches, a repair's own output
 _SKIP_DIRS = frozenset({"generated", "__pycache__", "node_modules", "runs"})
 
@@ -117,20 +126,13 @@ class Applied:
     #: one line per error, `file:line:col: error[E…]: message`, for the agent's feedback
     problems: list[str] = field(default_factory=list)
     warnings: int = 0
+    #: the candidate's files (folder-relative) that the compiled W′ does not read: removed
+    #: from the folder, for ScopeOK to refuse
+    unread: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.world is not None
-
-
-def _safe_rel(rel: str, main: str) -> PurePosixPath:
-    p = PurePosixPath(rel.replace("\\", "/"))
-    if not rel or p.is_absolute() or ".." in p.parts or any(part.startswith(".")
-                                                           for part in p.parts):
-        raise ValueError(f"file {rel!r} is not a relative path inside the world folder")
-    if str(p) == main:
-        raise ValueError(f"file {rel!r} is the main file; return it as the candidate's source")
-    return p
 
 
 def _relative(text: str, folder: Path) -> str:
@@ -144,23 +146,13 @@ def _relative(text: str, folder: Path) -> str:
 def apply_candidate(world_file: Path, candidate: Candidate, folder: Path, *,
                     only: list[str] | None = None, exclude: Path | None = None) -> Applied:
     """Write `candidate` into a fresh copy of the world folder at `folder` (`only`: the
-    world's own files, see `copy_world_folder`), format, compile."""
+    world's own files, see `copy_world_folder`), format, compile, and keep in the folder
+    only what the compiled candidate reads."""
     main = copy_world_folder(world_file, folder, only=only, exclude=exclude)
     text = candidate.source
-    problems: list[str] = []
-    if len(text.encode("utf-8")) > MAX_CANDIDATE_BYTES:
-        problems.append(f"{main.name}: error: the candidate is larger than "
-                        f"{MAX_CANDIDATE_BYTES // (1024 * 1024)} MB")
-    for rel, content in sorted(candidate.files.items()):
-        try:
-            p = _safe_rel(rel, main.name)
-        except ValueError as exc:
-            problems.append(f"{rel}: error: {exc}")
-            continue
-        if len(content.encode("utf-8")) > MAX_CANDIDATE_BYTES:
-            problems.append(f"{rel}: error: larger than {MAX_CANDIDATE_BYTES // 1048576} MB")
-            continue
-        write_atomic(folder / p, content)
+    problems = candidate_problems(text, candidate.files, main.name)
+    if not problems:
+        problems = _write_files(folder, candidate.files)
     if problems:
         return Applied(folder, main, text, diagnostics=problems, problems=problems)
     try:
@@ -187,8 +179,42 @@ def apply_candidate(world_file: Path, candidate: Candidate, folder: Path, *,
         return Applied(folder, main, formatted, diagnostics=[rendered] if rendered else [],
                        problems=errors or [f"{main.name}: error: the candidate did not compile"],
                        warnings=warnings)
+    unread = _keep_read(folder, result.world, {normal_name(n) for n in candidate.files})
     return Applied(folder, main, formatted, world=result.world,
-                   diagnostics=[rendered] if rendered else [], warnings=warnings)
+                   diagnostics=[rendered] if rendered else [], warnings=warnings,
+                   unread=unread)
+
+
+def _write_files(folder: Path, files: dict[str, str]) -> list[str]:
+    """Write the candidate's checked `files` into the folder; a file that cannot be written
+    there (a folder of that name, or a file where its folder goes) is a located problem."""
+    problems: list[str] = []
+    for name, content in sorted(files.items()):
+        try:
+            write_atomic(folder / normal_name(name), content)
+        except UsageError as exc:
+            why = str(exc).rsplit(": ", 1)[-1]
+            problems.append(f"files[{shown(name)}]: error: cannot be written in the world "
+                            f"folder ({why})")
+    return problems
+
+
+def _keep_read(folder: Path, world: World, written: set[str]) -> list[str]:
+    """Remove from the candidate's folder every file the compiled world does not read (its
+    `sources`); the removed ones the candidate wrote, sorted."""
+    read = {s.ref for s in world.sources}
+    unread: list[str] = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(folder).as_posix()
+        if rel in read:
+            continue
+        path.unlink()
+        if rel in written:
+            unread.append(rel)
+    for path in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
+        if not any(path.iterdir()):
+            path.rmdir()
+    return unread
 
 
 def _line(d: Diagnostic) -> str:

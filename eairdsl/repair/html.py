@@ -5,14 +5,14 @@ with a warning first when the user seeded the repair with a lead —
 and every cited step with its quote, read from the audit's bundle — a quote
 the bundle's step does not contain is marked); the repair plan; the semantic
 diff of the decided round with the changed source lines side by side
-(`difflib.HtmlDiff`); every round (stage, problems, the four review
-dimensions, required changes); the retest table (before vs after with Wilson
-intervals and McNemar's exact test on the paired cases); the acceptance
-conditions. Everything shown is escaped: worlds, bundles and reviews are
-untrusted. The page is built from the files in `REPAIR_DIR` only (read through
-`eairdsl.repair.folder`, as typed records; a file a stopped repair did not
-write shows as not reached), so it can be re-rendered at any time; it carries
-no wall-clock time.
+(`difflib.HtmlDiff`) and every file it added, changed or removed; every
+round (stage, problems, the four review dimensions, required changes); the
+retest table (before vs after with Wilson intervals and McNemar's exact test
+on the paired cases); the acceptance conditions. Everything shown is
+escaped: worlds, bundles and reviews are untrusted. The page is built from the
+files in `REPAIR_DIR` only (read through `eairdsl.repair.folder`, as typed
+records; a file a stopped repair did not write shows as not reached), so it can
+be re-rendered at any time; it carries no wall-clock time.
 """
 
 from __future__ import annotations
@@ -170,11 +170,30 @@ def _diff(folder: RepairFolder, n: int | None, world_file: str, original: str) -
                    f"<td>{escape(', '.join(attribution.get(name, [])))}</td>"
                    f"<td>{escape(str(c.get('protected') or ''))}</td></tr>")
     out.append("</table>")
+    out += _files(diff.get("files") or [])
     candidate = rf.read_candidate_text() or ""
     table = _SideBySide(wrapcolumn=80).make_table(
         original.splitlines(), candidate.splitlines(), f"{world_file} (W)",
         f"{world_file} (W′, round {n})", context=True, numlines=2)
     out += ["<h3>Changed source lines</h3>", table]
+    return out
+
+
+def _files(files: list[Any]) -> list[str]:
+    """Every file the candidate added, changed or removed, and whether W′ reads it (a file
+    it does not read was refused by ScopeOK)."""
+    if not files:
+        return ["<p class=muted>no file added, changed or removed</p>"]
+    out = ["<h3>Files</h3><table><tr><th>file</th><th>change</th><th>read by W′</th></tr>"]
+    for item in files:
+        f = item if isinstance(item, dict) else {}
+        read = bool(f.get("read"))
+        refused = not read and f.get("change") != "removed"
+        out.append(f"<tr><td><code>{escape(str(f.get('path')))}</code></td>"
+                   f"<td>{escape(str(f.get('change')))}</td><td>{_flag(read)}"
+                   + (' <span class="bad">(not read by the world: refused)</span>'
+                      if refused else "") + "</td></tr>")
+    out.append("</table>")
     return out
 
 

@@ -67,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eairdsl.agents.cassette import CassetteError
 from eairdsl.agents.llm import LLMSettings, LLMUnavailable, call_record
+from eairdsl.repair.files import candidate_problems, shown
 from eairdsl.repair.model import (
     DIMENSIONS,
     Candidate,
@@ -78,9 +79,9 @@ from eairdsl.repair.model import (
 )
 
 __all__ = ["LANGUAGE_SECTIONS", "LLMRepairAgent", "LLMReviewer", "PROMPT_VERSION",
-           "READ_ONLY_MARK", "agent_messages", "language_excerpt", "language_excerpt_from",
-           "mark_protected", "parse_candidate", "parse_review", "reviewer_messages",
-           "strip_marks", "with_cassette", "write_language_excerpt"]
+           "MAX_ANSWER_DEPTH", "READ_ONLY_MARK", "agent_messages", "language_excerpt",
+           "language_excerpt_from", "mark_protected", "parse_candidate", "parse_review",
+           "reviewer_messages", "strip_marks", "with_cassette", "write_language_excerpt"]
 
 #: bumped when the prompts' wording changes; `produced_by`/`reviewer` also carry a digest
 #: of the exact system prompt sent
@@ -103,6 +104,12 @@ _CARD = re.compile(r'(?:^|[{;])\s*card\s+"([^"]+)"')
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KEY = re.compile(r"^[a-z]+ \S.*$")
 _ERRORS_SHOWN = 3
+#: the deepest nesting an answer may have: the answers' shapes need 3; a model answer
+#: nested 200,000 deep ended the repair in a RecursionError of json's C scanner
+MAX_ANSWER_DEPTH = 32
+#: a JSON string (raw newlines allowed: answers are read with strict=False), and a bracket
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 # ---------------------------------------------------------------- prompts
@@ -296,20 +303,47 @@ class _Answer(BaseModel):
 
 
 def _load(text: str) -> Any:
-    """JSON from a model answer: bare, fenced, or the outermost object in prose."""
+    """JSON from a model answer: bare, fenced, or the outermost object in prose; nested at
+    most `MAX_ANSWER_DEPTH` deep (deeper is a RepairError, never a RecursionError)."""
     body = _FENCE.sub("", text.strip())
     try:
-        return json.loads(body, strict=False)  # raw newlines in a string are common
+        return _loads(body)
     except json.JSONDecodeError as first:
         start, end = body.find("{"), body.rfind("}")
         if start < 0 or end <= start:
             raise RepairError(f"the answer is not JSON ({first.msg} at line {first.lineno} "
                               f"column {first.colno})") from None
         try:
-            return json.loads(body[start:end + 1], strict=False)
+            return _loads(body[start:end + 1])
         except json.JSONDecodeError as exc:
             raise RepairError(f"the answer is not JSON ({exc.msg} at line {exc.lineno} "
                               f"column {exc.colno} of its object)") from None
+
+
+def _loads(body: str) -> Any:
+    """`json.loads` (raw newlines in a string are common) after checking the nesting."""
+    depth = _depth(body)
+    if depth > MAX_ANSWER_DEPTH:
+        raise RepairError(f"the answer nests JSON {depth} levels deep; at most "
+                          f"{MAX_ANSWER_DEPTH} (answer the one flat object the instructions "
+                          "give)")
+    try:
+        return json.loads(body, strict=False)
+    except RecursionError:  # not reached past the check; kept as the last guard
+        raise RepairError("the answer nests JSON too deeply to read") from None
+
+
+def _depth(body: str) -> int:
+    """The deepest bracket nesting of `body` outside its strings (a linear scan, bounded
+    by the text: no recursion, whatever the answer)."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub("", body)):
+        if m.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def _problems(exc: ValidationError) -> str:
@@ -349,8 +383,13 @@ def parse_candidate(text: str, world_file: str) -> tuple[str, dict[str, list[str
             raise RepairError(f"attribution of {key!r} names no requirement id")
     for name in answer.files:
         if not _safe_path(name) or name == world_file:
-            raise RepairError(f"`files` names {name!r}: give a relative path inside the world "
-                              "folder other than the main file (which is `source`)")
+            raise RepairError(f"`files` names {shown(name)}: give a relative path inside the "
+                              "world folder other than the main file (which is `source`)")
+    problems = candidate_problems(source, dict(answer.files), world_file)
+    if problems:
+        raise RepairError("; ".join(problems[:_ERRORS_SHOWN])
+                          + (f"; and {len(problems) - _ERRORS_SHOWN} more"
+                             if len(problems) > _ERRORS_SHOWN else ""))
     if not source.endswith("\n"):
         source += "\n"
     return source, dict(answer.attribution), answer.rationale, dict(answer.files)

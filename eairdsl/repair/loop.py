@@ -57,17 +57,18 @@ of `llm.py`); the offline ones make no model call and need none.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from eairdsl.audit.contract import Finding, Report
-from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
+from eairdsl.audit.folder import AuditEntry
+from eairdsl.diff import FileChange
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
 from eairdsl.repair.apply import Applied, apply_candidate
+from eairdsl.repair.audited import AuditRead
 from eairdsl.repair.folder import (
     ACCEPTANCE,
     AGENT_TAPE,
@@ -98,7 +99,7 @@ from eairdsl.repair.model import (
     Stage,
     Target,
 )
-from eairdsl.repair.retest import matches, retest, target_of
+from eairdsl.repair.retest import FindingKey, key_of, matches, retest, target_of
 from eairdsl.repair.scope import ScopeResult, check_scope
 
 if TYPE_CHECKING:
@@ -149,25 +150,25 @@ def _missed(used: LLMSettings | None) -> None:
         raise UsageError(miss)
 
 
-def select_finding(audit_dir: Path, world: World, finding: str | None = None) -> Selected:
+def select_finding(audit_dir: Path, world: World, finding: str | None = None, *,
+                   audit: AuditRead | None = None) -> Selected:
     """`--finding EPISODE:FINDING_ID`, or the first supported finding with a repair plan of
     this world's audited episodes (reports in episode-id order, findings in report order).
 
     A lead is never chosen on its own, but the user may name one (`EP:lead-N`): the
     offline auditor's support is conservative, and a lead the user has read and judged
     real is a fair seed. The selection keeps the lead's status, so the review page says
-    the repair started from a lead (`repair/html.py`)."""
-    from eairdsl.repair.retest import audited_episodes
-
+    the repair started from a lead (`repair/html.py`). `audit` is the audit as the repair
+    read it (`AuditRead`), else it is read here."""
     audit_dir = Path(audit_dir)
-    audit = AuditFolder(audit_dir)
-    index = audit.index()
+    read = audit if audit is not None else AuditRead(audit_dir)
+    folder = read.folder
+    index = read.index()
     if not index.entries:
-        raise UsageError(f"{audit_dir} is not an audit folder (no {audit.index_path} "
+        raise UsageError(f"{audit_dir} is not an audit folder (no {folder.index_path} "
                          "entries); run `eairc audit … -o` first")
-    traces = audited_episodes(audit_dir)
-    mine = {a.episode for a in traces
-            if _digest_of(a.trace) == world.digest}
+    traces = read.episodes()
+    mine = {a.episode for a in traces if a.digest == world.digest}
     conditions_of: dict[str, set[str]] = {}
     for a in traces:
         conditions_of.setdefault(a.episode, set()).add(a.condition)
@@ -175,14 +176,26 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
     if finding is not None and not want_id:
         raise UsageError(f"--finding {finding!r}: use EPISODE:FINDING_ID (e.g. "
                          "ep-0123…:finding-1, or a lead: ep-0123…:lead-1)")
-    reports = _valid_reports(audit, index, mine)
-    chosen = next((Selected(episode=episode, finding=f, plan=f.repair_plan,
-                            report=audit.report_path(episode).relative_to(audit.path)
-                            .as_posix())
-                   for episode, report in reports.items()
-                   if finding is None or episode == want_episode
-                   for f in _candidates(report, named=finding is not None)
-                   if f.repair_plan and (finding is None or f.id == want_id)), None)
+    # one pass over the reports (shared with naming the auditor): the first candidate,
+    # and what every valid report of this world found, to know where the target was seen
+    chosen: Selected | None = None
+    found: dict[str, list[FindingKey]] = {}
+
+    def visit(entry: AuditEntry, report: Report) -> None:
+        nonlocal chosen
+        if entry.status != "valid" or entry.episode not in mine:
+            return
+        found[entry.episode] = [key_of(f) for f in [*report.findings, *report.leads]]
+        if chosen is not None or (finding is not None and entry.episode != want_episode):
+            return
+        f = next((f for f in _candidates(report, named=finding is not None)
+                  if f.repair_plan and (finding is None or f.id == want_id)), None)
+        if f is not None:
+            chosen = Selected(episode=entry.episode, finding=f, plan=f.repair_plan,
+                              report=folder.report_path(entry.episode)
+                              .relative_to(folder.path).as_posix())
+
+    read.reports(visit)
     if chosen is None:
         if finding is not None:
             raise UsageError(f"--finding {finding}: no supported finding or lead with a repair "
@@ -191,8 +204,8 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None) ->
                          f"{world.digest[:12]}…) has a supported finding with a repair plan")
     target = target_of(chosen.finding)
     conds: set[str] = set()
-    for episode, report in reports.items():
-        if any(matches(f, target) for f in [*report.findings, *report.leads]):
+    for episode, keys in found.items():
+        if any(matches(k, target) for k in keys):
             conds |= conditions_of.get(episode, set())
     return chosen.model_copy(update={"conditions": sorted(conds)})
 
@@ -202,30 +215,6 @@ def _candidates(report: Report, named: bool) -> list[Finding]:
     one (a lead is never picked by default)."""
     return [f for f in report.findings if f.status == "supported"] \
         + ([f for f in report.leads if f.status == "lead"] if named else [])
-
-
-def _valid_reports(audit: AuditFolder, index: AuditIndex,
-                   episodes: set[str]) -> dict[str, Report]:
-    """The readable reports of the index's valid entries among `episodes`, in index order
-    (an unreadable one is passed over, as an invalid entry is)."""
-    out: dict[str, Report] = {}
-    for entry in index.entries:
-        if entry.status != "valid" or entry.episode not in episodes:
-            continue
-        try:
-            out[entry.episode] = audit.report(entry.episode)
-        except AuditFolderError:
-            continue
-    return out
-
-
-def _digest_of(trace: str) -> str | None:
-    try:
-        with open(trace, encoding="utf-8") as fh:
-            head = json.loads(fh.readline())
-    except (OSError, ValueError):
-        return None
-    return head.get("digest") if isinstance(head, dict) else None
 
 
 Progress = Callable[[str], None]
@@ -239,6 +228,8 @@ class RepairSetup:
 
     world_file: Path
     audit_dir: Path
+    #: the audit, each part read once for the whole repair (not once per round)
+    audit: AuditRead
     folder: RepairFolder
     original: World
     #: the original main file's text and the world's other own text files (for the agent)
@@ -324,8 +315,23 @@ def propose(ctx: RoundContext) -> RoundOutcome | None:
         _missed(used)
         return RoundOutcome(round=n, stage="propose", ok=False,
                             problems=[f"the Repair Agent produced no candidate: {exc}"])
+    unreadable = _not_text(candidate)
+    if unreadable is not None:  # it cannot even be recorded: refused here, not written
+        return RoundOutcome(round=n, stage="propose", ok=False,
+                            problems=[f"the Repair Agent's candidate is refused: {unreadable}"])
     rf.write_candidate(candidate)
     ctx.candidate = candidate
+    return None
+
+
+def _not_text(candidate: Candidate) -> str | None:
+    """Why a candidate cannot be recorded as the round's JSON (a lone surrogate anywhere
+    in it is not UTF-8), None when it can: an agent's answer is untrusted input."""
+    try:
+        candidate.model_dump_json()
+    except ValueError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"it is not UTF-8 text ({why.removeprefix('Error serializing to JSON: ')})"
     return None
 
 
@@ -347,7 +353,9 @@ def check_in_scope(ctx: RoundContext) -> RoundOutcome | None:
     from eairdsl.diff import diff_worlds
 
     s = ctx.setup
-    diff = diff_worlds(s.original, ctx.compiled()[1])
+    applied, world = ctx.compiled()
+    diff = diff_worlds(s.original, world)
+    diff = diff.model_copy(update={"files": _with_unread(diff.files, applied.unread)})
     ctx.diff = diff.model_dump(mode="json")
     ctx.diff["violations"] = [c.model_dump(mode="json") for c in diff.violations]
     ctx.folder.write_diff(ctx.diff)
@@ -358,12 +366,26 @@ def check_in_scope(ctx: RoundContext) -> RoundOutcome | None:
     return None
 
 
+def _with_unread(files: list[FileChange], unread: list[str]) -> list[FileChange]:
+    """The diff's files with those the candidate wrote that W′ does not read: `changed`
+    where W read it (it was in the folder), `added` otherwise; `read` false, for ScopeOK
+    to refuse."""
+    if not unread:
+        return files
+    by_path = {f.path: f for f in files}
+    for path in unread:
+        was = by_path.get(path)
+        by_path[path] = FileChange(path=path, change="changed" if was is not None else "added",
+                                   read=False)
+    return [by_path[p] for p in sorted(by_path)]
+
+
 def review(ctx: RoundContext) -> RoundOutcome | None:
     """ReviewOK: the Reviewer's four dimensions and verdict. A review that contradicts
     itself is refused; a rejection goes back with its required changes; a reviewer that
     cannot answer ends the round without feedback (the loop then stops)."""
     s, n, candidate = ctx.setup, ctx.n, ctx.proposed()
-    applied, _ = ctx.compiled()
+    applied, world = ctx.compiled()
     assert ctx.scope is not None
     request = ReviewRequest(
         world_file=s.world_file.name, original=s.source, candidate=applied.text,
@@ -371,7 +393,7 @@ def review(ctx: RoundContext) -> RoundOutcome | None:
         plan=s.selected.plan, diff=ctx.diff, attribution=candidate.attribution,
         rationale=candidate.rationale, round=n,
         original_dir=str(s.world_file.parent.resolve()),
-        candidate_dir=str(ctx.folder.world.resolve()))
+        candidate_dir=str(ctx.folder.world.resolve())).with_worlds(s.original, world)
     s.say(f"round {n}: candidate compiled and in scope ({len(ctx.scope.changed)} "
           "declaration(s) changed); asking the Reviewer")
     used = _tape(s.reviewer, s.llm, n, REVIEWER_TAPE)
@@ -406,7 +428,7 @@ def retest_candidate(ctx: RoundContext) -> RoundOutcome | None:
                 s.folder.retest(n).path, seeds=s.seeds,
                 conditions=s.selected.conditions or None,
                 validate_episodes=s.validate_episodes, llm=_retest_llm(s.llm, n),
-                progress=s.say)
+                progress=s.say, audit=s.audit)
     problems = list(rt.audit_problems[:10])
     retain_failed = rt.retain_problem()
     if retain_failed is not None:
@@ -494,7 +516,8 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
                "audit": str(audit_dir.resolve()), "finding": finding, "seeds": seeds,
                "max_rounds": max_rounds, "compile_tries": compile_tries,
                "agents": describe or {}}
-    selected = _open(folder, loop_id, audit_dir, original, finding)
+    audit = AuditRead(audit_dir)
+    selected = _open(folder, loop_id, audit, original, finding)
     say(f"finding {selected.episode}:{selected.finding.id} ({selected.finding.risk}, "
         f"{selected.finding.boundary.kind}); plan: {selected.plan.objective}")
     main = world_file.name
@@ -502,7 +525,8 @@ def repair(world_file: Path, audit_dir: Path, out: Path, agent: RepairAgent,
     source = world_file.read_text(encoding="utf-8")
     folder.write_original(source)
     setup = RepairSetup(
-        world_file=world_file, audit_dir=audit_dir, folder=folder, original=original,
+        world_file=world_file, audit_dir=audit_dir, audit=audit, folder=folder,
+        original=original,
         source=source, files=_texts(world_file.parent, refs), selected=selected,
         protected=sorted(_protected(original)), only=sorted(refs),
         target=target_of(selected.finding), agent=agent, reviewer=reviewer, seeds=seeds,
@@ -547,7 +571,7 @@ def _compile(world_file: Path) -> World:
     return result.world
 
 
-def _open(folder: RepairFolder, loop_id: dict[str, Any], audit_dir: Path, original: World,
+def _open(folder: RepairFolder, loop_id: dict[str, Any], audit: AuditRead, original: World,
           finding: str | None) -> Selected:
     """Open `folder` for this repair: refuse another repair's folder, read the plan of a
     resumed one or select the finding of a new one, then record both."""
@@ -570,8 +594,8 @@ def _open(folder: RepairFolder, loop_id: dict[str, Any], audit_dir: Path, origin
         # the finding is chosen, and the audit checked, before OUT records this repair:
         # a mistyped --finding or an audit without one is refused without a loop.json
         # that would then refuse the corrected command as "another repair"
-        selected = select_finding(audit_dir, original, finding)
-        _retestable(audit_dir)  # refused now, before any agent is asked
+        selected = select_finding(audit.path, original, finding, audit=audit)
+        _retestable(audit)  # refused now, before any agent is asked
     folder.create()
     folder.write_loop(loop_id)
     if not had_plan:
@@ -680,12 +704,12 @@ class _Rounds:
                      for h in self.history])
 
 
-def _retestable(audit_dir: Path) -> None:
+def _retestable(audit: AuditRead) -> None:
     """Refuse an audit whose episodes or auditor the retest cannot rerun as they ran."""
-    from eairdsl.repair.retest import audited_episodes, auditor_of, cohort_of
+    from eairdsl.repair.audited import cohort_of
 
-    cohort_of(audited_episodes(audit_dir))
-    auditor_of(audit_dir)
+    cohort_of(audit.episodes())
+    audit.auditor()
 
 
 def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:

@@ -28,11 +28,14 @@ folder (the Signals store) loads neither the compiler nor the runtime.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from eairdsl.audit.contract import Finding, RepairPlan
+
+if TYPE_CHECKING:
+    from eairdsl.ir import World
 
 __all__ = ["Feedback", "RepairRequest", "Candidate", "RepairAgent", "Dimension",
            "DIMENSIONS", "DimensionVerdict", "ReviewRequest", "Review", "Reviewer",
@@ -148,6 +151,20 @@ class ReviewRequest(_Model):
     #: applied), for reviewers that compile or run them; None when not on disk
     original_dir: str | None = None
     candidate_dir: str | None = None
+    #: W and W′ as the loop compiled them from those folders (not part of the request's
+    #: data): a reviewer that reads compiled worlds takes them instead of compiling both
+    #: again each round
+    _compiled: tuple[World, World] | None = PrivateAttr(default=None)
+
+    def with_worlds(self, original: World, candidate: World) -> ReviewRequest:
+        """This request carrying W and W′ compiled (`compiled_worlds`)."""
+        self._compiled = (original, candidate)
+        return self
+
+    def compiled_worlds(self) -> tuple[World, World] | None:
+        """W and W′ compiled from `original_dir` and `candidate_dir`, when the loop gave
+        them (`with_worlds`)."""
+        return self._compiled
 
 
 class DimensionVerdict(_Model):

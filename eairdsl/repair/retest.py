@@ -78,13 +78,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eairdsl.api import validate_world
 from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
@@ -95,6 +92,16 @@ from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.runner import audit_episodes
 from eairdsl.errors import UsageError
 from eairdsl.ir import World
+from eairdsl.repair.audited import (
+    AuditedEpisode,
+    AuditorUsed,
+    AuditRead,
+    Cohort,
+    _fresh,
+    audited_episodes,
+    auditor_of,
+    cohort_of,
+)
 from eairdsl.repair.folder import (
     AFTER_TAPES,
     AUDIT_TAPE,
@@ -104,9 +111,8 @@ from eairdsl.repair.folder import (
 )
 from eairdsl.repair.model import RETAIN, Case, Interval, Paired, RetestResult, Target
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.trace import read_trace
-from eairdsl.study.executor import run_study
-from eairdsl.study.grid import LLM_PREFIX, OFFLINE_PROFILES, Model, WorldPlan
+from eairdsl.study.executor import compiled_for_study, run_study
+from eairdsl.study.grid import WorldPlan
 from eairdsl.study.stats import mcnemar_exact, wilson_interval
 from eairdsl.study.store import STORE_FILE, Store
 
@@ -114,25 +120,15 @@ if TYPE_CHECKING:
     from eairdsl.agents.llm import LLMSettings
 
 __all__ = ["RETAIN", "RESULT", "Target", "AuditedEpisode", "Cohort", "AuditorUsed", "Case",
-           "Interval", "Paired", "RetestResult", "audited_episodes", "cohort_of",
-           "auditor_of", "target_of", "matches", "property_identity", "retest", "RetestPlan",
-           "Runs", "ReAudit", "plan_retest", "draw_cohort", "run_cases", "reaudit", "verdict",
-           "retain_of", "fresh_instances"]
+           "Interval", "Paired", "RetestResult", "AuditRead", "audited_episodes", "cohort_of",
+           "auditor_of", "target_of", "matches", "FindingKey", "key_of", "property_identity",
+           "retest", "RetestPlan", "Runs", "ReAudit", "plan_retest", "draw_cohort",
+           "run_cases", "reaudit", "verdict", "retain_of", "fresh_instances"]
 
 #: how many batches of fresh seeds are drawn at most to fill the cohort
 _BATCHES = 5
 #: the retest's cassettes inside `llm.record` / `llm.replay`: W's study, W′'s, the auditor's
 BEFORE, AFTER, AUDIT_CASSETTE = BEFORE_TAPES, AFTER_TAPES, AUDIT_TAPE
-
-
-def _fresh(base: LLMSettings | None, update: dict[str, Any]) -> LLMSettings:
-    """`base` (default settings when None) with `update`, as a new object with no client yet
-    (`model_copy` would share `base`'s client, and with it its cassette)."""
-    from eairdsl.agents.llm import LLMSettings
-
-    fields = {name: getattr(base, name) for name in LLMSettings.model_fields} \
-        if base is not None else {}
-    return LLMSettings(**{**fields, **update})
 
 
 def _tape(llm: LLMSettings | None, name: str) -> dict[str, Path | None]:
@@ -154,187 +150,30 @@ def property_identity(policy: str | None) -> str:
     return f"policy:{policy}" if policy else "measured"
 
 
-def matches(finding: Finding, target: Target) -> bool:
+class FindingKey(NamedTuple):
+    """What `matches` reads of a finding: kept for every finding of an audit's reports
+    while choosing the one to repair, instead of the findings themselves."""
+
+    status: str
+    resolved_later: bool
+    policy: str | None
+    boundary_kind: str
+
+
+def key_of(finding: Finding) -> FindingKey:
+    return FindingKey(finding.status, bool(finding.resolved_later), finding.property.policy,
+                      finding.boundary.kind)
+
+
+def matches(finding: Finding | FindingKey, target: Target) -> bool:
     """Whether a report's finding is a supported, unresolved one of the target: the same
     property (by identity) at a boundary of the same kind (D.1's AuditPass). A target that
     was a lead is matched by a lead too."""
+    key = finding if isinstance(finding, FindingKey) else key_of(finding)
     counted = ("supported", "lead") if target.lead else ("supported",)
-    return (finding.status in counted and not finding.resolved_later
-            and property_identity(finding.property.policy) == property_identity(target.policy)
-            and finding.boundary.kind == target.boundary_kind)
-
-
-class AuditedEpisode(BaseModel):
-    """One audited trace, grader-side: its header and its label."""
-
-    episode: str
-    trace: str
-    condition: str
-    instance: str
-    seed: int
-    #: the sim profile of every party, or "llm" for an episode played by LLM models
-    profile: str
-    realized: bool | None
-    utility: bool | None
-    #: LLM episodes: the header's models and sampling options (TraceHeader.llm)
-    llm: dict[str, Any] | None = None
-
-
-def _profile(agents: dict[str, str]) -> str:
-    values = sorted(set(agents.values()))
-    if len(values) != 1:
-        raise UsageError(f"the audited episodes ran with mixed agents ({', '.join(values)}); "
-                         "the offline retest runs one sim profile for every party")
-    return values[0]
-
-
-def _profile_of(agents: dict[str, str], llm: dict[str, Any] | None) -> str:
-    """An episode's profile: its one sim profile, or "llm" when models played it (the
-    parties without a model being plain sim, as in an LLM study)."""
-    if not llm:
-        return _profile(agents)
-    others = sorted({v for v in agents.values() if not v.startswith(LLM_PREFIX)}
-                    - {"llm", "sim"})
-    if others:
-        raise UsageError(f"the audited episodes ran LLM models beside {', '.join(others)} "
-                         "parties; the retest runs LLM episodes as a study does (the "
-                         "parties without a model plain sim)")
-    return "llm"
-
-
-class Cohort(BaseModel):
-    """Who played the audited episodes, as their headers record it; the retest runs W and
-    W′ with the same."""
-
-    kind: Literal["sim", "llm"]
-    #: the sim profile ("llm" for an LLM cohort: its parties without a model run plain sim)
-    profile: str
-    #: LLM cohorts: the header's `llm` record (model, counterpart_model, judge_model,
-    #: role_models, temperature, max_tokens, seed; those set)
-    llm: dict[str, Any] | None = None
-
-    def model(self) -> Model:
-        """The study model column the retest runs."""
-        if self.llm is None:
-            return Model(self.profile, self.profile)
-        name = str(self.llm["model"])
-        return Model(name, LLM_PREFIX + name)
-
-    def settings(self, transport: LLMSettings | None, record: Path | None = None,
-                 replay: Path | None = None) -> LLMSettings | None:
-        """The LLM options of the retest's studies: the cohort's models and sampling options
-        over `transport`'s endpoint and limits, recording to or replaying from the study
-        cassette folder `record` / `replay` (None for a sim cohort)."""
-        if self.llm is None:
-            return None
-        h = self.llm
-        return _fresh(transport, {
-            "model": None, "counterpart_model": h.get("counterpart_model"),
-            "judge_model": h.get("judge_model"),
-            "role_models": dict(h.get("role_models") or {}),
-            "temperature": h.get("temperature"), "max_tokens": h.get("max_tokens"),
-            "seed": h.get("seed"), "record": record, "replay": replay})
-
-
-def _describe_llm(llm: dict[str, Any]) -> str:
-    parts = [f"{k.removesuffix('_model')} {v}" for k, v in sorted(llm.items())
-             if k.endswith("_model")]
-    roles = llm.get("role_models") or {}
-    parts += [f"{k} {v}" for k, v in sorted(roles.items())]
-    parts += [f"{k} {llm[k]}" for k in ("temperature", "max_tokens", "seed") if k in llm]
-    return f"LLM model {llm.get('model') or '(none)'}" + (
-        f" ({', '.join(parts)})" if parts else "")
-
-
-def cohort_of(audited: list[AuditedEpisode]) -> Cohort:
-    """The one cohort the retest reruns (see the module docstring); a mix that cannot be
-    rerun as it ran is a `UsageError` naming each group."""
-    if not audited:
-        raise UsageError("the audit names no traces (bundles/grader-index.json)")
-    if all(a.llm is None for a in audited):
-        profile = sorted(Counter(a.profile for a in audited).items(),
-                         key=lambda kv: -kv[1])[0][0]
-        if profile not in OFFLINE_PROFILES:
-            raise UsageError(f"the audited episodes ran with {profile}; the retest runs sim "
-                             "profiles or LLM models recorded in the trace headers")
-        return Cohort(kind="sim", profile=profile)
-    groups = Counter(json.dumps(a.llm, sort_keys=True) if a.llm else a.profile
-                     for a in audited)
-    if len(groups) > 1:
-        found = "; ".join(
-            f"{n} with {_describe_llm(json.loads(key)) if key.startswith('{') else key}"
-            for key, n in sorted(groups.items()))
-        raise UsageError(f"the audited episodes ran with different agents ({found}); the "
-                         "retest reruns one cohort as it ran: audit one model's episodes "
-                         "(e.g. a study of that model alone) and repair from that audit")
-    llm = audited[0].llm or {}
-    if not llm.get("model"):
-        raise UsageError(f"the audited episodes ran with {_describe_llm(llm)}, without a model "
-                         "under test; the retest reruns an LLM study's model column (--model)")
-    return Cohort(kind="llm", profile="llm", llm=llm)
-
-
-class AuditorUsed(BaseModel):
-    """The auditor an audit ran, from its reports' `auditor` blocks and its index."""
-
-    kind: Literal["rules", "oracle", "llm"]
-    model: str | None = None
-    contract: str | None = None
-    graph: str | None = None
-    seed: int | None = None
-    prompt_version: str | None = None
-    #: the LLM auditor's sampling as its audit recorded it (`AuditIndex.settings`; None
-    #: when unset, or in an audit written before the settings were kept)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    #: the LLM auditor's budgets as its audit recorded them (`AuditorSettings.budgets`;
-    #: the defaults when none differed, or in an audit written before they were kept)
-    budgets: AuditBudgets = Field(default_factory=AuditBudgets)
-
-
-def auditor_of(audit_dir: Path) -> AuditorUsed:
-    """Who audited `audit_dir`: the one auditor its reports name (the index's arm for an LLM
-    auditor's contract and graph); an audit with no readable report counts as the index
-    says (offline when it says nothing)."""
-    audit_dir = Path(audit_dir)
-    audit = AuditFolder(audit_dir)
-    index = audit.index()
-    seen: dict[str, dict[str, Any]] = {}
-    for entry in index.entries:
-        try:
-            named = audit.report(entry.episode).auditor
-        except AuditFolderError:
-            continue
-        key = {"kind": named.kind, "model": named.model, "seed": named.seed,
-               "prompt_version": named.prompt_version}
-        seen.setdefault(json.dumps(key, sort_keys=True), key)
-    recorded = index.auditor
-    if len(seen) > 1:
-        found = ", ".join(f"{b['kind']}" + (f" {b['model']}" if b.get("model") else "")
-                          + (f" seed {b['seed']}" if b.get("seed") is not None else "")
-                          for b in seen.values())
-        raise UsageError(f"{audit_dir}: the audit's reports come from several auditors "
-                         f"({found}); AuditPass reruns the one auditor an audit used")
-    block = next(iter(seen.values()), None) or {
-        "kind": {"offline": "rules"}.get(str(recorded.get("kind") or "offline"),
-                                         recorded.get("kind")),
-        "model": recorded.get("model")}
-    kind = block.get("kind")
-    if kind not in ("rules", "oracle", "llm"):
-        raise UsageError(f"{audit_dir}: the audit was made by a {kind} auditor; AuditPass "
-                         "reruns the rules, oracle or LLM auditor an audit used")
-    if kind != "llm":
-        return AuditorUsed(kind=kind, prompt_version=block.get("prompt_version"))
-    prompt = str(block.get("prompt_version") or "")
-    contract = recorded.get("contract") or (prompt.split("-", 1)[0] if "-" in prompt
-                                            else "full")
-    sampled = index.settings
-    return AuditorUsed(kind="llm", model=block.get("model") or recorded.get("model"),
-                       contract=str(contract), graph=str(recorded.get("graph") or "annotated"),
-                       seed=block.get("seed"), prompt_version=block.get("prompt_version"),
-                       temperature=sampled.temperature if sampled else None,
-                       max_tokens=sampled.max_tokens if sampled else None,
-                       budgets=sampled.budgets if sampled else AuditBudgets())
+    return (key.status in counted and not key.resolved_later
+            and property_identity(key.policy) == property_identity(target.policy)
+            and key.boundary_kind == target.boundary_kind)
 
 
 def _auditor(used: AuditorUsed, out: Path, world: Path, transport: LLMSettings | None,
@@ -376,24 +215,6 @@ def _budget_options(budgets: AuditBudgets) -> dict[str, Any]:
     return {name: getattr(budgets, name) for name in AuditBudgets.model_fields}
 
 
-def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
-    """Every trace behind the audit's bundles (grader index), with its header and label."""
-    out: list[AuditedEpisode] = []
-    for episode, paths in sorted(AuditFolder(Path(audit_dir)).grader_traces().items()):
-        for path in sorted(paths):
-            try:
-                trace = read_trace(path)
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"{path}: the audited trace cannot be read ({exc})") from None
-            h, r = trace.header, trace.result
-            m = r.measurements if r is not None else {}
-            out.append(AuditedEpisode(
-                episode=episode, trace=str(path), condition=h.condition, instance=h.instance,
-                seed=h.seed, profile=_profile_of(h.agents, h.llm), llm=h.llm or None,
-                realized=m.get("realized"), utility=m.get("utility")))
-    return out
-
-
 def interval(k: int, n: int) -> Interval:
     ci = wilson_interval(k, n)
     low, high = ci if ci is not None else (0.0, 1.0)
@@ -404,22 +225,24 @@ def _order(trace: str) -> str:
     return hashlib.sha256(trace.encode()).hexdigest()
 
 
-def _run(world: World, cases: list[Case], cohort: Cohort, out: Path,
-         llm: LLMSettings | None) -> dict[tuple[str, str, int], dict[str, Any]]:
+def _run(world: World, compiled: CompiledWorld | None, cases: list[Case], cohort: Cohort,
+         out: Path, llm: LLMSettings | None) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Run `cases` of `world` into the study at `out` (resumable) with the cohort's agents
-    or models; rows by case key."""
+    or models; rows by case key. The world goes to each study call compiled for the
+    round (`run_study(compiled=…)`), not written out as world.json and compiled again."""
     groups: dict[tuple[str, str], list[int]] = {}
     for c in cases:
         groups.setdefault((c.condition, c.instance), []).append(c.seed)
     ids = [str(i.get("id")) for i in world.instances]
     model = cohort.model()
+    given = {world.digest: compiled} if compiled is not None else None
     for (condition, instance), seeds in sorted(groups.items()):
         plan = WorldPlan(name=world.meta.name, digest=world.digest, conditions=[condition],
                          instances=[instance], seeds=sorted(set(seeds)), all_instances=ids)
         if llm is None:
-            run_study([world], [plan], [model], out)
+            run_study([world], [plan], [model], out, compiled=given)
         else:
-            run_study([world], [plan], [model], out, llm=llm)
+            run_study([world], [plan], [model], out, llm=llm, compiled=given)
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
     with Store.open(out / STORE_FILE, create=False) as store:
         for r in store.rows():
@@ -486,6 +309,13 @@ class RetestPlan:
     conditions: list[str]
     #: seeds of the audited episodes (never a fresh case's)
     seeds_used: list[int]
+    #: W as the fresh cases' bundles read it (their content identities)
+    identity: CompiledWorld
+    #: W and W′ compiled once for the round as a study runs them (`compiled_for_study`):
+    #: every study call of the retest (about a hundred small ones) runs them in memory
+    #: (None: a world that does not compile so, whose every episode then says why)
+    before: CompiledWorld | None
+    after: CompiledWorld | None
 
 
 @dataclass(frozen=True)
@@ -509,20 +339,23 @@ class ReAudit:
 def retest(original: World, candidate: World, candidate_file: Path, audit_dir: Path,
            target: Target, out: Path, *, seeds: int = 20, regression: int | None = None,
            conditions: list[str] | None = None, validate_episodes: int | None = None,
-           llm: LLMSettings | None = None, progress: Progress | None = None) -> RetestResult:
+           llm: LLMSettings | None = None, progress: Progress | None = None,
+           audit: AuditRead | None = None) -> RetestResult:
     """Run the retest into `out` (resumable) and return its result (also `out/result.json`).
 
     `validate_episodes` bounds `validate_world`'s self-test of W′ (default: every
     instance and at least 10 seeds, as `eairc validate`). `llm` gives what the
     traces do not record of an LLM cohort or auditor: endpoint, timeout, retries,
-    connections (its models and sampling options are ignored: the audit's are used)."""
+    connections (its models and sampling options are ignored: the audit's are used).
+    `audit` is `audit_dir` as the repair already read it (`AuditRead`: the loop reads
+    an audit once, not once per round); without it the folder is read here."""
     say = progress or (lambda _msg: None)
     folder = RetestFolder(out)
     if folder.is_done():
         done = folder.read_result_or_none()
         if done is not None:
             return done
-    plan = plan_retest(original, candidate, audit_dir, conditions, llm)
+    plan = plan_retest(original, candidate, audit_dir, conditions, llm, audit=audit)
     cases, dropped = draw_cohort(plan, original, folder, seeds, regression, say)
     runs = run_cases(plan, original, candidate, cases, folder, say)
     found = reaudit(plan, runs, cases, folder, candidate_file, target, llm, say)
@@ -533,10 +366,14 @@ def retest(original: World, candidate: World, candidate_file: Path, audit_dir: P
 
 
 def plan_retest(original: World, candidate: World, audit_dir: Path,
-                conditions: list[str] | None, llm: LLMSettings | None) -> RetestPlan:
+                conditions: list[str] | None, llm: LLMSettings | None, *,
+                audit: AuditRead | None = None) -> RetestPlan:
     """Read the audit: its episodes and cohort, its auditor, the conditions to rerun
-    (`conditions`, else the audited ones, kept when both worlds have them)."""
-    audited = audited_episodes(audit_dir)
+    (`conditions`, else the audited ones, kept when both worlds have them). Each world is
+    compiled here, once for the round: every study of the retest runs it as it is, and
+    the fresh cases' bundles read it."""
+    read = audit if audit is not None else AuditRead(Path(audit_dir))
+    audited = read.episodes()
     if not audited:
         raise UsageError(f"{audit_dir}: the audit names no traces (bundles/grader-index.json)")
     cohort = cohort_of(audited)
@@ -544,7 +381,7 @@ def plan_retest(original: World, candidate: World, audit_dir: Path,
         raise UsageError("--record and --replay exclude each other")
     settings = cohort.settings(llm, **_tape(llm, BEFORE))
     settings_after = cohort.settings(llm, **_tape(llm, AFTER))
-    used = auditor_of(audit_dir)
+    used = read.auditor()
     conds = conditions or sorted({a.condition for a in audited})
     known = {c.name for c in original.conditions}
     conds = [c for c in conds if c in known and c in {x.name for x in candidate.conditions}]
@@ -552,7 +389,9 @@ def plan_retest(original: World, candidate: World, audit_dir: Path,
         raise UsageError("none of the audited episodes' conditions is in both worlds")
     return RetestPlan(audited=audited, cohort=cohort, settings=settings,
                       settings_after=settings_after, used=used, conditions=conds,
-                      seeds_used=sorted({a.seed for a in audited}))
+                      seeds_used=sorted({a.seed for a in audited}),
+                      identity=CompiledWorld(original), before=_for_study(original),
+                      after=_for_study(candidate))
 
 
 def draw_cohort(plan: RetestPlan, original: World, folder: RetestFolder, seeds: int,
@@ -602,7 +441,7 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
     `ids` (`fresh_instances`) per seed, W run and each trace bundled for its content
     identity; a case that reads like an audited episode or an earlier case is dropped
     and more seeds are drawn (at most `_BATCHES` batches)."""
-    compiled = CompiledWorld(original)
+    compiled = plan.identity
     audited_ids = {a.episode for a in plan.audited}
     fresh: list[Case] = []
     identities: set[str] = set()
@@ -621,7 +460,7 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
                                   instance=ids[(s - first) % len(ids)], seed=s))
         next_seed += seeds
         say(f"retest: running W on {len(batch)} fresh case(s)")
-        rows = _run(original, batch, plan.cohort, folder.before, plan.settings)
+        rows = _run(original, plan.before, batch, plan.cohort, folder.before, plan.settings)
         for c in batch:
             row = rows.get(_key(c))
             if row is None or not row.get("trace_path"):
@@ -636,14 +475,25 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
     return fresh, dropped
 
 
+def _for_study(world: World) -> CompiledWorld | None:
+    """`world` compiled as the retest's studies run it, or None when it does not compile
+    so (the studies then record each episode's error, as they always did)."""
+    try:
+        return compiled_for_study(world)
+    except Exception:
+        return None
+
+
 def run_cases(plan: RetestPlan, original: World, candidate: World, cases: list[Case],
               folder: RetestFolder, say: Progress) -> Runs:
     """Every case under W and under W′, each into its own study store."""
     fresh = sum(1 for c in cases if c.group == "fresh")
     say(f"retest: running W and W' on {len(cases)} case(s) ({fresh} fresh, "
         f"{len(cases) - fresh} regression)")
-    return Runs(before=_run(original, cases, plan.cohort, folder.before, plan.settings),
-                after=_run(candidate, cases, plan.cohort, folder.after, plan.settings_after))
+    return Runs(before=_run(original, plan.before, cases, plan.cohort, folder.before,
+                            plan.settings),
+                after=_run(candidate, plan.after, cases, plan.cohort, folder.after,
+                           plan.settings_after))
 
 
 def reaudit(plan: RetestPlan, runs: Runs, cases: list[Case], folder: RetestFolder,

@@ -184,6 +184,9 @@ class MechanicalReviewer:
     def _worlds(request: ReviewRequest) -> _Worlds | None:
         if request.original_dir is None or request.candidate_dir is None:
             return None
+        given = request.compiled_worlds()
+        if given is not None:  # the loop compiled both this round: not compiled again
+            return _Worlds(*given)
         from eairdsl.compiler import compile_world
 
         out: list[World] = []

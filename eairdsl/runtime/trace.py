@@ -9,6 +9,7 @@ agent profile give a byte-identical file. docs/trace.md describes every field.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -19,7 +20,8 @@ from eairdsl.runtime.values import FieldSet
 from eairdsl.source import write_atomic
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
-           "Trace", "Event", "to_json", "read_trace", "EVENT_KINDS", "EventKind", "encode_line"]
+           "Trace", "Event", "to_json", "read_trace", "read_trace_ends", "EVENT_KINDS",
+           "EventKind", "encode_line"]
 
 TRACE_SCHEMA_VERSION = 1
 #: what a trace event records (docs/trace.md)
@@ -375,6 +377,72 @@ def read_trace(path: Path) -> Trace:
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: {_first_line(exc)}") from None
     return trace
+
+
+#: bytes read at a time from either end of a trace when reading only its ends
+_END_CHUNK = 64 * 1024
+
+
+def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
+    """A trace's header and result lines only (ValueError on a malformed one), without its
+    events: what a reader of many traces' labels needs (the repair's retest reads who
+    played each audited episode and what it realized; reading every event of 6,000
+    traces three times made a repair's cost grow with its audit). The result is the
+    last line when it is one (None for a trace without a result, as `read_trace` gives);
+    the events between are neither read nor checked."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        first, last = _ends(fd)
+    finally:
+        os.close(fd)
+    if not first.strip():
+        raise ValueError(f"{path} is empty")
+    try:
+        header = TraceHeader.model_validate_json(first.removesuffix(b"\r"))
+    except ValueError as exc:  # UnicodeDecodeError is one
+        raise ValueError(f"{path}:1: not a trace header ({_first_line(exc)})") from None
+    if header.trace_schema != TRACE_SCHEMA_VERSION:
+        raise ValueError(f"{path}: trace schema {header.trace_schema}, expected "
+                         f"{TRACE_SCHEMA_VERSION}")
+    if last is None:
+        return header, None
+    try:
+        data = json.loads(last.decode("utf-8").removesuffix("\r"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        result = TraceResult.model_validate(data) if data.get("type") == "result" else None
+    except ValueError as exc:
+        raise ValueError(f"{path}: last line: {_first_line(exc)}") from None
+    return header, result
+
+
+def _ends(fd: int) -> tuple[bytes, bytes | None]:
+    """The first line of the open file `fd`, and its last non-empty line after the first
+    (None when there is none), read in chunks from either end (`pread`: a small trace is
+    one read)."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _END_CHUNK, 0)
+    while b"\n" not in head and len(head) < size:  # a long header (an LLM run's calls)
+        more = os.pread(fd, _END_CHUNK, len(head))
+        if not more:
+            break
+        head += more
+    cut = head.find(b"\n")
+    first = head if cut < 0 else head[:cut]
+    start = len(first) + 1
+    if start >= size:
+        return first, None
+    tail = head[start:] if len(head) >= size else b""
+    pos = size if not tail else start
+    while True:
+        stripped = tail.rstrip(b"\n")
+        cut = stripped.rfind(b"\n")
+        if cut >= 0 or pos <= start:
+            line = stripped[cut + 1:]
+            return first, line or None
+        step = min(_END_CHUNK, pos - start)
+        pos -= step
+        tail = os.pread(fd, step, pos) + tail
 
 
 def _first_line(exc: Exception) -> str:

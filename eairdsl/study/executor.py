@@ -9,7 +9,10 @@ one is valid or `max_attempts` have been recorded; every attempt is a row.
 
 Backends:
 
-* serial — in this process (`--workers 1`);
+* serial — in this process (`--workers 1`); a world the caller gives compiled
+  (`compiled`) runs as it is, in memory (the repair's retest runs about a hundred
+  small studies of the same two worlds), any other is compiled once per call from
+  its world.json text, as a worker does;
 * local — `concurrent.futures.ProcessPoolExecutor`; each worker receives the
   worlds once as world.json text (cheap to pickle), compiles each on first use
   and writes its traces straight into the study folder. A worker that dies
@@ -95,6 +98,7 @@ __all__ = [
     "WorkerLost",
     "begin_llm",
     "check_llm_options",
+    "compiled_for_study",
     "llm_options",
     "run_study",
     "run_task",
@@ -144,6 +148,15 @@ def _init_worker(texts: dict[str, str], parent: int | None = None) -> None:
             pass
         if os.getppid() != parent:
             os._exit(0)
+
+
+def compiled_for_study(world: World) -> CompiledWorld:
+    """`world` compiled as a study's workers compile it, from its world.json text: the
+    canonical form (sorted keys: a table's rows list their fields in name order) is what
+    every study episode reads, on any backend, and its traces show it. For
+    `run_study(compiled=…)`: a caller running many small studies of one world pays for
+    this once instead of once per call."""
+    return CompiledWorld(load_world(dump_world(world)))
 
 
 def _compiled(digest: str) -> CompiledWorld:
@@ -226,14 +239,18 @@ class _Done:
 
 
 class _Serial:
-    """Runs each episode in this process as it is submitted."""
+    """Runs each episode in this process as it is submitted, on the worlds in memory
+    (`compiled`; a world that did not compile comes as text in `texts`, and each of its
+    episodes records why, as in a worker)."""
 
     capacity = 1
     writes_files = True
     name = "serial"
 
-    def __init__(self, texts: dict[str, str], task: TaskFn) -> None:
+    def __init__(self, texts: dict[str, str], task: TaskFn,
+                 compiled: Mapping[str, CompiledWorld] | None = None) -> None:
         _init_worker(texts)
+        _COMPILED.update(compiled or {})
         self.task = task
 
     def submit(self, payloads: list[dict[str, Any]]) -> _Done:
@@ -247,7 +264,7 @@ class _Serial:
         return value
 
     def close(self, cancel: bool = False) -> None:
-        pass
+        _COMPILED.clear()  # the caller's worlds are not kept past the study
 
 
 class _Pool:
@@ -381,9 +398,9 @@ class _Async:
     writes_files = True
     name = "async"
 
-    def __init__(self, texts: dict[str, str], settings: dict[str, LLMSettings],
+    def __init__(self, compiled: dict[str, CompiledWorld], settings: dict[str, LLMSettings],
                  capacity: int) -> None:
-        self.compiled = {d: CompiledWorld(load_world(t)) for d, t in texts.items()}
+        self.compiled = compiled
         self.settings = settings
         self.capacity = max(1, capacity)
         self.loop = asyncio.new_event_loop()
@@ -559,11 +576,18 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
               progress: StudyProgress | None = None,
               task: TaskFn | None = None, llm: LLMSettings | None = None,
               budget: Budget | None = None,
-              sources: Mapping[str, Path] | None = None) -> StudySummary:
+              sources: Mapping[str, Path] | None = None,
+              compiled: Mapping[str, CompiledWorld] | None = None) -> StudySummary:
     """Run (or resume) the grid of `plans` × `models` into `out/results.sqlite`.
 
     `sources` names the file each world was compiled from (by world name): the store
     keeps it with the world's digest, so `eairc audit STUDY` finds the world there.
+    `compiled` holds worlds already compiled (`CompiledWorld`, by digest) for the
+    backends that run in this process (serial, async): a caller running many small
+    studies of one world compiles it once, and nothing is written out as world.json
+    and read back for each call. Make them with `compiled_for_study`: world.json's
+    canonical form (its tables' keys sorted) is what a study's episodes read, and
+    their traces show it.
 
     `task` replaces `run_task` in the workers (tests use it to inject faults).
     `llm` holds the options of the LLM models (`Model.llm`): counterpart, judge
@@ -586,6 +610,7 @@ def run_study(worlds: Sequence[World], plans: Sequence[WorldPlan], models: Seque
                executor=executor, scheduler=scheduler, max_attempts=max_attempts,
                progress=progress or _Silent(), task=task or run_task, llm=llm,
                budget=budget, settings=settings, sources=dict(sources or {}),
+               compiled=dict(compiled or {}),
                live=bool(settings) and (llm is None or llm.replay is None),
                summary=StudySummary(store=out / STORE_FILE, cells=0, skipped=0))
     lock, store = _lock_and_open(out)
@@ -631,6 +656,8 @@ class _Run:
     parts: dict[str, Path] = field(default_factory=dict)
     #: world name -> the file it was compiled from (kept in the store)
     sources: dict[str, Path] = field(default_factory=dict)
+    #: digest -> the caller's compiled world (`run_study(compiled=…)`)
+    compiled: dict[str, CompiledWorld] = field(default_factory=dict)
 
 
 def _check_arguments(worlds: Sequence[World], plans: Sequence[WorldPlan], *, workers: int,
@@ -734,6 +761,22 @@ def _texts(run: _Run, todo: deque[Attempt]) -> dict[str, str]:
     return {run.worlds[n].digest: dump_world(run.worlds[n]) for n in needed}
 
 
+def _given(run: _Run, todo: deque[Attempt]) -> tuple[dict[str, CompiledWorld], dict[str, str]]:
+    """The worlds the attempts need, for a backend in this process: those the caller gave
+    compiled (`run_study(compiled=…)`, by digest) as they are, the others as world.json
+    text (each compiled once from it, as a worker does)."""
+    compiled: dict[str, CompiledWorld] = {}
+    texts: dict[str, str] = {}
+    for name in sorted({a.cell.world for a in todo}):
+        world = run.worlds[name]
+        given = run.compiled.get(world.digest)
+        if given is not None and given.world.digest == world.digest:
+            compiled[world.digest] = given
+        else:
+            texts[world.digest] = dump_world(world)
+    return compiled, texts
+
+
 def _run_sim(run: _Run, store: Store, todo: deque[Attempt], llm_todo: deque[Attempt]) -> None:
     """The sim episodes on the chosen backend, starting litellm's import (when LLM
     episodes follow) where it overlaps them: before the backend, or after the pool's
@@ -744,14 +787,14 @@ def _run_sim(run: _Run, store: Store, todo: deque[Attempt], llm_todo: deque[Atte
         begin_llm(run.llm)  # litellm's import overlaps the setup and the sim episodes
     if not todo:
         return
-    texts = _texts(run, todo)
     backend: _Serial | _Pool | _Dask | _Async
     if run.executor == "dask":
-        backend = _Dask(texts, run.workers, run.scheduler)
+        backend = _Dask(_texts(run, todo), run.workers, run.scheduler)
     elif run.workers == 1:
-        backend = _Serial(texts, run.task)
+        compiled, texts = _given(run, todo)
+        backend = _Serial(texts, run.task, compiled)
     else:
-        backend = _Pool(texts, min(run.workers, len(todo)), run.task)
+        backend = _Pool(_texts(run, todo), min(run.workers, len(todo)), run.task)
     if begin and pool_first:
         begin_llm(run.llm)  # after the fork: the pool's workers have started
     run.summary.executor, run.summary.workers = backend.name, run.workers
@@ -765,13 +808,14 @@ def _run_llm(run: _Run, store: Store, llm_todo: deque[Attempt], *, after_sim: bo
     settings allow (`max_episodes`, else max(64, 8 × max_connections))."""
     if not llm_todo:
         return
-    texts = _texts(run, llm_todo)
+    compiled, texts = _given(run, llm_todo)
+    compiled |= {d: CompiledWorld(load_world(t)) for d, t in texts.items()}
     first = next(iter(run.settings.values()))
     capacity = first.max_episodes or max(64, 8 * first.max_connections)
     # Episodes set up only once litellm is in: 200 episodes setting up beside the
     # import share the GIL with it and the first request left at 8 s, not 3.
     _litellm_settled()
-    backend = _Async(texts, run.settings, capacity)
+    backend = _Async(compiled, run.settings, capacity)
     run.summary.executor = f"{run.summary.executor}+async" if after_sim else "async"
     _drive_then_close(run, backend, store, llm_todo, chunk=1)
 
