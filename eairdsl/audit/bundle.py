@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -84,6 +84,9 @@ from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import format_expr
+
+if TYPE_CHECKING:
+    from eairdsl.runtime.evaluate import LetTable
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
@@ -356,15 +359,38 @@ def _find_rubrics(world: World) -> set[str]:
 _TOOL_REACH: dict[tuple[str, str, str], tuple[frozenset[str], frozenset[str]]] = {}
 
 
+def _fold_ir(expr: Expr, levers: dict[str, Any], lets: dict[str, LetIR]) -> Any:
+    """`check.static.fold_ir(expr, levers, lets)`, with one `let` table per world.
+
+    `fold_ir` builds a table of the world's definitions for every expression it folds
+    (telling which are stable walks every definition), and bundling folds each guard,
+    effect and branch of every tool under each condition: C1's tools spent most of
+    their bundling there. A table depends only on the definitions, and folding reads
+    it without changing what it gives, so the table is made once per `lets`."""
+    from eairdsl.check.static import FOLD_STEPS, FoldPlan  # the checker's folder
+    from eairdsl.runtime.evaluate import LetTable
+
+    found = _TABLES.get(id(lets))
+    if found is None or found[0] is not lets:
+        if len(_TABLES) >= 16:
+            _TABLES.clear()
+        found = _TABLES[id(lets)] = (lets, LetTable(lets))
+    plan = FoldPlan(expr, lets, True)
+    plan.table = found[1]  # the plan's own, made once here (a cached property)
+    return plan.fold(levers, FOLD_STEPS)
+
+
+#: a `let` table per definitions dict (kept alive with it, so its id is not reused)
+_TABLES: dict[int, tuple[dict[str, LetIR], LetTable]] = {}
+
+
 def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) -> list[Expr]:
     """The tool's expressions an episode under these lever values can evaluate: a guard,
     effect, ACL or propagation whose `when` the levers decide false is left out, and so
     is the branch of a `choose(c, a, b)` they decide against (A1's search_document reads
     one of two handbooks by a lever: the other is not within the tool's reach)."""
-    from eairdsl.check.static import fold_ir  # the checker's folder, loaded on first use
-
     def off(when: Expr | None) -> bool:
-        return when is not None and fold_ir(when, levers, lets) is False
+        return when is not None and _fold_ir(when, levers, lets) is False
 
     out: list[Expr | None] = [tool.cost, tool.result, tool.sends_to]
     out += [] if off(tool.propagates_when) else [tool.propagates, tool.propagates_when]
@@ -386,7 +412,7 @@ def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) ->
             stack.append(lets[node.name].body)
         if type(node) is Call and node.func == "choose" and len(node.args) == 3 \
                 and not any(node.keys):
-            taken = fold_ir(node.args[0], levers, lets)
+            taken = _fold_ir(node.args[0], levers, lets)
             if taken is True or taken is False:
                 stack.append(node.args[1] if taken else node.args[2])
                 continue
@@ -776,10 +802,10 @@ def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
 def _folder(w: World, levers: dict[str, Any]) -> Callable[[LetCall], A.Expr | None]:
     """A `let` call's value for the episode where literals and lever values decide it
     (the checker's folder: no state, record, trace or clock is read), as a literal."""
-    from eairdsl.check.static import UNKNOWN, fold_ir  # the checker's folder
+    from eairdsl.check.static import UNKNOWN  # the checker's folder
 
     def fold(call: LetCall) -> A.Expr | None:
-        value = fold_ir(call, levers, w.lets)
+        value = _fold_ir(call, levers, w.lets)
         if value is UNKNOWN:
             return None
         kind = {bool: "bool", int: "int", float: "number", str: "text"}.get(type(value))

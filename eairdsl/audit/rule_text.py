@@ -38,6 +38,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
+from pydantic import BaseModel
+
 from eairdsl.ir import (
     Agg,
     Attr,
@@ -109,6 +111,24 @@ class _Printer:
         self.keep = keep
         self.budget = max_nodes
         self.depth = 0
+        #: the names each node made here prints, by id (the node kept alive with them)
+        self._printed: dict[int, tuple[Any, frozenset[str]]] = {}
+
+    def names(self, value: Any) -> frozenset[str]:
+        """Every name (`NameExpr`) in `value`, as `A.walk_exprs` finds them: worked out
+        once per node, so an argument substituted into nested definitions is not walked
+        again at every level (B1's rules spent most of their printing there)."""
+        if isinstance(value, list):
+            return frozenset().union(*(self.names(v) for v in value))
+        if not isinstance(value, BaseModel):
+            return frozenset()
+        found = self._printed.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        names = frozenset({value.id}) if isinstance(value, A.NameExpr) else frozenset()
+        names = names.union(*(self.names(child) for _, child in value))
+        self._printed[id(value)] = (value, names)
+        return names
 
     def _tick(self) -> None:
         self.budget -= 1
@@ -218,8 +238,7 @@ class _Printer:
         if self.depth > 64:
             raise RuleWithheld("the rule's definitions nest too deeply to inline")
         # every name the arguments print (an over-approximation of their variables)
-        used = frozenset(x.id for c in converted for x in A.walk_exprs(c)
-                         if isinstance(x, A.NameExpr))
+        used = frozenset().union(*(self.names(c) for c in converted))
         body = self.node(let.body, dict(zip(let.params, converted, strict=False)), {}, used)
         self.depth -= 1
         return body
