@@ -239,9 +239,9 @@ class _Done:
 
 
 class _Serial:
-    """Runs each episode in this process as it is submitted, on the worlds in memory
-    (`compiled`; a world that did not compile comes as text in `texts`, and each of its
-    episodes records why, as in a worker)."""
+    """Runs each episode in this process as it is submitted: on the caller's compiled
+    worlds as they are (`compiled`), the others compiled once from their world.json text
+    (`texts`), as a worker does (one that does not compile: each episode says why)."""
 
     capacity = 1
     writes_files = True
