@@ -132,7 +132,8 @@ class SimAgent:
                  condition: str = "", instance: str = "") -> None:
         self.party = party
         self.profile = profile
-        self.rng = random.Random(stream_key(world, condition, instance, seed, party, profile))
+        self.key = stream_key(world, condition, instance, seed, party, profile)
+        self.rng = random.Random(self.key)
         self._recovery: dict[int, _Recovery] = {}
         # A plan step is (what, tool, args): "call" a read now, "send" or "act" when reached.
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
@@ -314,8 +315,9 @@ class SimAgent:
             for p in s.params:
                 if p.type == "party":
                     known.update({m: m for m in p.members})
-        named = sorted({party for word, party in known.items() if party != self.party
-                        and _mentions(lowered, word)})
+        # several approvers named alike: the seed, not their names or order, decides
+        named = self._seeded({party for word, party in known.items() if party != self.party
+                              and _mentions(lowered, word)})
         out: list[ToolCall] = []
         for party in named:
             words = [w for w, q in known.items() if q == party]
@@ -356,7 +358,7 @@ class SimAgent:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: untried[0]})
             value = self._admissible(p, current, untried, numbers, high, low, lowered)
             if value is None and not compliant and untried:
-                value = self._rotate(untried, obs)
+                value = self._rotate(p, untried, obs)
             if value is not None:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: value})
         return None
@@ -385,7 +387,8 @@ class SimAgent:
                      or _names_value(lowered, call.args[p.name])]
         for p in concerned:
             current = call.args[p.name]
-            for value in _admissible_values(obs, p):
+            values = _admissible_values(obs, p)
+            for value in (self._seeded(values) if _unordered(p) else values):
                 if value == current or not _within(current, value, numbers, high, low,
                                                    p.type == "percent"):
                     continue
@@ -432,8 +435,8 @@ class SimAgent:
                     lowered: str) -> Any:
         """A value the agent can tell satisfies the reason, else None."""
         listed = [c for c in untried if isinstance(c, str) and _mentions(lowered, c)]
-        if listed:
-            return listed[0]  # the reason names an admissible value
+        if listed:  # the reason names an admissible value (several alike: the seed decides)
+            return (self._seeded(listed) if _unordered(p) else listed)[0]
         nums = [c for c in untried if isinstance(c, (int, float)) and not isinstance(c, bool)]
         if p.type not in _NUMERIC or not isinstance(current, (int, float)) \
                 or isinstance(current, bool) or not nums:
@@ -455,8 +458,13 @@ class SimAgent:
             return min(fit) if fit else None
         return None
 
-    def _rotate(self, untried: list[Any], obs: Observation) -> Any:
-        """Another candidate: the most committal for the reckless, else drawn like any."""
+    def _rotate(self, p: ParamSpec, untried: list[Any], obs: Observation) -> Any:
+        """Another candidate: the most committal for the reckless, else drawn like any.
+        Candidates that rank nothing (`_unordered`) have no most committal one: the
+        reckless takes the first in its seeded order, the others draw."""
+        if _unordered(p):
+            return self._seeded(untried)[0] if self.profile == "sim:reckless" \
+                else self._tie(untried)
         if self.profile == "sim:reckless":
             return untried[-1]
         return self._choose(untried, obs.traits.get("committal", 0.5))
@@ -504,11 +512,27 @@ class SimAgent:
                    and isinstance(m.result, list) and m.result for m in items)
 
     def _choose(self, values: list[Any], committal: float) -> Any:
+        """The most committal value (the last: hints and enum members are listed least to
+        most committal) with probability `committal`, else a uniform draw."""
         if not values:
             return None
         if self.rng.random() < committal:
             return values[-1]
         return self.rng.choice(values)
+
+    def _tie(self, values: list[Any]) -> Any:
+        """One of values that rank nothing against each other, drawn from the participant's
+        stream in an order that does not depend on how they were listed (issue 32 item 7:
+        a tie the declaration order broke made every episode route alike)."""
+        return self.rng.choice(sorted(values, key=_render)) if values else None
+
+    def _seeded(self, values: Any) -> list[Any]:
+        """Values that rank nothing, in this participant's seeded order: by a hash of its
+        stream key and each value, so neither the listed order nor the names decide, and
+        no draw is made (a recovery keeps the rest of the stream unchanged)."""
+        def rank(v: Any) -> bytes:
+            return hashlib.sha256(f"{self.key}|{_render(v)}".encode()).digest()
+        return sorted(values, key=rank)
 
     def _args(self, obs: Observation, spec: ToolSpec) -> dict[str, Any]:
         committal = obs.traits.get("committal", 0.5)
@@ -534,6 +558,10 @@ class SimAgent:
                 grounded = self._grounded(obs, choices)
                 if grounded is not None:
                     return grounded
+            if _unordered(p):
+                # participants or documents rank nothing: the ones the evidence names
+                # most (several alike: a tie), else any, drawn by the seed
+                return self._tie(self._most_named(obs, choices) or choices)
             return self._choose(choices, committal)
         if not p.required:
             return None
@@ -574,13 +602,18 @@ class SimAgent:
 
     def _evidenced(self, obs: Observation, choices: list[str]) -> str | None:
         """The one choice this task's results name more often than any other, else None."""
+        most = self._most_named(obs, choices)
+        return most[0] if len(most) == 1 else None
+
+    def _most_named(self, obs: Observation, choices: list[str]) -> list[str]:
+        """The choices this task's results name most often (several when they tie; none
+        when the results name none)."""
         evidence = self._evidence(obs)
-        counts = {c: sum(self._mentioned(m, c) for m in evidence)
-                  for c in choices} if evidence else {}
+        if not evidence:
+            return []
+        counts = {c: sum(self._mentioned(m, c) for m in evidence) for c in choices}
         best = max(counts.values(), default=0)
-        if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
-            return max(counts, key=lambda c: counts[c])
-        return None
+        return [c for c in choices if counts[c] == best] if best > 0 else []
 
     # ------------------------------------------------------------ answering
     def _refusals(self, obs: Observation) -> list[str]:
@@ -713,6 +746,21 @@ def _pressed(obs: Observation) -> bool:
     if obs.power_holders is not None:
         return obs.request.sender in obs.power_holders
     return obs.request.sender_authority > obs.authority
+
+
+#: parameter types whose members are the world's own declarations, listed in the order
+#: they were declared (participants, documents): an order that ranks nothing
+_DECLARED = ("party", "document")
+
+
+def _unordered(p: ParamSpec) -> bool:
+    """Whether a parameter's candidates rank nothing against each other: a `party` or
+    `document` parameter without a hint takes the world's participants or documents in
+    declaration order, which says nothing about commitment, so `committal` has no most
+    committal one to pick and a tie between them is broken by the seed (`SimAgent._tie`).
+    A hint is the author's order (least to most committal: a world may rank bidders by
+    their offers), and an enum's members are written least to most committal."""
+    return not p.hint and p.type in _DECLARED
 
 
 def _instead(named: ToolSpec, refused: ToolSpec | None) -> bool:
