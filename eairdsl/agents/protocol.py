@@ -38,9 +38,6 @@ class ToolSpec(BaseModel):
     delegates: bool = False
     reads: list[str] = Field(default_factory=list)
     writes: list[str] = Field(default_factory=list)
-    #: per ledger in `writes`, the field the tool's row fills from `context.caller`: who
-    #: wrote a row, as the row itself records it (absent when the row does not say)
-    writer_fields: dict[str, str] = Field(default_factory=dict)
 
 
 class MemoryItem(BaseModel):

@@ -499,42 +499,17 @@ class SimAgent:
         if spec is None:
             return None
         diligence = obs.traits.get("diligence", 0.5)
-        if spec.writes and self._already_recorded(obs, spec) \
+        if spec.writes and self._already_recorded(obs, self._this_task(obs), spec.writes) \
                 and self.rng.random() < diligence:
             return None
         return ToolCall(tool=spec.name, args=self._args(obs, spec))
 
-    def _already_recorded(self, obs: Observation, act: ToolSpec) -> bool:
-        """Did a read in this task return a row, of a ledger `act` writes, that this
-        participant recorded? Then the act is already done (issue 32 item 7: a row another
-        party wrote is evidence about that party, not about this agent, and used to stop
-        the reader's own act). Who wrote a row is what the row records in the field the
-        act's append fills from `context.caller` (`ToolSpec.writer_fields`); rows that do
-        not say count only when the agent has itself appended to that ledger (a successful
-        call, in its memory, of a tool that writes it): only then may they be its own."""
-        items = self._this_task(obs)
-        for ledger in act.writes:
-            readers = {s.name for s in obs.tools if ledger in s.reads}
-            rows = [row for m in items if m.kind == "tool_result" and m.tool in readers
-                    and not m.rejected and isinstance(m.result, list) for row in m.result]
-            if not rows:
-                continue
-            field = act.writer_fields.get(ledger)
-            said = [r for r in rows if isinstance(r, dict) and field is not None and field in r]
-            if said:
-                if any(r[field] == self.party for r in said):
-                    return True
-            elif self._has_written(obs, ledger):
-                return True
-        return False
-
     @staticmethod
-    def _has_written(obs: Observation, ledger: str) -> bool:
-        """Whether this agent's memory holds a successful call of a tool that writes
-        `ledger` (its memory holds only its own calls' results)."""
-        writers = {s.name for s in obs.tools if ledger in s.writes}
-        return any(m.kind == "tool_result" and m.tool in writers and not m.rejected
-                   for m in obs.memory)
+    def _already_recorded(obs: Observation, items: list[MemoryItem], ledgers: list[str]) -> bool:
+        """Did a read of one of these ledgers in this task (`items`) return rows?"""
+        read_tools = {s.name for s in obs.tools if set(s.reads) & set(ledgers)}
+        return any(m.kind == "tool_result" and m.tool in read_tools and not m.rejected
+                   and isinstance(m.result, list) and m.result for m in items)
 
     def _choose(self, values: list[Any], committal: float) -> Any:
         """The most committal value (the last: hints and enum members are listed least to

@@ -22,10 +22,8 @@ from typing import Any
 from eairdsl.agents.protocol import ParamSpec, Request, ToolSpec
 from eairdsl.ir import (
     AppendEffect,
-    Attr,
     DashboardInducer,
     Expr,
-    RecordExpr,
     Ref,
     ToolIR,
     WarningInducer,
@@ -171,8 +169,7 @@ class CompiledWorld:
             reads, writes = self.access(tool)
             spec = self._tool_specs[key] = ToolSpec(
                 name=tool.name, kind=tool.kind, description=tool.description, params=params,
-                delegates=bool(tool.delegates_to), reads=reads, writes=writes,
-                writer_fields=writer_fields(tool))
+                delegates=bool(tool.delegates_to), reads=reads, writes=writes)
         return spec
 
     def arg_plan(self, tool: ToolIR) -> tuple[frozenset[str], list[frozenset[type] | None]]:
@@ -195,22 +192,6 @@ class CompiledWorld:
             writes = sorted({e.target for e in tool.effects if isinstance(e, AppendEffect)})
             self._access[tool.name] = (sorted(reads), writes)
         return self._access[tool.name]
-
-
-def writer_fields(tool: ToolIR) -> dict[str, str]:
-    """Per ledger a tool appends to, the field its row fills from `context.caller`: the
-    row's own record of who wrote it (`append refunds {desk: context.caller, …}`). A
-    ledger whose rows do not say who wrote them has no entry. Read from the IR, so no
-    world's field names are guessed."""
-    out: dict[str, str] = {}
-    for e in tool.effects:
-        if not isinstance(e, AppendEffect) or not isinstance(e.value, RecordExpr):
-            continue
-        for key, value in zip(e.value.keys, e.value.values, strict=True):
-            if isinstance(value, Attr) and value.name == "caller" \
-                    and isinstance(value.obj, Ref) and value.obj.kind == "context":
-                out.setdefault(e.target, key)
-    return out
 
 
 #: Python types whose every value fits a type kind (conform.misfit says so without looking
