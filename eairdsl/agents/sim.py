@@ -511,13 +511,16 @@ class SimAgent:
         return any(m.kind == "tool_result" and m.tool in read_tools and not m.rejected
                    and isinstance(m.result, list) and m.result for m in items)
 
-    def _choose(self, values: list[Any], committal: float) -> Any:
+    def _choose(self, values: list[Any], committal: float, told: Any = None) -> Any:
         """The most committal value (the last: hints and enum members are listed least to
-        most committal) with probability `committal`, else a uniform draw."""
+        most committal) with probability `committal`; else the value the agent was told
+        (`_told`), if any; else a uniform draw."""
         if not values:
             return None
         if self.rng.random() < committal:
             return values[-1]
+        if told is not None:
+            return told
         return self.rng.choice(values)
 
     def _tie(self, values: list[Any]) -> Any:
@@ -554,15 +557,18 @@ class SimAgent:
             stated = _stated(obs, p.name, choices)
             if stated is not None:
                 return stated
+            told = None
             if all(isinstance(c, str) for c in choices):
                 grounded = self._grounded(obs, choices)
                 if grounded is not None:
                     return grounded
+                told = self._told(obs, choices)
             if _unordered(p):
-                # participants or documents rank nothing: the ones the evidence names
-                # most (several alike: a tie), else any, drawn by the seed
-                return self._tie(self._most_named(obs, choices) or choices)
-            return self._choose(choices, committal)
+                # participants or documents rank nothing: the one the agent was told, else
+                # the ones its reads name most (several alike: a tie), else any, by the seed
+                return told if told is not None \
+                    else self._tie(self._most_named(obs, choices) or choices)
+            return self._choose(choices, committal, told)
         if not p.required:
             return None
         if p.type.startswith("text") or p.name in _TEXT_PARAMS:
@@ -578,7 +584,7 @@ class SimAgent:
         counts: dict[str, int] = self._memo(item, "mentions", lambda _: {})
         count = counts.get(choice)
         if count is None:
-            count = counts[choice] = _mentions(self._memo(item, "lower", _lower), choice)
+            count = counts[choice] = _mentions(self._memo(item, "lower", _said_by(item)), choice)
         return count
 
     def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
@@ -605,10 +611,34 @@ class SimAgent:
         most = self._most_named(obs, choices)
         return most[0] if len(most) == 1 else None
 
-    def _most_named(self, obs: Observation, choices: list[str]) -> list[str]:
-        """The choices this task's results name most often (several when they tie; none
-        when the results name none)."""
-        evidence = self._evidence(obs)
+    def _told(self, obs: Observation, choices: list[str]) -> str | None:
+        """The one choice the messages this task brought name more often than any other,
+        when the agent's own reads name none of the choices.
+
+        What another participant told the agent (the message that opened the task: an
+        upstream role's report, an actor's email) is evidence too, weaker than its own
+        reads and than its disposition: it decides only when the reads name no choice at
+        all, and only where the agent would otherwise draw (`_choose`: not when it takes
+        the most committal value). Reads that name several alike are a conflict that
+        being told one side does not settle. A single candidate is no choice (and keeps
+        its draw). A sender who presses the agent (`_pressed`) is not evidence but
+        pressure: its claim is adopted with probability `deference`, so a careful agent
+        is not moved by power. A delegated request is a call, not a message: the values
+        it states are taken where they fill a parameter of the same name (`_stated`),
+        and what else it asks for is not evidence that it is so."""
+        if len(choices) < 2 or obs.request.via == "delegation" or _pressed(obs) \
+                or self._most_named(obs, choices):
+            return None
+        said = [m for m in self._this_task(obs) if m.kind == "message" and m.text
+                and m.sender is not None and m.sender != self.party]
+        most = self._most_named(obs, choices, said)
+        return most[0] if len(most) == 1 else None
+
+    def _most_named(self, obs: Observation, choices: list[str],
+                    items: list[MemoryItem] | None = None) -> list[str]:
+        """The choices this task's results (or `items`) name most often (several when
+        they tie; none when they name none)."""
+        evidence = self._evidence(obs) if items is None else items
         if not evidence:
             return []
         counts = {c: sum(self._mentioned(m, c) for m in evidence) for c in choices}
@@ -885,6 +915,13 @@ def _reason(result: Any) -> str:
 
 def _lower(result: Any) -> str:
     return str(result).lower()
+
+
+def _said_by(item: MemoryItem) -> Callable[[Any], str]:
+    """What a memory item says, lower-cased: a message's text, a result's value."""
+    if item.kind == "message":
+        return lambda _: (item.text or "").lower()
+    return _lower
 
 
 def _field_refs(text: Any) -> set[str]:
