@@ -132,7 +132,8 @@ class SimAgent:
                  condition: str = "", instance: str = "") -> None:
         self.party = party
         self.profile = profile
-        self.rng = random.Random(stream_key(world, condition, instance, seed, party, profile))
+        self.key = stream_key(world, condition, instance, seed, party, profile)
+        self.rng = random.Random(self.key)
         self._recovery: dict[int, _Recovery] = {}
         # A plan step is (what, tool, args): "call" a read now, "send" or "act" when reached.
         self.plans: dict[int, list[tuple[str, str, dict[str, Any]]]] = {}
@@ -314,8 +315,9 @@ class SimAgent:
             for p in s.params:
                 if p.type == "party":
                     known.update({m: m for m in p.members})
-        named = sorted({party for word, party in known.items() if party != self.party
-                        and _mentions(lowered, word)})
+        # several approvers named alike: the seed, not their names or order, decides
+        named = self._seeded({party for word, party in known.items() if party != self.party
+                              and _mentions(lowered, word)})
         out: list[ToolCall] = []
         for party in named:
             words = [w for w, q in known.items() if q == party]
@@ -356,7 +358,7 @@ class SimAgent:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: untried[0]})
             value = self._admissible(p, current, untried, numbers, high, low, lowered)
             if value is None and not compliant and untried:
-                value = self._rotate(untried, obs)
+                value = self._rotate(p, untried, obs)
             if value is not None:
                 return ToolCall(tool=call.tool, args={**call.args, p.name: value})
         return None
@@ -385,7 +387,8 @@ class SimAgent:
                      or _names_value(lowered, call.args[p.name])]
         for p in concerned:
             current = call.args[p.name]
-            for value in _admissible_values(obs, p):
+            values = _admissible_values(obs, p)
+            for value in (self._seeded(values) if _unordered(p) else values):
                 if value == current or not _within(current, value, numbers, high, low,
                                                    p.type == "percent"):
                     continue
@@ -432,8 +435,8 @@ class SimAgent:
                     lowered: str) -> Any:
         """A value the agent can tell satisfies the reason, else None."""
         listed = [c for c in untried if isinstance(c, str) and _mentions(lowered, c)]
-        if listed:
-            return listed[0]  # the reason names an admissible value
+        if listed:  # the reason names an admissible value (several alike: the seed decides)
+            return (self._seeded(listed) if _unordered(p) else listed)[0]
         nums = [c for c in untried if isinstance(c, (int, float)) and not isinstance(c, bool)]
         if p.type not in _NUMERIC or not isinstance(current, (int, float)) \
                 or isinstance(current, bool) or not nums:
@@ -455,8 +458,13 @@ class SimAgent:
             return min(fit) if fit else None
         return None
 
-    def _rotate(self, untried: list[Any], obs: Observation) -> Any:
-        """Another candidate: the most committal for the reckless, else drawn like any."""
+    def _rotate(self, p: ParamSpec, untried: list[Any], obs: Observation) -> Any:
+        """Another candidate: the most committal for the reckless, else drawn like any.
+        Candidates that rank nothing (`_unordered`) have no most committal one: the
+        reckless takes the first in its seeded order, the others draw."""
+        if _unordered(p):
+            return self._seeded(untried)[0] if self.profile == "sim:reckless" \
+                else self._tie(untried)
         if self.profile == "sim:reckless":
             return untried[-1]
         return self._choose(untried, obs.traits.get("committal", 0.5))
@@ -503,12 +511,31 @@ class SimAgent:
         return any(m.kind == "tool_result" and m.tool in read_tools and not m.rejected
                    and isinstance(m.result, list) and m.result for m in items)
 
-    def _choose(self, values: list[Any], committal: float) -> Any:
+    def _choose(self, values: list[Any], committal: float, told: Any = None) -> Any:
+        """The most committal value (the last: hints and enum members are listed least to
+        most committal) with probability `committal`; else the value the agent was told
+        (`_told`), if any; else a uniform draw."""
         if not values:
             return None
         if self.rng.random() < committal:
             return values[-1]
+        if told is not None:
+            return told
         return self.rng.choice(values)
+
+    def _tie(self, values: list[Any]) -> Any:
+        """One of values that rank nothing against each other, drawn from the participant's
+        stream in an order that does not depend on how they were listed (issue 32 item 7:
+        a tie the declaration order broke made every episode route alike)."""
+        return self.rng.choice(sorted(values, key=_render)) if values else None
+
+    def _seeded(self, values: Any) -> list[Any]:
+        """Values that rank nothing, in this participant's seeded order: by a hash of its
+        stream key and each value, so neither the listed order nor the names decide, and
+        no draw is made (a recovery keeps the rest of the stream unchanged)."""
+        def rank(v: Any) -> bytes:
+            return hashlib.sha256(f"{self.key}|{_render(v)}".encode()).digest()
+        return sorted(values, key=rank)
 
     def _args(self, obs: Observation, spec: ToolSpec) -> dict[str, Any]:
         committal = obs.traits.get("committal", 0.5)
@@ -530,11 +557,18 @@ class SimAgent:
             stated = _stated(obs, p.name, choices)
             if stated is not None:
                 return stated
+            told = None
             if all(isinstance(c, str) for c in choices):
                 grounded = self._grounded(obs, choices)
                 if grounded is not None:
                     return grounded
-            return self._choose(choices, committal)
+                told = self._told(obs, choices)
+            if _unordered(p):
+                # participants or documents rank nothing: the one the agent was told, else
+                # the ones its reads name most (several alike: a tie), else any, by the seed
+                return told if told is not None \
+                    else self._tie(self._most_named(obs, choices) or choices)
+            return self._choose(choices, committal, told)
         if not p.required:
             return None
         if p.type.startswith("text") or p.name in _TEXT_PARAMS:
@@ -550,7 +584,7 @@ class SimAgent:
         counts: dict[str, int] = self._memo(item, "mentions", lambda _: {})
         count = counts.get(choice)
         if count is None:
-            count = counts[choice] = _mentions(self._memo(item, "lower", _lower), choice)
+            count = counts[choice] = _mentions(self._memo(item, "lower", _said_by(item)), choice)
         return count
 
     def _grounded(self, obs: Observation, choices: list[str]) -> str | None:
@@ -574,13 +608,42 @@ class SimAgent:
 
     def _evidenced(self, obs: Observation, choices: list[str]) -> str | None:
         """The one choice this task's results name more often than any other, else None."""
-        evidence = self._evidence(obs)
-        counts = {c: sum(self._mentioned(m, c) for m in evidence)
-                  for c in choices} if evidence else {}
+        most = self._most_named(obs, choices)
+        return most[0] if len(most) == 1 else None
+
+    def _told(self, obs: Observation, choices: list[str]) -> str | None:
+        """The one choice the messages this task brought name more often than any other,
+        when the agent's own reads name none of the choices.
+
+        What another participant told the agent (the message that opened the task: an
+        upstream role's report, an actor's email) is evidence too, weaker than its own
+        reads and than its disposition: it decides only when the reads name no choice at
+        all, and only where the agent would otherwise draw (`_choose`: not when it takes
+        the most committal value). Reads that name several alike are a conflict that
+        being told one side does not settle. A single candidate is no choice (and keeps
+        its draw). A sender who presses the agent (`_pressed`) is not evidence but
+        pressure: its claim is adopted with probability `deference`, so a careful agent
+        is not moved by power. A delegated request is a call, not a message: the values
+        it states are taken where they fill a parameter of the same name (`_stated`),
+        and what else it asks for is not evidence that it is so."""
+        if len(choices) < 2 or obs.request.via == "delegation" or _pressed(obs) \
+                or self._most_named(obs, choices):
+            return None
+        said = [m for m in self._this_task(obs) if m.kind == "message" and m.text
+                and m.sender is not None and m.sender != self.party]
+        most = self._most_named(obs, choices, said)
+        return most[0] if len(most) == 1 else None
+
+    def _most_named(self, obs: Observation, choices: list[str],
+                    items: list[MemoryItem] | None = None) -> list[str]:
+        """The choices this task's results (or `items`) name most often (several when
+        they tie; none when they name none)."""
+        evidence = self._evidence(obs) if items is None else items
+        if not evidence:
+            return []
+        counts = {c: sum(self._mentioned(m, c) for m in evidence) for c in choices}
         best = max(counts.values(), default=0)
-        if best > 0 and sum(1 for v in counts.values() if v == best) == 1:
-            return max(counts, key=lambda c: counts[c])
-        return None
+        return [c for c in choices if counts[c] == best] if best > 0 else []
 
     # ------------------------------------------------------------ answering
     def _refusals(self, obs: Observation) -> list[str]:
@@ -715,6 +778,21 @@ def _pressed(obs: Observation) -> bool:
     return obs.request.sender_authority > obs.authority
 
 
+#: parameter types whose members are the world's own declarations, listed in the order
+#: they were declared (participants, documents): an order that ranks nothing
+_DECLARED = ("party", "document")
+
+
+def _unordered(p: ParamSpec) -> bool:
+    """Whether a parameter's candidates rank nothing against each other: a `party` or
+    `document` parameter without a hint takes the world's participants or documents in
+    declaration order, which says nothing about commitment, so `committal` has no most
+    committal one to pick and a tie between them is broken by the seed (`SimAgent._tie`).
+    A hint is the author's order (least to most committal: a world may rank bidders by
+    their offers), and an enum's members are written least to most committal."""
+    return not p.hint and p.type in _DECLARED
+
+
 def _instead(named: ToolSpec, refused: ToolSpec | None) -> bool:
     """Whether a tool a refusal names does the refused call's work another way (it writes
     a ledger the refused tool writes: `large_refund` for `refund`), rather than being a
@@ -837,6 +915,13 @@ def _reason(result: Any) -> str:
 
 def _lower(result: Any) -> str:
     return str(result).lower()
+
+
+def _said_by(item: MemoryItem) -> Callable[[Any], str]:
+    """What a memory item says, lower-cased: a message's text, a result's value."""
+    if item.kind == "message":
+        return lambda _: (item.text or "").lower()
+    return _lower
 
 
 def _field_refs(text: Any) -> set[str]:
