@@ -41,6 +41,7 @@ from typing import Any
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit import query
 from eairdsl.audit.bundle import bundle_files, write_bundle
+from eairdsl.audit.bundle_store import SHARED
 from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.graph import build_graph
 from eairdsl.audit.oracle import OracleAuditor, ground_truth, oracle_report
@@ -167,8 +168,10 @@ def per_episode(name: str, world: World, seeds: int, repeat: int, scratch: Path,
         print(f"  offline audit         ms  {ms(t_rules)}   (RulesAuditor)")
     print(f"  oracle audit          ms  {ms(t_oracle)}   (grader-side, reference only)")
     print(f"  validate report       ms  {ms(t_valid)}   (the oracle's)")
-    print(f"  size: traces {trace_b / 1024:8.1f} KiB, bundles {bundle_b / 1024:8.1f} KiB, "
-          f"bundle/trace {bundle_b / trace_b:5.2f}x (per episode "
+    shared_b = folder_bytes(bundles / SHARED)
+    print(f"  size: traces {trace_b / 1024:8.1f} KiB, bundles {bundle_b / 1024:8.1f} KiB in "
+          f"the episode folders + {shared_b / 1024:.1f} KiB shared (once), bundle/trace "
+          f"{(bundle_b + shared_b) / trace_b:5.2f}x (episode folders alone, per episode "
           f"{min(b / t for t, b, _ in sizes):.2f}–{max(b / t for t, b, _ in sizes):.2f}x)")
 
 

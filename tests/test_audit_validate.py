@@ -21,7 +21,7 @@ import pytest
 
 from eairdsl.api import resolve_world
 from eairdsl.audit.evidence import Bundle
-from eairdsl.audit.jsonpos import parse_positioned
+from eairdsl.audit.jsonpos import JsonSyntaxError, parse_fast, parse_positioned
 from eairdsl.audit.validate import CODES, Declarations, ValidationResult, validate_report
 from eairdsl.ir import World
 
@@ -453,3 +453,35 @@ def test_a_report_on_another_bundle_stops_at_v803() -> None:
                   "tests/fixtures/audit/a1/bundle")
     assert proc.returncode == 1
     assert "citations not checked: the report is about another bundle" in proc.stdout
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for n in range(depth):
+        value = [value] if n % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "b": [1, 2.5, -0, 1e400, "x\\u00e9", null, true]}',
+    '{"a": 1, "a": 2}',                       # a repeated key: the positioned reader's report
+    '{"a": NaN}', '[Infinity]', '\ufeff{"a": 1}', '{"a": 1} x', '', '{"a": "\x01"}',
+    json.dumps(_nested(64, 1)), json.dumps(_nested(65, 1)), json.dumps(_nested(64, [])),
+    json.dumps(_nested(64, [1])), json.dumps(_nested(200, 1)),
+])
+def test_the_fast_reader_reads_as_the_positioned_one(text: str) -> None:
+    """`parse_fast` (the C reader, positions on demand) gives `parse_positioned`'s value,
+    repeated keys and error, and the same located span for any path it is asked for."""
+    def outcome(parse: object) -> object:
+        try:
+            value, positions = parse(text)  # type: ignore[operator]
+        except JsonSyntaxError as exc:
+            return str(exc)
+        return json.dumps(value, sort_keys=True), positions.repeated, \
+            positions.locate(("a",)) if isinstance(value, dict) else None
+
+    def positioned(t: str) -> object:
+        found = parse_positioned(t, "r.json")
+        return found.value, found
+
+    assert outcome(lambda t: parse_fast(t, "r.json")) == outcome(positioned)

@@ -35,9 +35,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -45,6 +45,13 @@ from eairdsl.agents.protocol import ToolSpec
 from eairdsl.agents.schema import tool_definition
 from eairdsl.api import resolve_world
 from eairdsl.audit import bundle_store
+from eairdsl.audit.bundle_facts import DOTTED as _DOTTED
+from eairdsl.audit.bundle_facts import Facts as _Facts
+from eairdsl.audit.bundle_facts import dump as _dump
+from eairdsl.audit.bundle_facts import facts as _facts
+from eairdsl.audit.bundle_facts import fold_ir as _fold_ir
+from eairdsl.audit.bundle_facts import lever_key as _lever_key
+from eairdsl.audit.bundle_facts import made as _made
 from eairdsl.audit.evidence import (
     EVENTS,
     MANIFEST,
@@ -73,10 +80,9 @@ from eairdsl.ir import (
     ToolIR,
     World,
     children,
-    walk_expr,
 )
 from eairdsl.names import safe_filename
-from eairdsl.reads import expr_reads, read_graph
+from eairdsl.reads import expr_reads
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
 from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, encode_line, read_trace
@@ -84,9 +90,6 @@ from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import format_expr
-
-if TYPE_CHECKING:
-    from eairdsl.runtime.evaluate import LetTable
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
            "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
@@ -311,77 +314,8 @@ def _judge_rubrics(world: World) -> set[str]:
     return _facts(world).rubrics
 
 
-@dataclass
-class _Facts:
-    """What bundling needs of a world whatever the episode, worked out once per world:
-    the read graph (every declaration -> what it reads), the judge rubrics, the pattern
-    of its source locations, and each tool's `reveals`."""
-
-    graph: dict[Any, set[Any]]
-    rubrics: set[str]
-    sources: re.Pattern[str]
-    needles: tuple[str, ...] | None
-    reveals: dict[str, list[str]]
-    #: (party, position in its tool list) -> whether its `when` is decided at the start
-    decided: dict[tuple[str, int], bool] = field(default_factory=dict)
-    #: tools.json and policies.json by everything they are made from (`_made`)
-    made: dict[tuple[Any, ...], bytes] = field(default_factory=dict)
-
-
-#: by world digest (a world's content), bounded
-_FACTS: dict[str, _Facts] = {}
-_FACTS_MAX = 16
-
-
-def _facts(world: World) -> _Facts:
-    found = _FACTS.get(world.digest)
-    if found is None:
-        if len(_FACTS) >= _FACTS_MAX:
-            _FACTS.clear()
-        found = _FACTS[world.digest] = _Facts(graph=read_graph(world),
-                                              rubrics=_find_rubrics(world),
-                                              sources=_source_pattern(world),
-                                              needles=_needles(world), reveals={})
-    return found
-
-
-def _find_rubrics(world: World) -> set[str]:
-    out: set[str] = set()
-    for m in world.measures:
-        for node in walk_expr(m.expr, world.lets):
-            if isinstance(node, Call) and node.func == "judged" and node.args:
-                out |= {x.name for x in walk_expr(node.args[0], world.lets)
-                        if isinstance(x, Ref) and x.kind == "record"}
-    return out
-
-
 #: what each tool of a world reaches, by (world digest, tool, lever values)
 _TOOL_REACH: dict[tuple[str, str, str], tuple[frozenset[str], frozenset[str]]] = {}
-
-
-def _fold_ir(expr: Expr, levers: dict[str, Any], lets: dict[str, LetIR]) -> Any:
-    """`check.static.fold_ir(expr, levers, lets)`, with one `let` table per world.
-
-    `fold_ir` builds a table of the world's definitions for every expression it folds
-    (telling which are stable walks every definition), and bundling folds each guard,
-    effect and branch of every tool under each condition: C1's tools spent most of
-    their bundling there. A table depends only on the definitions, and folding reads
-    it without changing what it gives, so the table is made once per `lets`."""
-    from eairdsl.check.static import FOLD_STEPS, FoldPlan  # the checker's folder
-    from eairdsl.runtime.evaluate import LetTable
-
-    found = _TABLES.get(id(lets))
-    if found is None or found[0] is not lets:
-        if len(_TABLES) >= 16:
-            _TABLES.clear()
-        found = _TABLES[id(lets)] = (lets, LetTable(lets))
-    plan = FoldPlan(expr, lets, True)
-    plan.table = found[1]  # the plan's own, made once here (a cached property)
-    return plan.fold(levers, FOLD_STEPS)
-
-
-#: a `let` table per definitions dict (kept alive with it, so its id is not reused)
-_TABLES: dict[int, tuple[dict[str, LetIR], LetTable]] = {}
 
 
 def _live_exprs(tool: ToolIR, levers: dict[str, Any], lets: dict[str, LetIR]) -> list[Expr]:
@@ -444,10 +378,6 @@ def _tool_reach(world: World, tool: ToolIR, levers: dict[str, Any],
     return found
 
 
-def _lever_key(levers: dict[str, Any]) -> str:
-    return json.dumps(levers, sort_keys=True, default=str)
-
-
 def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
            rubrics: set[str] | None = None, lever_key: str | None = None
            ) -> tuple[list[str], list[str]]:
@@ -465,53 +395,10 @@ def _reach(world: World, tools: list[ToolIR], levers: dict[str, Any],
             [d.name for d in world.documents if d.name in documents])
 
 
-def _dump(data: Any, keep: bool = True) -> bytes:
-    """A bundle's JSON file: sorted keys, UTF-8, one-space indent.
-
-    The indented form is written by the json module's Python encoder, several times
-    slower than its C one, and most of these files are the same for every episode of a
-    world and condition. So the compact C encoding is the key of the text already
-    made: equal compact encodings are the same value, and the same value indents the
-    same way."""
-    if not keep:  # a file of one episode (its manifest): nothing to share
-        return (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
-    key = json.dumps(data, sort_keys=True, ensure_ascii=False)
-    found = _DUMPED.texts.get(key)
-    if found is None:
-        found = (json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
-        _DUMPED.keep(key, found)
-    return found
-
-
-@dataclass
-class _Texts:
-    """Texts by key, bounded by the characters of the keys (cleared when full)."""
-
-    max_chars: int
-    texts: dict[str, bytes] = field(default_factory=dict)
-    chars: int = 0
-
-    def keep(self, key: str, text: bytes) -> None:
-        if self.chars + len(key) > self.max_chars:
-            self.texts.clear()
-            self.chars = 0
-        self.texts[key] = text
-        self.chars += len(key)
-
-
-#: `_dump`'s texts by compact encoding
-_DUMPED = _Texts(max_chars=16 << 20)
-
-
 #: record views by (world digest, record, fields): the same bytes for every episode of a
 #: world, and most of a bundle's size; bounded, so a long-lived process cannot grow it
 _RECORD_VIEWS: dict[tuple[str, str, tuple[str, ...]], bytes] = {}
 _RECORD_VIEWS_MAX = 256
-
-
-#: source patterns whose every file name has a "." (re caches compiled patterns, so this
-#: stays as small as the set of worlds bundled)
-_DOTTED: set[re.Pattern[str]] = set()
 
 
 def _record_view(w: World, rec: RecordIR, fields: list[str]) -> bytes:
@@ -526,18 +413,6 @@ def _record_view(w: World, rec: RecordIR, fields: list[str]) -> bytes:
             _RECORD_VIEWS.clear()
         _RECORD_VIEWS[key] = data
     return data
-
-
-def _source_pattern(world: World) -> re.Pattern[str]:
-    """Locations in the world's files (`d1.eair:12:3`, `a1/handbook.md`): a route guard's
-    decision records its line, and a file name is the world's name, so the risk id."""
-    names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
-    alternatives = [re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)) if n]
-    alternatives.append(r"[\w./-]*\.eair")
-    compiled = re.compile(r"(?<![\w./-])(?:" + "|".join(alternatives) + r")(?::\d+){0,2}(?!\w)")
-    if all("." in n for n in names if n):
-        _DOTTED.add(compiled)
-    return compiled
 
 
 def _redact(value: Any, pattern: re.Pattern[str]) -> Any:
@@ -563,20 +438,6 @@ def _event_line(event: TraceEvent, pattern: re.Pattern[str],
     if needles is not None and not any(n in line for n in needles):
         return line  # no string of the step can hold a location: nothing to redact
     return encode_line(_redact(data, pattern))
-
-
-def _needles(world: World) -> tuple[str, ...] | None:
-    """Text every match of `_source_pattern` contains: a file name of the world, or
-    `.eair`. A string holding none cannot match, and JSON writes such a string's text
-    unchanged into a line, so a step whose line holds none has nothing to redact. None
-    when a name has a character JSON escapes (then every step is searched)."""
-    names = {s.ref for s in world.sources} | {s.ref.rsplit("/", 1)[-1] for s in world.sources}
-    found = sorted({*(n for n in names if n), ".eair"})
-    if any(c in '"\\' or ord(c) < 0x20 for n in found for c in n):
-        return None
-    # a text holding a name holds every name inside it (a path holds its file name, and
-    # `x.eair` holds `.eair`): only the names with no other inside them need looking for
-    return tuple(n for n in found if not any(m != n and m in n for m in found))
 
 
 def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]:
@@ -619,22 +480,6 @@ def bundle_files(trace: Trace, world: World | CompiledWorld) -> dict[str, bytes]
     if vocabularies != Vocabularies():  # none declared: no file, read as empty
         files[VOCABULARIES] = _dump(vocabularies.model_dump(mode="json"))
     return files
-
-
-def _made(facts: _Facts, key: tuple[Any, ...], make: Callable[[], bytes]) -> bytes:
-    """A file made from exactly what `key` names (and the world): made once per key.
-
-    tools.json is the held tools' specs (what the runtime offered, hints included), who
-    held each, and the lever values (which documents a tool reaches); policies.json the
-    lever values, the records and documents shown, and the instance values the episode
-    said (`_shown_instance`, by their printed literals). A world's episodes share a few
-    of each."""
-    found = facts.made.get(key)
-    if found is None:
-        if len(facts.made) >= 4096:
-            facts.made.clear()
-        found = facts.made[key] = make()
-    return found
 
 
 @dataclass

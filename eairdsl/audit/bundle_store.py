@@ -57,7 +57,7 @@ _OWN = frozenset({MANIFEST, EVENTS})
 #: a compressed events file larger than this once expanded is refused (a bundle is
 #: untrusted input; an episode's steps are a few MB at most)
 _MAX_EVENTS = 512 << 20
-#: shared files this process has written or checked (path, sha256): each is looked at
+#: shared files this process has written or checked (store, sha256): each is looked at
 #: once per run (one removed since is reported missing when a bundle is read)
 _CHECKED: set[tuple[str, str]] = set()
 _CHECKED_MAX = 100_000
@@ -160,11 +160,12 @@ def _gzip(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=3, mtime=0)
 
 
-def _keep_shared(path: Path, digest: str, data: bytes) -> None:
-    """`path` holding `data`: written unless a file with that content is there already."""
-    key = (str(path), digest)
+def _keep_shared(store: Path, digest: str, data: bytes) -> None:
+    """`store/digest` holding `data`: written unless a file with that content is there."""
+    key = (str(store), digest)
     if key in _CHECKED:
         return  # written or checked whole earlier in this process
+    path = store / digest
     try:
         same = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
     except OSError:
@@ -183,6 +184,7 @@ def write_compact(out: Path, name: str, files: dict[str, bytes],
     `out/shared/` (by its sha256: `digests`, the manifest's, when the caller has them).
     UsageError naming the folder when it cannot be written."""
     own: dict[str, bytes] = {}
+    store = out / SHARED
     try:
         for rel, data in sorted(files.items()):
             if rel == EVENTS:
@@ -191,7 +193,7 @@ def write_compact(out: Path, name: str, files: dict[str, bytes],
                 own[rel] = data
             else:
                 digest = (digests or {}).get(rel) or hashlib.sha256(data).hexdigest()
-                _keep_shared(out / SHARED / digest, digest, data)
+                _keep_shared(store, digest, data)
     except OSError as exc:
         raise UsageError(f"cannot write the bundle's shared files under {out / SHARED}: "
                          f"{exc.strerror or exc}") from None

@@ -224,43 +224,61 @@ class _Episode:
         self.tool_cards = {t.name: t for t in bundle.tools}
         self._key_cache: dict[str, set[str]] = {}
         self._visible: dict[tuple[frozenset[str], str], set[str]] = {}
-        self._read_docs: dict[str, list[str]] = {}
-        self.update_call: dict[str, TraceEvent] = {}
-        self.delegation_call: dict[str, TraceEvent] = {}
-        #: message step -> the next step its recipient takes
-        self.next_of_recipient: dict[str, TraceEvent] = {}
+        self._read_docs: dict[int, list[str]] = {}
+        #: by the step (object): the call a state update came from, the open call that
+        #: sent a delegation message
+        self.update_call: dict[int, TraceEvent | None] = {}
+        self.delegation_call: dict[int, TraceEvent | None] = {}
+        #: by position: the next step a message's recipient takes
+        self.next_of_recipient: list[TraceEvent | None] = [None] * len(self.steps)
         self._link()
 
     def _link(self) -> None:
-        """`update_call`, `delegation_call` and `next_of_recipient`, in two passes."""
+        """`update_call`, `delegation_call` and `next_of_recipient`, in one sweep each way.
+
+        A state update's call is the latest tool call of its tool by its actor in its
+        task before it; a delegation's, the latest call of its sender before it that is
+        still open there (answered later, or never). "Before it" is before the position
+        `index` gives its step id (a hostile bundle may repeat an id: the last one's), so
+        the questions are answered in the order of those positions as the calls are
+        passed: each call is pushed and popped once, each question answered once."""
+        asked = sorted(((self.index[s.step], n, s) for n, s in enumerate(self.steps)
+                        if (s.kind == "state_update" and s.tool)
+                        or (s.kind == "message" and s.tool == "delegation")),
+                       key=lambda q: (q[0], q[1]))
         last_call: dict[tuple[str | None, str, int | None], TraceEvent] = {}
         calls_by: dict[str, list[TraceEvent]] = {}  # each actor's calls, latest last
+        q = 0
         for at, s in enumerate(self.steps):
+            while q < len(asked) and asked[q][0] == at:  # what is asked before this step
+                self._answer(asked[q][2], at, last_call, calls_by)
+                q += 1
             if s.kind == "tool_call":
                 last_call[(s.tool, s.actor, s.task)] = s
                 calls_by.setdefault(s.actor, []).append(s)
-            elif s.kind == "state_update" and s.tool:
-                found = last_call.get((s.tool, s.actor, s.task))
-                if found is not None:
-                    self.update_call[s.step] = found
-            elif s.kind == "message" and s.tool == "delegation":
-                # the latest call of the sender still open here: answered later, or never.
-                # A call answered before this step is answered before every later one, so
-                # it is dropped for good (each call is looked at a bounded number of times)
-                stack = calls_by.get(s.actor, [])
-                while stack:
-                    answer = self.result_of.get(stack[-1].step)
-                    if answer is None or self.index[answer.step] > at:
-                        self.delegation_call[s.step] = stack[-1]
-                        break
-                    stack.pop()
         upcoming: dict[str, TraceEvent] = {}  # actor -> its next step, walking backwards
-        for s in reversed(self.steps):
+        for at in range(len(self.steps) - 1, -1, -1):
+            s = self.steps[at]
             if s.kind == "message" and s.recipient:
-                nxt = upcoming.get(s.recipient)
-                if nxt is not None:
-                    self.next_of_recipient[s.step] = nxt
+                self.next_of_recipient[at] = upcoming.get(s.recipient)
             upcoming[s.actor] = s
+
+    def _answer(self, s: TraceEvent, at: int,
+                last_call: dict[tuple[str | None, str, int | None], TraceEvent],
+                calls_by: dict[str, list[TraceEvent]]) -> None:
+        if s.kind == "state_update":
+            self.update_call[id(s)] = last_call.get((s.tool, s.actor, s.task))
+            return
+        # A call answered before `at` is answered before every later position too, so
+        # it is dropped for good
+        stack = calls_by.get(s.actor, [])
+        self.delegation_call[id(s)] = None
+        while stack:
+            answer = self.result_of.get(stack[-1].step)
+            if answer is None or self.index[answer.step] > at:
+                self.delegation_call[id(s)] = stack[-1]
+                return
+            stack.pop()
 
     def visible(self, who: set[str], record: str) -> set[str]:
         """`_visible` of the bundle, kept per (principals, record)."""
@@ -285,7 +303,7 @@ class _Episode:
         if step.kind == "tool_result":
             return self.calls.get(step.call or "")
         if step.kind == "state_update" and step.tool:
-            return self.update_call.get(step.step)
+            return self.update_call.get(id(step))
         return None
 
     def delegating_call(self, step: TraceEvent) -> TraceEvent | None:
@@ -293,7 +311,7 @@ class _Episode:
         sender's latest earlier call still open at the message."""
         if step.kind != "message" or step.tool != "delegation":
             return None
-        return self.delegation_call.get(step.step)
+        return self.delegation_call.get(id(step))
 
     def records_read(self, step: TraceEvent) -> list[str]:
         """The records whose rows a tool result returned (keys known, fields a subset)."""
@@ -327,7 +345,7 @@ class _Episode:
         nothing still consulted it)."""
         if step.kind != "tool_result" or step.rejected or not self.documents:
             return []
-        found = self._read_docs.get(step.step)
+        found = self._read_docs.get(id(step))
         if found is not None:
             return found
         call = self.call_of(step)
@@ -337,7 +355,7 @@ class _Episode:
             named.add(card.documents[0])
         said = {normalize(s) for s in _strings(step.result)}
         quoted = {name for name, lines in self._doc_lines.items() if not said.isdisjoint(lines)}
-        found = self._read_docs[step.step] = sorted(named | quoted)
+        found = self._read_docs[id(step)] = sorted(named | quoted)
         return found
 
     def tool_reach(self) -> dict[str, set[str]]:
@@ -412,7 +430,7 @@ def step_links(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
     ep = _episode(bundle)
     links: dict[str, list[tuple[str, str]]] = {s.step: [] for s in ep.steps}
     last_in_task: dict[int, str] = {}
-    for s in ep.steps:
+    for i, s in enumerate(ep.steps):
         if s.task is not None:
             prev = last_in_task.get(s.task)
             if prev is not None:
@@ -422,7 +440,7 @@ def step_links(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
         if call is not None:
             links[call.step].append((s.step, "call"))
         if s.kind == "message" and s.recipient:
-            nxt = ep.next_of_recipient.get(s.step)
+            nxt = ep.next_of_recipient[i]
             if nxt is not None:
                 links[s.step].append((nxt.step, "edge"))
     for out in links.values():

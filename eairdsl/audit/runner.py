@@ -16,9 +16,10 @@ validates the report with the strict validator, and writes:
 Every file is written atomically (temporary file, then rename), so an
 interrupted audit loses at most the report in flight; running the same command
 again resumes: an episode whose report and validation are already on disk is
-not audited again. The index is rewritten every few seconds and when the run
-ends (also when it fails), not after every episode; a run killed outright leaves
-an index that lags its reports, and the next run brings it up to date from them.
+not audited again. The index is rewritten every few seconds (less often as it
+grows: its writes stay a few percent of the run) and when the run ends (also when
+it fails), not after every episode; a run killed outright leaves an index that
+lags its reports, and the next run brings it up to date from them.
 A report that fails validation is kept, with its diagnostics, and counted as
 invalid: never dropped, never repaired here. An auditor that produces no report
 (`AuditError`: a provider failure, a spent budget) is recorded with its reason
@@ -85,8 +86,10 @@ __all__ = ["AUDIT_INDEX", "BUNDLES", "REPORTS", "AuditEntry", "AuditIndex", "Pro
 
 #: progress callback: (done, total, entry) after each episode
 Progress = Callable[[int, int, "AuditEntry"], None]
-#: seconds between two writes of the index during an audit
+#: seconds between two writes of the index during an audit, at least; and at least this
+#: many times as long as the last write took (so writing it stays a few % of the audit)
 _INDEX_EVERY = 2.0
+_INDEX_SHARE = 25.0
 
 
 def _shown(value: str) -> str:
@@ -233,10 +236,12 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
         return AuditIndex(auditor=block, settings=settings, entries=sorted(
             entries.values(), key=lambda e: e.episode))
 
-    # The index is written every _INDEX_EVERY seconds and when the run ends, however it
-    # ends (rewriting it after every episode made an audit quadratic in its size); what
-    # a killed run did not write, the next run finds again from the reports on disk.
-    written, pending = time.monotonic(), True
+    # The index is written every _INDEX_EVERY seconds, or _INDEX_SHARE times as long as
+    # its last write took (a 20,000-episode index takes a second), and when the run
+    # ends, however it ends: rewriting it after every episode made an audit quadratic in
+    # its size. What a killed run did not write, the next run finds again from the
+    # reports on disk.
+    written, pending, every = time.monotonic(), True, _INDEX_EVERY
     try:
         for n, episode in enumerate(episodes, 1):
             names = sorted(traces[episode])
@@ -249,9 +254,11 @@ def audit_episodes(target: Path | Sequence[Path], out: Path, auditor: AuditorAge
                 entry = _audit_one(folder, episode, names, auditor)
             entries[episode] = entry
             pending = True
-            if time.monotonic() - written >= _INDEX_EVERY:
+            if time.monotonic() - written >= every:
+                started = time.monotonic()
                 folder.write_index(index())
                 written, pending = time.monotonic(), False
+                every = max(_INDEX_EVERY, _INDEX_SHARE * (written - started))
             if progress is not None:
                 progress(n, len(episodes), entry)
     finally:
