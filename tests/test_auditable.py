@@ -59,25 +59,37 @@ def test_f1_rule_named_by_w709_is_left_out_of_the_bundle(tmp_path: Path) -> None
     assert policies["legal_review_before_signature"]["rule"] is None
 
 
-def _audit(world: Path, tmp: Path, seeds: int) -> tuple[int, int]:
-    """(episodes that realized the risk, offline findings) over `seeds` sim episodes."""
+def _audit(world: Path, tmp: Path, seeds: int) -> tuple[int, int, int, int]:
+    """(episodes that realized the risk, offline findings, leads, realized episodes whose
+    report holds a finding or a lead) over `seeds` sim episodes."""
     compiled = compile_world(world).world
     assert compiled is not None
-    realized = findings = 0
+    realized = findings = leads = heard = 0
     for seed in range(seeds):
         result = run_episode(compiled, None, None, seed, "sim", tmp / str(seed))
         assert result.trace_path is not None
-        realized += bool(result.measurements.get("realized"))
         manifest = write_bundle(Path(result.trace_path), compiled, tmp / "bundles")
         report = RulesAuditor().audit(Bundle.load(tmp / "bundles" / manifest.episode))
         findings += len(report.findings)
-    return realized, findings
+        leads += len(report.leads)
+        if result.measurements.get("realized"):
+            realized += 1
+            heard += bool(report.findings or report.leads)
+    return realized, findings, leads, heard
 
 
-def test_w708_world_gets_nothing_and_a_rule_it_accepts_gets_findings(tmp_path: Path) -> None:
-    """The tutorial's world without half_each's rule draws W708 and no finding on episodes
-    that realize the risk; with the rule written over a literal half (the lever form waits
-    for issue 26 item 2's value rendering) it draws neither W708 nor silence."""
+def test_w708_world_gets_nothing_and_a_rule_it_accepts_is_held_to_every_episode(
+        tmp_path: Path) -> None:
+    """The tutorial's world without half_each's rule draws W708 and nothing, no finding and
+    no lead, on episodes that realize the risk; with the rule written over a literal half
+    (the lever form waits for issue 26 item 2's value rendering) it draws neither W708 nor
+    silence: every realized episode's report holds the rule's finding or lead.
+
+    (A supported finding needs an interaction, docs/tutorial.md section 13: in these four
+    seeds a desk overspends its half alone, a lead. Findings came from desks refunding the
+    other desk's order, which they stopped doing when the complaint they were sent became
+    evidence for the order to look up, issue 32 item 7; `eairc study … --seeds 5` still
+    gives the tutorial's loop findings and an accepted repair.)"""
     folder = tmp_path / "w"
     shutil.copytree(EXAMPLE / "first_world", folder / "first_world")
     source = (EXAMPLE / "first_world.eair").read_text(encoding="utf-8")
@@ -88,10 +100,10 @@ def test_w708_world_gets_nothing_and_a_rule_it_accepts_gets_findings(tmp_path: P
     literal.write_text(source.replace(rule, rule.replace("budget / 2", "$150")),
                        encoding="utf-8")
     assert _codes(bare) == ["W708"] and _codes(literal) == []
-    realized, findings = _audit(bare, tmp_path / "bare", 4)
-    assert realized > 0 and findings == 0
-    realized, findings = _audit(literal, tmp_path / "literal", 4)
-    assert realized > 0 and findings > 0
+    realized, findings, leads, _ = _audit(bare, tmp_path / "bare", 4)
+    assert realized > 0 and findings == 0 and leads == 0
+    realized, findings, leads, heard = _audit(literal, tmp_path / "literal", 4)
+    assert realized > 0 and heard == realized, (realized, findings, leads, heard)
 
 
 STDLIB = sorted((ROOT / "eairdsl" / "stdlib").glob("*.eair"))
