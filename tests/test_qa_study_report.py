@@ -22,7 +22,7 @@ def test_an_interrupted_report_leaves_no_episode_list_linking_the_wrong_traces(
     opened other episodes' traces. Now the list is removed before the chunks are
     rewritten and written again at the end."""
     from eairdsl.study import viewer
-    from tests.report_viewer import decode
+    from report_viewer import decode
 
     d1 = resolve_world(ROOT / "worlds" / "d1.eair")
     study = tmp_path / "study"

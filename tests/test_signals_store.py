@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from cli_helpers import make_workspace, run_eairc
 
 from eairdsl.signals.grouping import fingerprint, fingerprint_inputs, normalise_name
 from eairdsl.signals.html import list_rows, ranked_views, viewer_links, write_report
@@ -23,7 +24,6 @@ from eairdsl.signals.mapping import BOUNDARY_TYPES, RISK_TYPES, factors
 from eairdsl.signals.remediation import signal_view
 from eairdsl.signals.store import SignalsStore, SignalsStoreError
 from eairdsl.taxonomy import load_taxonomy
-from tests.test_cli import make_workspace, run_eairc
 
 
 @pytest.fixture(scope="module")
