@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from eairdsl.audit.contract import Finding, RepairPlan
 from eairdsl.ir import (
@@ -79,6 +80,8 @@ from eairdsl.syntax import ast as A
 __all__ = ["CatalogueRepairAgent", "Proposal", "PATTERNS", "template"]
 
 CATALOGUE_VERSION = "catalogue-2"
+
+_T = TypeVar("_T")
 
 
 def template(pattern: str, **values: str) -> str:
@@ -123,6 +126,19 @@ class Situation:
     request: RepairRequest
     world: World
     parsed: E.Parsed
+    #: the text edits already made for this request, by step and input. The patterns and
+    #: their variants (every writer, then the gate alone; all gates at once) repeat steps
+    #: on the same text, and each step parses and formats the whole world (C1's handoff:
+    #: 15 reconciliations, four of them repeats, most others sharing their first steps)
+    edits: dict[tuple[object, ...], Any] = field(default_factory=dict)
+
+    def once(self, key: tuple[object, ...], make: Callable[[], _T]) -> _T:
+        """`make()`, made once per `key` for this request: a step of an edit is a function
+        of its inputs alone (the text, the names, the request), so its result is reused.
+        A step that fails is not kept (the next asks again, and fails again)."""
+        if key not in self.edits:
+            self.edits[key] = make()
+        return cast(_T, self.edits[key])
 
     @property
     def finding(self) -> Finding:
@@ -265,6 +281,11 @@ def _instead(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
 def _insert_guards(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
     """`clauses` inserted into `tool`: after its guards, else after its description, cost
     or kind — where a reader of the tool looks for its checks."""
+    return s.once(("guards", source, tool, *clauses),
+                  lambda: _guards_inserted(s, source, tool, clauses))
+
+
+def _guards_inserted(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
     for clause in clauses:
         source = E.insert_clause(source, "tool", tool, clause,
                                  after=(A.RequireClause, A.EnsureClause),
@@ -565,6 +586,10 @@ def _unused_lets(s: Situation, source: str) -> list[str]:
     """The original's `let`s the candidate no longer reads (an expression the reconciled
     status replaced was their only reader): the compiled world drops them, so the edit
     removed them, for the requirement it serves."""
+    return list(s.once(("unused_lets", source), lambda: _unread_lets(s, source)))
+
+
+def _unread_lets(s: Situation, source: str) -> list[str]:
     try:
         new = _compile(s.request.model_copy(update={"source": source}))
     except RepairError:
@@ -609,6 +634,12 @@ def _bind_status(s: Situation, source: str, tool: str, artifact: str, fname: str
     and the result worded from the stated status (a subject line, the reply) are worded
     from the reconciled one: the stated value's expression is replaced wherever the
     append and the result repeat it (a bare parameter, only where it is read as text)."""
+    return s.once(("bind_status", source, tool, artifact, fname, reconciled),
+                  lambda: _status_bound(s, source, tool, artifact, fname, reconciled))
+
+
+def _status_bound(s: Situation, source: str, tool: str, artifact: str, fname: str,
+                  reconciled: str) -> str:
     parsed = E.parse(source, s.request.world_file)
     decl = parsed.decl("tool", tool)
     clauses = list(getattr(decl, "clauses", []))
@@ -671,8 +702,10 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
     filled = template("reconcile_at_gate", POLICY=policy, TOOL=gate, ARTIFACT=artifact,
                       FIELD=fname, RECONCILED=rule_status, TEXT=text, MESSAGE="MESSAGE")
     declaration = _template_decl(filled, "policy", policy)
-    source = E.add_declaration(s.parsed.text if base is None else base, declaration,
-                               after=_last_policy(s), file=s.request.world_file)
+    start, after = s.parsed.text if base is None else base, _last_policy(s)
+    source = s.once(("declare", start, declaration, after),
+                    lambda: E.add_declaration(start, declaration, after=after,
+                                              file=s.request.world_file))
     for name in writers:
         tool = s.tool(name)
         assert tool is not None
