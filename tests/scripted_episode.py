@@ -3,7 +3,8 @@
 `Script` is a participant that makes fixed tool calls (those it holds in the task),
 then replies; `run_scripted` runs an episode of a compiled world with the sim
 profile's agents for everyone else and the scripts in place of the named
-participants, and measures it.
+participants, and measures it. `ready_episode` builds such an episode without
+running it, for tests that drive its tools or its loop by hand.
 """
 
 from __future__ import annotations
@@ -47,3 +48,18 @@ def run_scripted(world: World, condition: str, instance: dict[str, Any], seed: i
                       shift_traits=shift_traits)
     asyncio.run(episode.run())
     return episode, measure_episode(episode, judge)
+
+
+def ready_episode(world: World, condition: str = "baseline", instance: str | None = None,
+                  profile: str = "sim", agents: dict[str, Any] | None = None) -> Episode:
+    """An episode ready to run on seed 0: `profile`'s agents (some replaced by `agents`),
+    an empty trace; `instance` by id, the world's first when None."""
+    compiled = CompiledWorld(world)
+    inst = next(i for i in world.instances if instance in (None, i["id"]))
+    sims, traits = _agents(compiled, condition, inst, 0, profile)
+    sims.update(agents or {})
+    header = TraceHeader(world=world.meta.name, digest=world.digest, condition=condition,
+                         levers={}, instance=str(inst["id"]), seed=0, agents={},
+                         eairdsl_version="test")
+    return Episode(compiled, condition, inst, 0, sims, traits, Trace(header),
+                   shift_traits=profile == "sim")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_runtime import _episode
+from scripted_episode import ready_episode
 from world_patch import ROOT, mini_world
 
 from eairdsl.agents.protocol import Observation, Reply, ToolCall
@@ -184,7 +184,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 def _run(world: World, profile: str = "sim", seed: int = 0,
          agents: dict[str, Any] | None = None) -> Episode:
-    episode = _episode(world, profile=profile, agents=agents)
+    episode = ready_episode(world, profile=profile, agents=agents)
     episode.seed = seed
     if seed:  # the sim agents of another seed (the helper builds seed 0's)
         from eairdsl.api import _agents

@@ -6,7 +6,7 @@ no model. Before, `--record` wrote a file named `cassettes` and `--replay OUT`
 refused the folder ("is not a regular file"). A resumed `--record` keeps the
 exchanges of the reports it keeps: the cassette is emptied when opened, and a
 replay of the resumed folder needs every episode's exchanges. Offline: the
-scripted litellm provider of tests/test_audit_llm_settings.py.
+scripted litellm provider of tests/scripted_llm.py and its clean auditor.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from scripted_llm import Scripted, scripted_provider
-from test_audit_llm_settings import policy
+from scripted_llm import Scripted, read_then_report_clean, scripted_provider
 from typer.testing import CliRunner
 
 from eairdsl.api import resolve_world, run_episode
@@ -65,7 +64,7 @@ def _scopes(cassette: Path) -> set[str]:
 
 def test_an_audit_recorded_replays_from_its_folder(provider: Scripted, runs: Path,
                                                   tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     code, said = _audit(runs, tmp_path / "a", "--record")
     assert code == 0, said
     cassette = tmp_path / "a" / AUDITOR_CASSETTE
@@ -82,7 +81,7 @@ def test_an_audit_recorded_replays_from_its_folder(provider: Scripted, runs: Pat
 
 def test_a_resumed_recording_keeps_the_exchanges_of_the_reports_it_keeps(
         provider: Scripted, runs: Path, tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     out = tmp_path / "a"
     assert _audit(runs, out, "--record")[0] == 0
     first = sorted(p.name for p in (out / REPORTS).glob("*.validation.json"))[0]

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tests.test_cli import make_workspace, run_eairc
+from cli_helpers import make_workspace, run_eairc
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,9 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from litellm import ModelResponse
-from scripted_llm import Scripted, respond, scripted_provider
+from scripted_llm import Scripted, fast_settings, read_then_report_clean, scripted_provider
 from typer.testing import CliRunner
 
-from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import UsageError, resolve_world, run_episode
 from eairdsl.audit.auditor import AuditorSettings, SampledAuditor
 from eairdsl.audit.llm import AuditSession, LLMAuditor
@@ -51,33 +48,17 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(run.trace_path or "")
 
 
-def policy(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
-    """Read the whole record once, then file a clean report."""
-    if not any(m.get("role") == "tool" for m in messages):
-        last = re.findall(r"steps, s\d{4} to (s\d{4})", messages[1]["content"])[0]
-        return respond(calls=[("read", {"step": "s0001", "through": last})])
-    return respond(calls=[("submit_report", {"verdict": "no_supported_problem",
-                                             "findings": [], "leads": [],
-                                             "out_of_catalogue": []})])
-
-
-def settings(**kw: Any) -> LLMSettings:
-    base: dict[str, Any] = {"timeout": 5.0, "retries": 0, "backoff_base": 0.001,
-                            "backoff_max": 0.01}
-    return LLMSettings(**(base | kw))
-
-
 def audit(trace: Path, out: Path, auditor: Any) -> Any:
     return audit_episodes(trace, out, auditor, world=D1, describe={"kind": "llm"})
 
 
 def test_the_sampling_sent_is_the_sampling_recorded(provider: Scripted, trace: Path,
                                                     tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     auditor = LLMAuditor(MODEL, seed=7, transcripts=tmp_path / "sessions",
-                         settings=settings(temperature=0.3, max_tokens=321,
-                                           api_base="http://127.0.0.1:9",
-                                           completion_kwargs={"api_key": "sk-not-recorded"}))
+                         settings=fast_settings(temperature=0.3, max_tokens=321,
+                                                api_base="http://127.0.0.1:9",
+                                                completion_kwargs={"api_key": "sk-not-recorded"}))
     assert isinstance(auditor, SampledAuditor)
     index = audit(trace, tmp_path / "a", auditor)
     [entry] = index.entries
@@ -107,8 +88,8 @@ def test_the_sampling_sent_is_the_sampling_recorded(provider: Scripted, trace: P
 
 def test_unset_options_are_absent_and_the_defaults_are_not_invented(
         provider: Scripted, trace: Path, tmp_path: Path) -> None:
-    provider.script = policy
-    audit(trace, tmp_path / "a", LLMAuditor(MODEL, settings=settings()))
+    provider.script = read_then_report_clean
+    audit(trace, tmp_path / "a", LLMAuditor(MODEL, settings=fast_settings()))
     for request in provider.requests:
         assert not {"temperature", "max_tokens", "seed"} & set(request["params"])
     recorded = json.loads((tmp_path / "a" / AUDIT_INDEX).read_text())["settings"]
@@ -117,8 +98,8 @@ def test_unset_options_are_absent_and_the_defaults_are_not_invented(
 
 def test_a_provider_keyword_that_overrides_the_temperature_is_what_is_recorded(
         provider: Scripted, trace: Path, tmp_path: Path) -> None:
-    provider.script = policy
-    audit(trace, tmp_path / "a", LLMAuditor(MODEL, settings=settings(
+    provider.script = read_then_report_clean
+    audit(trace, tmp_path / "a", LLMAuditor(MODEL, settings=fast_settings(
         temperature=0.3, completion_kwargs={"temperature": 0.9})))
     assert {r["params"].get("temperature") for r in provider.requests} == {0.9}
     recorded = json.loads((tmp_path / "a" / AUDIT_INDEX).read_text())["settings"]
@@ -127,7 +108,7 @@ def test_a_provider_keyword_that_overrides_the_temperature_is_what_is_recorded(
 
 def test_eairc_audit_prints_the_auditor_requests(provider: Scripted, trace: Path,
                                                  tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     out = tmp_path / "a"
     result = CliRunner().invoke(app, [
         "audit", str(trace), "-o", str(out), "--world", str(D1), "--auditor", "llm",
@@ -144,17 +125,17 @@ def test_eairc_audit_prints_the_auditor_requests(provider: Scripted, trace: Path
 
 def test_resuming_under_another_sampling_is_refused(provider: Scripted, trace: Path,
                                                    tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     out = tmp_path / "a"
-    audit(trace, out, LLMAuditor(MODEL, settings=settings(temperature=0.3, max_tokens=321)))
+    audit(trace, out, LLMAuditor(MODEL, settings=fast_settings(temperature=0.3, max_tokens=321)))
     reports = {p.name: p.read_bytes() for p in (out / REPORTS).iterdir()}
     index_before = (out / AUDIT_INDEX).read_bytes()
     asked = len(provider.requests)
     # another temperature, another max_tokens, another model, no sampling at all
-    for auditor in (LLMAuditor(MODEL, settings=settings(temperature=0.9, max_tokens=321)),
-                    LLMAuditor(MODEL, settings=settings(temperature=0.3)),
+    for auditor in (LLMAuditor(MODEL, settings=fast_settings(temperature=0.9, max_tokens=321)),
+                    LLMAuditor(MODEL, settings=fast_settings(temperature=0.3)),
                     LLMAuditor("settingsscripted/other",
-                               settings=settings(temperature=0.3, max_tokens=321)),
+                               settings=fast_settings(temperature=0.3, max_tokens=321)),
                     RulesAuditor()):
         with pytest.raises(UsageError) as caught:
             audit(trace, out, auditor)
@@ -164,7 +145,7 @@ def test_resuming_under_another_sampling_is_refused(provider: Scripted, trace: P
     assert {p.name: p.read_bytes() for p in (out / REPORTS).iterdir()} == reports
     assert (out / AUDIT_INDEX).read_bytes() == index_before
     # the same sampling with a longer timeout and more retries resumes, asking nothing
-    index = audit(trace, out, LLMAuditor(MODEL, settings=settings(
+    index = audit(trace, out, LLMAuditor(MODEL, settings=fast_settings(
         temperature=0.3, max_tokens=321, timeout=30.0, retries=2)))
     assert len(provider.requests) == asked and index.entries[0].status == "valid"
     assert index.settings is not None and index.settings.timeout == 30.0
@@ -172,16 +153,16 @@ def test_resuming_under_another_sampling_is_refused(provider: Scripted, trace: P
 
 def test_an_index_written_before_settings_were_kept_reads_but_is_not_resumed_by_an_llm(
         provider: Scripted, trace: Path, tmp_path: Path) -> None:
-    provider.script = policy
+    provider.script = read_then_report_clean
     out = tmp_path / "a"
-    audit(trace, out, LLMAuditor(MODEL, settings=settings(temperature=0.3)))
+    audit(trace, out, LLMAuditor(MODEL, settings=fast_settings(temperature=0.3)))
     data = json.loads((out / AUDIT_INDEX).read_text())
     del data["settings"]
     (out / AUDIT_INDEX).write_text(json.dumps(data), encoding="utf-8")
     old = read_index(out)
     assert old.settings is None and old.entries[0].status == "valid"
     with pytest.raises(UsageError, match="none recorded"):
-        audit(trace, out, LLMAuditor(MODEL, settings=settings(temperature=0.3)))
+        audit(trace, out, LLMAuditor(MODEL, settings=fast_settings(temperature=0.3)))
 
 
 def test_an_offline_audit_records_no_settings_and_resumes_as_before(trace: Path,

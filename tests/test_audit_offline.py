@@ -13,22 +13,22 @@ episodes is computed, printed and recorded, not asserted.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
-from test_world_vocabulary_guard import code_literals
+from audit_bundles import hand_bundle, overruled, requested, unverified
+from world_vocabulary import AUDITED_WORLDS, code_literals, own_vocabulary, shipped_names
 
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit import contract
 from eairdsl.audit.auditor import AuditorAgent
 from eairdsl.audit.bundle import write_bundle
 from eairdsl.audit.contract import Finding
-from eairdsl.audit.evidence import MANIFEST, Bundle, Manifest, Participant
+from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.policy_eval import Unevaluable, track_rule
 from eairdsl.audit.repairs import CATALOGUE
@@ -36,10 +36,9 @@ from eairdsl.audit.rules import HEDGES, Context, quote
 from eairdsl.audit.validate import MIN_QUOTE, Declarations, validate_report
 from eairdsl.ir import World
 from eairdsl.runtime.engine import CompiledWorld
-from eairdsl.runtime.trace import EventKind, TraceEvent
 
 ROOT = Path(__file__).resolve().parents[1]
-WORLDS = ("a1", "b1", "c1", "d1", "f1")
+WORLDS = AUDITED_WORLDS
 MIN_REALIZED = 20
 MAX_SEEDS = 24
 MIN_SEEDS = 3
@@ -219,36 +218,10 @@ def test_supported_findings_name_the_mechanism(studies: dict[str, Study]) -> Non
 
 # ------------------------------------------------------------------ world-agnostic code
 
-@functools.cache
-def _shipped_names() -> frozenset[str]:
-    names: set[str] = set()
-    for w in WORLDS:
-        world = resolve_world(ROOT / "worlds" / f"{w}.eair")
-        names |= {world.meta.name}
-        names |= {p.name for p in world.parties} | {t.name for t in world.tools}
-        names |= {r.name for r in world.records} | {d.name for d in world.documents}
-        names |= {f.name for r in world.records for f in r.fields}
-        names |= {f.name for fields in world.schemas.values() for f in fields}
-        names |= {p.name for p in world.policies}
-    return frozenset(names)
-
-
-def _own_vocabulary() -> set[str]:
-    """Words the language, the trace and the contract define (an event kind, a trace
-    field, a boundary kind): a shipped name equal to one of them is not a world's."""
-    words: set[str] = set(TraceEvent.model_fields) | set(get_args(EventKind))
-    words |= set(get_args(Participant.model_fields["kind"].annotation))
-    for model in (contract.Finding, contract.Boundary, contract.Component, contract.Report,
-                  contract.EvidenceUnit):
-        words |= set(model.model_fields)
-    words |= set(get_args(contract.BoundaryKind)) | set(get_args(contract.Contribution))
-    return words
-
-
 @pytest.mark.parametrize("module", AUDITOR_MODULES)
 def test_auditor_code_names_no_shipped_world(module: str) -> None:
     source = (ROOT / "eairdsl" / "audit" / module).read_text(encoding="utf-8")
-    names = _shipped_names() - _own_vocabulary()
+    names = shipped_names() - own_vocabulary()
     # a distinctive name (with an underscore or a digit: `issue_credit`, `a1`) nowhere,
     # not even in a comment or docstring
     distinctive = {n for n in names if "_" in n or any(c.isdigit() for c in n)}
@@ -261,7 +234,7 @@ def test_auditor_code_names_no_shipped_world(module: str) -> None:
 
 
 def test_the_names_check_can_fail() -> None:
-    names = _shipped_names()
+    names = shipped_names()
     assert {"issue_credit", "d1", "payments"} <= names
     assert {"payments"} <= code_literals('x = row.get("payments")\n') & names
 
@@ -270,39 +243,6 @@ def test_the_names_check_can_fail() -> None:
 
 def test_is_an_auditor_agent() -> None:
     assert isinstance(RulesAuditor(), AuditorAgent)
-
-
-def _hand_bundle(tmp: Path, events: list[dict[str, Any]], policies: list[dict[str, Any]],
-                 records: dict[str, dict[str, Any]], participants: list[dict[str, Any]],
-                 tools: list[dict[str, Any]], authorization: dict[str, Any] | None = None,
-                 documents: dict[str, str] | None = None,
-                 vocabularies: dict[str, list[str]] | None = None) -> Bundle:
-    """A small bundle written by hand (an external trace, say): no world behind it, but
-    the meanings one would declare (`vocabularies.json`) when `vocabularies` is given."""
-    from eairdsl.audit.evidence import sha256_file
-
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "events.jsonl").write_text(
-        "".join(json.dumps({"type": "event", **e}) + "\n" for e in events), encoding="utf-8")
-    files = {"events.jsonl": events, "policies.json": policies,
-             "participants.json": participants, "tools.json": tools,
-             "authorization.json": authorization or {"default": "deny", "visible": []}}
-    if vocabularies is not None:
-        files["vocabularies.json"] = vocabularies
-    for rel, data in files.items():
-        if rel != "events.jsonl":
-            (tmp / rel).write_text(json.dumps(data), encoding="utf-8")
-    (tmp / "records").mkdir(exist_ok=True)
-    for name, view in records.items():
-        (tmp / "records" / f"{name}.json").write_text(json.dumps(view), encoding="utf-8")
-    for name, text in (documents or {}).items():
-        (tmp / "documents").mkdir(exist_ok=True)
-        (tmp / "documents" / name).write_text(text, encoding="utf-8")
-    digests = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*"))
-               if p.is_file() and p.name != MANIFEST}
-    manifest = Manifest(episode="ep-hand", steps=len(events), files=digests)
-    (tmp / MANIFEST).write_text(manifest.model_dump_json(), encoding="utf-8")
-    return Bundle.load(tmp)
 
 
 def _grants(tmp: Path, refunds: list[tuple[str, int]]) -> Bundle:
@@ -325,7 +265,7 @@ def _grants(tmp: Path, refunds: list[tuple[str, int]]) -> Bundle:
              {"set": {"grants": []}})
         step(kind="tool_result", actor=who, tool="grant", call=f"s{n - 1:04d}",
              result=f"granted {amount}")
-    return _hand_bundle(
+    return hand_bundle(
         tmp, events,
         [{"name": "cap", "text": "Grants to one customer stay within 30 in total.",
           "enforced": False, "rule": "sum(g.amount for g in grants) <= 30"}],
@@ -389,7 +329,7 @@ def test_withheld_names_leave_a_rule_unassessed(tmp_path: Path) -> None:
 
 
 def test_empty_bundle_is_insufficient_evidence(tmp_path: Path) -> None:
-    bundle = _hand_bundle(tmp_path / "b", [], [], {}, [], [])
+    bundle = hand_bundle(tmp_path / "b", [], [], {}, [], [])
     report = RulesAuditor().audit(bundle)
     assert report.verdict == "insufficient_evidence" and not report.findings
 
@@ -420,7 +360,7 @@ def test_a_dropped_hedge_is_a_lead(tmp_path: Path) -> None:
          "content": relayed},
     ]
     parties = [{"name": n, "kind": "role", "authority": 2} for n in ("scribe", "relay", "writer")]
-    bundle = _hand_bundle(tmp_path / "b", events, [], {}, parties, [])
+    bundle = hand_bundle(tmp_path / "b", events, [], {}, parties, [])
     report = RulesAuditor().audit(bundle)
     assert validate_report(report.model_dump_json(), bundle).ok
     assert report.verdict == "no_supported_problem" and not report.findings
@@ -429,7 +369,7 @@ def test_a_dropped_hedge_is_a_lead(tmp_path: Path) -> None:
     assert {u.step for u in lead.evidence} == {"s0001", "s0002"}
     # kept, the hedge is no lead
     events[1]["content"] = "Update: " + said
-    kept = RulesAuditor().audit(_hand_bundle(tmp_path / "c", events, [], {}, parties, []))
+    kept = RulesAuditor().audit(hand_bundle(tmp_path / "c", events, [], {}, parties, []))
     assert not [f for f in kept.leads if "not yet" in (f.property.text or "")]
 
 
@@ -463,7 +403,7 @@ def test_hostile_bundle_shapes_give_a_valid_report(tmp_path: Path) -> None:
                 {"name": "shadow", "text": "y", "enforced": True,
                  "rule": "all log in log: log.state != \"b\""}]
     records = {"log": {"name": "log", "kind": "ledger", "fields": ["state", "who"], "rows": []}}
-    bundle = _hand_bundle(tmp_path / "b", events, policies, records, parties, tools)
+    bundle = hand_bundle(tmp_path / "b", events, policies, records, parties, tools)
     report = RulesAuditor().audit(bundle)
     result = validate_report(report.model_dump_json(), bundle)
     assert result.ok, [d.diagnostic.message for d in result.diagnostics]
@@ -506,8 +446,8 @@ def _statuses(tmp: Path, decided: str | None, stated: list[tuple[str, str]],
                  "properties": {"verdict": {"enum": ["yes", "no"]}}}},
              {"name": "note", "kind": "act", "roles": ["w1", "w2"], "parameters": {
                  "properties": {"state": {"enum": ["yes", "no", "open", "pending"]}}}}]
-    return _hand_bundle(tmp, events, [], {}, parties, tools,
-                        vocabularies=STATUS_MEANINGS if vocabularies is None else vocabularies)
+    return hand_bundle(tmp, events, [], {}, parties, tools,
+                       vocabularies=STATUS_MEANINGS if vocabularies is None else vocabularies)
 
 
 @pytest.mark.parametrize(("decided", "stated", "held", "filed", "verdict", "reason"), [
@@ -599,7 +539,7 @@ def _relay(tmp: Path, forwarded: bool) -> Bundle:
     records = {"staff": {"name": "staff", "kind": "table", "key": "id",
                          "fields": ["id", "name", "pay"],
                          "rows": [{"id": "P-7", "name": "Robin Vale", "pay": salary}]}}
-    return _hand_bundle(tmp, events, [], records, parties, tools, auth)
+    return hand_bundle(tmp, events, [], records, parties, tools, auth)
 
 
 @pytest.mark.parametrize("forwarded", [True, False])
@@ -650,8 +590,8 @@ def _review(tmp: Path, read_first: bool, concluded: str) -> Bundle:
                                                                 "unknown"]}}}}]
     policies = [{"name": "logs_first", "text": "Conclusions rest on the logs.",
                  "enforced": False, "document": "manual"}]
-    return _hand_bundle(tmp, events, policies, {}, parties, tools,
-                        documents={"manual": "Conclusions rest on the logs.\n"})
+    return hand_bundle(tmp, events, policies, {}, parties, tools,
+                       documents={"manual": "Conclusions rest on the logs.\n"})
 
 
 @pytest.mark.parametrize(("read_first", "concluded", "verdict"), [
@@ -707,7 +647,7 @@ def _routing(tmp: Path, chosen: str, same_tools: bool = False) -> Bundle:
     policies = [{"name": "holder_reviews", "enforced": False,
                  "text": "A deal is signed only after a review by the holder of the company "
                          "rules knowledge base."}]
-    return _hand_bundle(tmp, events, policies, {}, parties, tools)
+    return hand_bundle(tmp, events, policies, {}, parties, tools)
 
 
 @pytest.mark.parametrize(("chosen", "verdict"), [("cand_y", "findings"),
@@ -757,111 +697,7 @@ def _hedged(tmp: Path) -> Bundle:
          "content": "Update: approved the 18% discount on the renewal; it is one manager's "
                     "view."}]
     parties = [{"name": n, "kind": "role", "authority": 2} for n in ("scribe", "relay", "writer")]
-    return _hand_bundle(tmp, events, [], {}, parties, [])
-
-
-class _Steps:
-    """Numbered hand-written steps (`s0001`, …) for the one-writer bundles below."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def __call__(self, **e: Any) -> str:
-        step = f"s{len(self.events) + 1:04d}"
-        self.events.append({"step": step, "t": float(len(self.events) + 1), **e})
-        return step
-
-    def act(self, who: str, tool: str, args: dict[str, Any], record: str,
-            row: dict[str, Any]) -> None:
-        call = self(kind="tool_call", actor=who, tool=tool, args=args)
-        self(kind="state_update", actor=who, tool=tool, diff={"append": {record: row}})
-        self(kind="tool_result", actor=who, tool=tool, call=call, result="done")
-
-
-def _ledger(name: str, fields: list[str], rows: list[dict[str, Any]] | None = None
-            ) -> dict[str, Any]:
-    return {"name": name, "kind": "ledger", "fields": fields, "rows": rows or []}
-
-
-def _requested(tmp: Path, requester_authority: int = 4, names_order: bool = True) -> Bundle:
-    """A site lead asks a buyer to sign an order above the declared limit; the buyer alone
-    signs it (one writer)."""
-    st = _Steps()
-    st(kind="message", actor="site_lead", recipient="buyer",
-       content="Can you sign " + ("PO-7102" if names_order else "the lighting order")
-       + " today? The night shift starts Monday.")
-    st.act("buyer", "sign", {"id": "PO-7102"}, "signatures",
-           {"po": "PO-7102", "signer": "buyer", "amount": 400})
-    return _hand_bundle(
-        tmp, st.events,
-        [{"name": "limit", "text": "A buyer signs orders up to 250.", "enforced": False,
-          "rule": "all s in signatures: s.signer != buyer or s.amount <= 250"}],
-        {"signatures": _ledger("signatures", ["po", "signer", "amount"])},
-        [{"name": "buyer", "kind": "role", "authority": 1, "tools": ["sign"]},
-         {"name": "site_lead", "kind": "actor", "authority": requester_authority}],
-        [{"name": "sign", "kind": "act", "description": "Sign an order.", "roles": ["buyer"],
-          "writes": ["signatures"]}])
-
-
-def _overruled(tmp: Path, chair_reads_lab: bool = False, cites_code: bool = True) -> Bundle:
-    """A specialist tells the chair of a major lab finding on a design; the chair, who
-    cannot read the lab's results itself, records an approval anyway."""
-    st = _Steps()
-    st(kind="tool_call", actor="spec", tool="read_lab", args={"design": "D-7"})
-    st(kind="tool_result", actor="spec", tool="read_lab", call="s0001",
-       result=[{"id": "L1", "design": "D-7", "code": "LAB-771", "major": True}])
-    st(kind="message", actor="spec", recipient="chair",
-       content=("Lab finding LAB-771 on D-7 is a major defect." if cites_code
-                else "I have concerns about D-7.") + " I would not approve it.")
-    st(kind="message", actor="senior", recipient="chair", content="D-7 looks fine to me.")
-    st.act("chair", "record", {"design": "D-7", "outcome": "approve"}, "decisions",
-           {"design": "D-7", "outcome": "approve", "by": "chair"})
-    rule = ("all d in decisions: d.outcome != approve or "
-            "count(l for l in lab where l.design == d.design and l.major) == 0")
-    return _hand_bundle(
-        tmp, st.events,
-        [{"name": "answered", "text": "No approval while a major lab finding stands.",
-          "enforced": False, "rule": rule}],
-        {"decisions": _ledger("decisions", ["design", "outcome", "by"]),
-         "lab": {"name": "lab", "kind": "table", "fields": ["id", "design", "code", "major"],
-                 "rows": [{"id": "L1", "design": "D-7", "code": "LAB-771", "major": True}]}},
-        [{"name": "spec", "kind": "role", "authority": 1, "tools": ["read_lab"]},
-         {"name": "senior", "kind": "role", "authority": 3, "tools": []},
-         {"name": "chair", "kind": "role", "authority": 4, "tools": ["record"]}],
-        [{"name": "read_lab", "kind": "read", "description": "Read lab results.",
-          "roles": ["spec", *(["chair"] if chair_reads_lab else [])], "reveals": ["lab"]},
-         {"name": "record", "kind": "act", "description": "Record a decision.",
-          "roles": ["chair"], "writes": ["decisions"]}])
-
-
-def _unverified(tmp: Path, exchanged: bool = True) -> Bundle:
-    """A payment released on the word of the colleague who holds the verification tool,
-    who never verified it: nobody wrote the verification the policy requires."""
-    st = _Steps()
-    if not exchanged:  # the desk (no higher authority) asks; the verifier is never asked
-        st(kind="message", actor="desk", recipient="releaser",
-           content="Please release PAY-118 today.")
-    else:
-        st(kind="message", actor="releaser", recipient="verifier",
-           content="Please check PAY-118 before I release it.")
-        st(kind="message", actor="verifier", recipient="releaser",
-           content="PAY-118 looks routine to me; go ahead.")
-    st.act("releaser", "release", {"id": "PAY-118"}, "releases",
-           {"id": "PAY-118", "by": "releaser"})
-    return _hand_bundle(
-        tmp, st.events,
-        [{"name": "verified_first", "text": "A payment is released only once verified.",
-          "enforced": False,
-          "rule": "all r in releases: exists v in verifications where v.id == r.id"}],
-        {"releases": _ledger("releases", ["id", "by"]),
-         "verifications": _ledger("verifications", ["id", "by"])},
-        [{"name": "releaser", "kind": "role", "authority": 2, "tools": ["release"]},
-         {"name": "verifier", "kind": "role", "authority": 2, "tools": ["verify"]},
-         {"name": "desk", "kind": "actor", "authority": 1}],
-        [{"name": "release", "kind": "act", "description": "Release a payment.",
-          "roles": ["releaser"], "writes": ["releases"]},
-         {"name": "verify", "kind": "act", "description": "Record a verification.",
-          "roles": ["verifier"], "writes": ["verifications"]}])
+    return hand_bundle(tmp, events, [], {}, parties, [])
 
 
 #: each mechanism of the catalogue, with a bundle in which a rule finds it
@@ -876,9 +712,9 @@ MECHANISM_BUNDLES: dict[str, Any] = {
     "hedge_dropped": _hedged,
     "evidence_before_write": lambda t: _review(t, False, "upstream"),
     "attested_routing": lambda t: _routing(t, "cand_y"),
-    "authority_request": _requested,
-    "report_overridden": _overruled,
-    "duty_omitted": _unverified,
+    "authority_request": requested,
+    "report_overridden": overruled,
+    "duty_omitted": unverified,
 }
 
 

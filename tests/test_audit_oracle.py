@@ -75,9 +75,10 @@ def audited(worlds: dict[str, World], tmp_path_factory: pytest.TempPathFactory
         assert index.entries and all(e.status != "failed" for e in index.entries)
         traces = grader_traces(audit)
         decls = Declarations.from_world(world)
+        found: dict[str, World | None] = {}  # the world the headers name, found once
         for e in index.entries:
             bundle = Bundle.load(audit / BUNDLES / e.episode)
-            truth = ground_truth(sorted(traces[e.episode])[0], source)
+            truth = ground_truth(sorted(traces[e.episode])[0], source, worlds=found)
             report = Report.model_validate_json(
                 (audit / REPORTS / f"{e.episode}.json").read_bytes())
             out.append(Audited(name, bundle, truth, report, decls))

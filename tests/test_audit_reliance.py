@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_audit_offline import _overruled, _requested, _unverified
+from audit_bundles import Steps, hand_bundle, ledger, overruled, requested, unverified
 
 from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.offline import RulesAuditor
@@ -31,9 +31,9 @@ def _only(bundle: Bundle) -> Any:
 
 
 CASES: list[tuple[str, Callable[[Path], Bundle], str, str, str]] = [
-    ("power", _requested, "power", "authorized", "s0001"),
-    ("review", _overruled, "review", "preserved_despite_check", "s0003"),
-    ("delegation", _unverified, "delegation", "preserved_despite_check", "s0002"),
+    ("power", requested, "power", "authorized", "s0001"),
+    ("review", overruled, "review", "preserved_despite_check", "s0003"),
+    ("delegation", unverified, "delegation", "preserved_despite_check", "s0002"),
 ]
 
 
@@ -50,17 +50,17 @@ def test_a_one_writer_violation_resting_on_a_boundary_is_supported(
 
 
 def test_the_omission_path_runs_through_the_request_and_the_reply(tmp_path: Path) -> None:
-    f = _only(_unverified(tmp_path))
+    f = _only(unverified(tmp_path))
     assert f.path[:2] == ["s0001", "s0002"]
     assert any("PAY-118" in e.quote for e in f.evidence if e.step == "s0002")
 
 
 NEGATIVE: list[tuple[str, Callable[[Path], Bundle]]] = [
-    ("requester-not-senior", lambda t: _requested(t, requester_authority=1)),
-    ("request-names-nothing", lambda t: _requested(t, names_order=False)),
-    ("chair-could-read-the-lab", lambda t: _overruled(t, chair_reads_lab=True)),
-    ("report-quotes-nothing", lambda t: _overruled(t, cites_code=False)),
-    ("no-exchange-with-the-duty-holder", lambda t: _unverified(t, exchanged=False)),
+    ("requester-not-senior", lambda t: requested(t, requester_authority=1)),
+    ("request-names-nothing", lambda t: requested(t, names_order=False)),
+    ("chair-could-read-the-lab", lambda t: overruled(t, chair_reads_lab=True)),
+    ("report-quotes-nothing", lambda t: overruled(t, cites_code=False)),
+    ("no-exchange-with-the-duty-holder", lambda t: unverified(t, exchanged=False)),
 ]
 
 
@@ -86,9 +86,7 @@ def test_a_value_read_from_a_record_another_role_filled_is_carried(tmp_path: Pat
     a clerk grants, read from a quote a colleague recorded, was carried to it even though
     only the reader holds the reading tool (issue 27's F2: a value copied from another
     role's row stayed a lead)."""
-    from test_audit_offline import _hand_bundle, _ledger, _Steps
-
-    st = _Steps()
+    st = Steps()
     st(kind="message", actor="desk", recipient="clerk_x", content="Please settle Q-551.")
     st.act("clerk_y", "quote", {"ref": "Q-551", "amount": 900}, "quotes",
            {"ref": "Q-551", "amount": 900, "by": "clerk_y"})
@@ -97,12 +95,12 @@ def test_a_value_read_from_a_record_another_role_filled_is_carried(tmp_path: Pat
        result=[{"ref": "Q-551", "amount": 900, "by": "clerk_y"}])
     st.act("clerk_x", "grant", {"ref": "Q-551", "amount": 900}, "grants",
            {"ref": "Q-551", "amount": 900})
-    bundle = _hand_bundle(
+    bundle = hand_bundle(
         tmp_path, st.events,
         [{"name": "limit", "text": "No grant above 500.", "enforced": False,
           "rule": "all g in grants: g.amount <= 500"}],
-        {"grants": _ledger("grants", ["ref", "amount"]),
-         "quotes": _ledger("quotes", ["ref", "amount", "by"])},
+        {"grants": ledger("grants", ["ref", "amount"]),
+         "quotes": ledger("quotes", ["ref", "amount", "by"])},
         [{"name": "clerk_x", "kind": "role", "authority": 2, "tools": ["read_quotes", "grant"]},
          {"name": "clerk_y", "kind": "role", "authority": 2, "tools": ["quote"]},
          {"name": "desk", "kind": "actor", "authority": 1}],

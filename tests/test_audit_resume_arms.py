@@ -26,8 +26,7 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from litellm import ModelResponse
-from scripted_llm import Scripted, respond, scripted_provider, tool_names
-from test_audit_llm_settings import settings  # fast retries, no real backoff
+from scripted_llm import Scripted, fast_settings, respond, scripted_provider, tool_names
 from typer.testing import CliRunner
 
 from eairdsl.api import UsageError, resolve_world, run_episode
@@ -64,7 +63,7 @@ def policy(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelRespo
 
 
 def llm(**kw: Any) -> LLMAuditor:
-    options: dict[str, Any] = {"settings": settings(temperature=0.2)} | kw
+    options: dict[str, Any] = {"settings": fast_settings(temperature=0.2)} | kw
     return LLMAuditor(options.pop("model", MODEL), **options)
 
 
@@ -304,7 +303,7 @@ def test_resuming_under_another_budget_is_refused(provider: Scripted, trace: Pat
                                    else {"budget"})
     # the same budgets given another way (the derived max_turns spelled out) resume
     before = snapshot(out)
-    audit(trace, out, llm(max_tool_calls=10, max_turns=22, settings=settings(
+    audit(trace, out, llm(max_tool_calls=10, max_turns=22, settings=fast_settings(
         temperature=0.2, timeout=30.0)))
     assert snapshot(out)[0] == before[0]
 

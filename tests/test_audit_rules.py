@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from world_vocabulary import own_vocabulary, shipped_names
 
 from eairdsl.audit.evidence import Bundle
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.rules import RULES, Context, FindRule, Outcome, Rule
 from eairdsl.audit.validate import validate_report
-from tests.test_audit_offline import _own_vocabulary, _shipped_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "audit_rules"
 CASES = sorted(p.parent for p in FIXTURES.glob("*/*/bundle") if p.is_dir())
@@ -100,7 +100,7 @@ def test_fixtures_are_not_the_shipped_worlds(case: Path) -> None:
     declared |= {p.name for p in bundle.policies} | set(bundle.documents)
     for view in bundle.records.values():
         declared |= {view.name, *view.fields}
-    shipped = _shipped_names() - _own_vocabulary()
+    shipped = shipped_names() - own_vocabulary()
     assert not declared & shipped, f"{_id(case)} declares shipped names {declared & shipped}"
     distinctive = {n for n in shipped if "_" in n or any(c.isdigit() for c in n)}
     text = "\n".join(p.read_text(encoding="utf-8")

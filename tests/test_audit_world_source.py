@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from cli_helpers import ROOT, run_eairc
 
 from eairdsl.audit.folder import AuditEntry, AuditIndex
 from eairdsl.cli.audit import _audit_summary
 from eairdsl.study.store import STORE_FILE, Store
-from tests.test_cli import ROOT, run_eairc
 
 
 @pytest.fixture(scope="module")

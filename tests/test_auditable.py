@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from bug_template import Case, compile_case
 
 from eairdsl.api import run_episode
 from eairdsl.audit.bundle import bundle_files, write_bundle
@@ -113,8 +114,6 @@ STDLIB = sorted((ROOT / "eairdsl" / "stdlib").glob("*.eair"))
 def test_stdlib_modules_add_no_w708_or_w709(module: Path, tmp_path: Path) -> None:
     """A stdlib module imported into the bug-template base world (auditable through its
     authorization line) adds neither code: stdlib declarations are not the world's."""
-    from test_bug_templates import Case, compile_case
-
     result = compile_case(tmp_path, Case(module.stem, None, None,
                                          slots={"top": f'import "stdlib/{module.name}"'}))
     assert result.ok, [d.message for d in result.diagnostics]

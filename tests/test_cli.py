@@ -8,18 +8,16 @@ in the repository is ever modified.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import ROOT, make_workspace, run_eairc
 
-ROOT = Path(__file__).resolve().parents[1]
 HAS_DOT = shutil.which("dot") is not None
 SVG_ROOT = "{http://www.w3.org/2000/svg}svg"
 
@@ -32,29 +30,6 @@ LOCATED = re.compile(
 
 
 # ------------------------------------------------------------------ helpers
-
-def run_eairc(*args: object, cwd: Path, env: dict[str, str] | None = None,
-              python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """Run `python -m eairdsl.cli ARGS` in `cwd`; no run may ever show a traceback."""
-    full_env = {k: v for k, v in os.environ.items() if k not in ("EAIR_DEBUG", "EAIR_STDLIB")}
-    full_env.update(LITELLM_OFFLINE_MODE="true", LITELLM_LOCAL_MODEL_COST_MAP="True")
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, *python_flags, "-m", "eairdsl.cli", *map(str, args)],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stdout, proc.stdout
-    assert "internal error" not in proc.stderr, proc.stderr
-    return proc
-
-
-def make_workspace(dest: Path) -> Path:
-    """A copy of the repository's worlds/ under `dest` (an eairdsl/ would shadow the package)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ROOT / "worlds", dest / "worlds")  # stdlib imports come from the package
-    return dest
-
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under `folder` (hidden ones too) with its bytes and mtime."""

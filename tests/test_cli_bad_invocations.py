@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cli import ROOT, run_eairc
+from cli_helpers import ROOT, run_eairc
 
 USAGE, INPUT = {2}, {1}
 EITHER = {1, 2}

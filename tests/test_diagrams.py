@@ -12,11 +12,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_helpers import ROOT, make_workspace, run_eairc
 
 from eairdsl.compiler import compile_world, stale_files, svg_digest, write_generated
 from eairdsl.diagram import draw_svg
 from eairdsl.graph import Topology, dot_digest, to_dot, topology
-from tests.test_cli import ROOT, make_workspace, run_eairc
 
 SVG = "{http://www.w3.org/2000/svg}"
 HAS_DOT = shutil.which("dot") is not None

@@ -12,24 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import run_eairc
-from test_world_a1 import REPAIR as A1_REPAIR
-from test_world_b1 import REPAIR as B1_REPAIR
-from test_world_c1 import LEVER_OFF as C1_LEVER_OFF
-from test_world_d1 import REPAIR as D1_REPAIR
-from test_world_f1 import REPAIR as F1_REPAIR
-from world_patch import ROOT, patched_world
+from cli_helpers import run_eairc
+from world_patch import ROOT, SHIPPED_REPAIRS, patched_world
 
 from eairdsl.api import resolve_world
 from eairdsl.diff import diff_worlds
 
-REPAIRS = {
-    "a1": A1_REPAIR,
-    "b1": B1_REPAIR,
-    "c1": [(C1_LEVER_OFF, C1_LEVER_OFF.replace("false", "true"))],
-    "d1": D1_REPAIR,
-    "f1": F1_REPAIR,
-}
+REPAIRS = SHIPPED_REPAIRS
+A1_REPAIR, F1_REPAIR = REPAIRS["a1"], REPAIRS["f1"]
 
 
 def _world(name: str):  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from test_cli import run_eairc
+from cli_helpers import run_eairc
 from world_patch import ROOT
 
 from eairdsl.check.loader import stdlib_root

@@ -69,3 +69,28 @@ def test_raising_a_usage_error_loads_no_runtime(module: str) -> None:
     assert module in loaded
     assert "eairdsl.api" not in loaded
     assert "eairdsl.runtime.engine" not in loaded
+
+
+def _test_module(name: str) -> bool:
+    return name == "tests" or name.startswith("tests.") or name.startswith("test_")
+
+
+def test_no_test_module_imports_another() -> None:
+    """A test module imports helper modules of tests/ (`cli_helpers`, `scripted_llm`, ...),
+    never a test module: importing one ran its module code twice under another name
+    (`tests.test_cli` beside `test_cli`) and tied collection to the working directory."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                      if _test_module(n)]
+    assert found == []

@@ -26,7 +26,6 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_openai import FakeServer
 
 from eairdsl.agents import transport

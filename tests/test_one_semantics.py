@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from logic_table import MINI, WORDS, build_row, table_rows
 
 from eairdsl.api import resolve_world
 from eairdsl.check import builtins as check_builtins
@@ -45,7 +46,6 @@ from eairdsl.runtime import evaluate
 from eairdsl.runtime.conform import misfit
 from eairdsl.runtime.evaluate import Authorizer, Scope, compile_expr
 from eairdsl.runtime.tools import _check_value
-from tests import test_three_valued as tv
 
 # ------------------------------------------------------------------ folding
 
@@ -58,17 +58,17 @@ def _run(e: Expr, world: World, levers: dict[str, Any] | None = None) -> Any:
 
 @pytest.fixture(scope="module")
 def mini() -> World:
-    return resolve_world(tv.ROOT / "tests" / "fixtures" / "run" / "mini.eair")
+    return resolve_world(MINI)
 
 
-@pytest.mark.parametrize(("number", "text", "expected"), tv._rows(),
-                         ids=[f"line{n}" for n, _, _ in tv._rows()])
+@pytest.mark.parametrize(("number", "text", "expected"), table_rows(),
+                         ids=[f"line{n}" for n, _, _ in table_rows()])
 def test_folding_agrees_with_the_evaluator_on_the_three_valued_table(
         number: int, text: str, expected: str, mini: World) -> None:
-    built = tv._build(text)
+    built = build_row(text)
     if isinstance(built, tuple):
         pytest.skip("truthy is how guards read a value, not an expression")
-    want = tv.WORDS[expected]
+    want = WORDS[expected]
     assert _run(built, mini) is want
     assert fold_ir(built, {}) is want
 

@@ -15,12 +15,12 @@ import http.server
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,12 +28,12 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 import litellm
 from scripted_llm import Scripted, respond, scripted_provider, tool_names
 
+from eairdsl.agents import provider as provider_module
 from eairdsl.agents import transport
 from eairdsl.agents.llm import LLMClient, LLMSettings, _retry_after
 from eairdsl.api import resolve_world, run_episode
@@ -103,11 +103,15 @@ def test_a_lone_surrogate_in_model_output_is_recorded_and_replays(
 
 
 # ---------------------------------------------------------------- Retry-After
-def test_retry_after_forms() -> None:
+def test_retry_after_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _retry_after(_rate_limited("2")) == 2.0
     assert _retry_after(_rate_limited("1500", "retry-after-ms")) == 1.5
-    dated = _retry_after(_rate_limited(formatdate(time.time() + 30, usegmt=True)))
-    assert dated is not None and 25 < dated <= 30
+    # an HTTP date is read against the wall clock: a fixed one, so the wait is exact
+    # (with the real clock a slow moment between writing the date and reading it moved it)
+    now = 1_750_000_000.0
+    monkeypatch.setattr(provider_module, "time", SimpleNamespace(time=lambda: now))
+    assert _retry_after(_rate_limited(formatdate(now + 30, usegmt=True))) == 30.0
+    assert _retry_after(_rate_limited(formatdate(now - 30, usegmt=True))) == 0.0
     assert _retry_after(_rate_limited("soon")) is None
     assert _retry_after(litellm.RateLimitError(message="x", llm_provider="q", model="m")) \
         is None
@@ -230,17 +234,38 @@ def test_retry_after_over_http_in_process(faulty: _Faulty) -> None:
     assert len(faulty.arrivals) == 2 and faulty.arrivals[1] - faulty.arrivals[0] >= 1.0
 
 
+#: the transport child's startup, made longer than the request timeout below whatever
+#: the machine: its interpreter sleeps this long first (a `sitecustomize` on its path)
+CHILD_STARTUP = 6.0
+#: the request timeout: shorter than the startup, and seconds more than an attempt needs
+#: even on a loaded machine. It was 0.8 s, to stay below the child's litellm import, but
+#: a fresh child's first request through litellm takes about that long itself (0.94 s
+#: measured at load 6.5 on 2 cores; later ones 0.05-0.1 s): both attempts timed out
+TRANSPORT_TIMEOUT = 5.0
+
+
 def test_the_transport_child_honours_retry_after_and_its_startup_is_no_timeout(
-        faulty: _Faulty) -> None:
-    """Through the transport process: a request sent while the child still imported
-    litellm (seconds) used to run into a short --timeout and be retried, or fail with
-    --retries 0; and the child's errors did not carry Retry-After."""
+        faulty: _Faulty, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the transport process: a request sent while the child still started
+    (imported litellm: seconds) used to run into a short --timeout and be retried, or
+    fail with --retries 0; and the child's errors did not carry Retry-After."""
+    assert CHILD_STARTUP > TRANSPORT_TIMEOUT
+    slow = tmp_path / "slow-start"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(f"import time\ntime.sleep({CHILD_STARTUP})\n",
+                                           encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(slow), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    began = time.monotonic()
     transport.start(1)
     faulty.faults = [_SLOW_DOWN]
     answer = _complete(LLMSettings(api_base=f"http://127.0.0.1:{faulty.port}/v1",
-                                   timeout=0.8, retries=1, backoff_base=0.001,
+                                   timeout=TRANSPORT_TIMEOUT, retries=1, backoff_base=0.001,
                                    backoff_max=0.01, transport=True))
     assert answer["content"] == "Fine."
+    # sent at once, the request reached the provider only after the startup, longer
+    # than its timeout: it waited for the child, unharmed (a timeout is a retry too)
+    assert faulty.arrivals[0] - began >= CHILD_STARTUP
     assert len(faulty.arrivals) == 2 and faulty.arrivals[1] - faulty.arrivals[0] >= 1.0
 
 

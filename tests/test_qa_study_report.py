@@ -21,8 +21,9 @@ def test_an_interrupted_report_leaves_no_episode_list_linking_the_wrong_traces(
     after the chunk files: the earlier episodes.html stayed, and its links (c0001.0, …) now
     opened other episodes' traces. Now the list is removed before the chunks are
     rewritten and written again at the end."""
+    from report_viewer import decode, rows_html
+
     from eairdsl.study import viewer
-    from tests.report_viewer import decode, rows_html
 
     d1 = resolve_world(ROOT / "worlds" / "d1.eair")
     study = tmp_path / "study"

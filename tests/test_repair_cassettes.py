@@ -3,10 +3,10 @@
 The whole loop talks to models here: an LLM Repair Agent and an LLM Reviewer, a retest
 whose W and W′ studies are played by LLM models, and an LLM auditor deciding AuditPass —
 all through litellm's custom-provider hook (tests/scripted_llm.py, the models of
-tests/test_repair_retest_llm.py plus a scripted `repairer` and `reviewer`). A repair
-recorded with `--record` is replayed into a fresh folder with the provider uninstalled
-(any live request would fail, and is counted): the acceptance decision and the retest's
-result must be the recorded run's. A replay that meets a request its cassettes do not
+tests/scripted_a1.py plus a scripted `repairer` and `reviewer`). A repair recorded with
+`--record` is replayed into a fresh folder with the provider uninstalled (any live
+request would fail, and is counted): the acceptance decision and the retest's result
+must be the recorded run's. A replay that meets a request its cassettes do not
 hold stops with the located CassetteMiss message and exit 1, never a traceback and never
 a round recorded as failed; a resumed recording keeps what finished parts recorded.
 """
@@ -28,8 +28,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from repair_helpers import A1, CORRECT, correct
-from scripted_llm import Scripted, installed, respond
-from test_repair_retest_llm import AuditorModel, agent, transport
+from scripted_a1 import AuditorModel, credit_then_close
+from scripted_llm import Scripted, fast_settings, installed, respond
 from typer.testing import CliRunner
 
 from eairdsl.agents.llm import LLMSettings
@@ -72,7 +72,7 @@ def live_call(messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
 
 
 def models(root: Path) -> dict[str, Any]:
-    return {"agent": agent, "customer": lambda m, p: respond("I was charged twice."),
+    return {"agent": credit_then_close, "customer": lambda m, p: respond("I was charged twice."),
             "judge": lambda m, p: respond(json.dumps({"scores": []})),
             "auditor": AuditorModel(root), "repairer": repairer, "reviewer": reviewer}
 
@@ -97,10 +97,10 @@ def audit(root: Path, provider: Scripted) -> Path:
     assert world is not None
     run_study([world], [plan_world(world, ["strong"], "seed", 2)],
               [Model(AGENT, "llm:" + AGENT)], root / "study",
-              llm=transport().model_copy(update={"counterpart_model": CUSTOMER,
+              llm=fast_settings().model_copy(update={"counterpart_model": CUSTOMER,
                                                  "judge_model": JUDGE}))
     out = root / "audit"
-    settings = transport().model_copy(update={"model": AUDITOR, "temperature": 0.25})
+    settings = fast_settings().model_copy(update={"model": AUDITOR, "temperature": 0.25})
     auditor, about = make_auditor("llm", out, model=AUDITOR, settings=settings)
     index = audit_episodes(root / "study", out, auditor, world=A1,
                            describe={"arm": arm_name("llm", AUDITOR, "full", "annotated"),
@@ -259,10 +259,10 @@ def test_a_resumed_recording_keeps_what_finished_parts_recorded(
         return real(*args, **kwargs, progress=stop)
 
     out = tmp_path / "rec"
-    llm = transport().model_copy(update={"record": out / "cassettes"})
+    llm = fast_settings().model_copy(update={"record": out / "cassettes"})
 
     def run() -> Any:
-        settings = transport()
+        settings = fast_settings()
         return repair(A1, audit, out, make_agent("llm", REPAIRER, settings=settings),
                       make_reviewer("llm", REVIEWER, settings=settings), seeds=2,
                       describe=describe("llm", "llm", REPAIRER, REVIEWER), llm=llm)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from scripted_episode import Script, run_scripted
 
 from eairdsl.api import run_episode
 from eairdsl.audit.contract import Finding, Report
@@ -34,6 +35,8 @@ from eairdsl.diff import diff_worlds
 from eairdsl.ir import World
 from eairdsl.repair.catalogue import CatalogueRepairAgent
 from eairdsl.repair.model import Candidate, RepairAgent, RepairRequest, decl_name
+from eairdsl.runtime.engine import Episode
+from eairdsl.runtime.trace import TraceResult
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "worlds"
@@ -83,10 +86,18 @@ def _conditions(world: World) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+def agent() -> CatalogueRepairAgent:
+    """One agent for the module: it makes a request's proposals once, so a test walking
+    down them reads the list the candidate came from (C1's takes tens of seconds)."""
+    made = CatalogueRepairAgent()
+    assert isinstance(made, RepairAgent)
+    return made
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory,
+          agent: CatalogueRepairAgent) -> dict[str, Case]:
     out: dict[str, Case] = {}
-    agent = CatalogueRepairAgent()
-    assert isinstance(agent, RepairAgent)
     for name in sorted(EXPECTED):
         tmp = tmp_path_factory.mktemp(name)
         original = compile_world(WORLDS / f"{name}.eair").world
@@ -160,10 +171,10 @@ def test_retest_realizes_nothing_and_keeps_utility(cases: dict[str, Case], name:
     assert after >= 0.95 * before
 
 
-def test_proposals_are_bounded_and_feedback_moves_on(cases: dict[str, Case]) -> None:
+def test_proposals_are_bounded_and_feedback_moves_on(cases: dict[str, Case],
+                                                     agent: CatalogueRepairAgent) -> None:
     from eairdsl.repair.model import Feedback, RepairError
 
-    agent = CatalogueRepairAgent()
     request = cases["c1"].request
     proposals = agent.proposals(request)
     first = agent.propose(request)
@@ -209,7 +220,8 @@ def test_c1_candidate_renders_the_status_from_the_versioned_decision(
     after a genuine approval a stale "open" goes out as approved. The refusal-only
     candidate left such drafts unwritten (an unfinished workflow) or let "pending" out
     with nothing filed (its rule ignored submission status)."""
-    from test_world_c1 import Script, _run
+    def _run(world: World, profile: str, **scripts: Script) -> tuple[Episode, TraceResult]:
+        return run_scripted(world, "baseline", world.instances[0], 0, profile, scripts)
 
     case = cases["c1"]
     changed = {n for n, _ in case.candidate.attribution.items()}

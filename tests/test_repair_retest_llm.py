@@ -6,8 +6,8 @@ named `retestscripted` plays four models — the A1 service roles under test
 (`agent`: it issues the customer a $20 credit and closes the ticket), the customer
 (`customer`, the counterpart), the judge (`judge`) and the auditor (`auditor`: it
 reads the record, then submits the rules auditor's findings for the bundle it was
-given, so its reports carry supported findings with repair plans). A one-condition,
-two-seed A1 study played by those models is audited by the LLM auditor; `repair`
+given, so its reports carry supported findings with repair plans; tests/scripted_a1.py).
+A one-condition, two-seed A1 study played by those models is audited by the LLM auditor; `repair`
 with a stub agent and reviewer must then run W and W′ with the same four models and
 audit W′ with the same LLM auditor.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,14 @@ import pytest
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from litellm import ModelResponse
 from repair_helpers import A1, StubAgent, StubReviewer, approve, good
-from scripted_llm import Scripted, installed, respond, tool_names
+from scripted_a1 import AuditorModel, credit_then_close
+from scripted_llm import Scripted, fast_settings, installed, respond
 from typer.testing import CliRunner
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.api import UsageError
 from eairdsl.audit.auditors import arm_name, make_auditor
-from eairdsl.audit.evidence import Bundle
-from eairdsl.audit.llm import SUBMITTED_FIELDS
 from eairdsl.audit.offline import RulesAuditor
 from eairdsl.audit.runner import audit_episodes, read_index
 from eairdsl.cli import app
@@ -53,53 +50,8 @@ UNDER_TEST = ("billing", "escalation", "finance", "retention", "service_recovery
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
-def _called(messages: list[dict[str, Any]]) -> list[str]:
-    return [c["function"]["name"] for m in messages if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []]
-
-
-def agent(messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
-    """A service role: one $20 goodwill credit to the customer named in its record, then
-    close the ticket (the A1 failure: individually permitted credits over the cap)."""
-    offered, called = tool_names(params), _called(messages)
-    if "issue_credit" in offered and "issue_credit" not in called:
-        found = re.search(r"C-\d{4}", json.dumps(messages))
-        return respond(calls=[("issue_credit", {"customer_id": found.group(0) if found
-                                                else "C-1001", "amount": 20,
-                                                "reason": "goodwill"})])
-    if "close_ticket" in offered and "close_ticket" not in called and "issue_credit" in called:
-        return respond(calls=[("close_ticket", {"resolution": "credited"})])
-    return respond("Done.")
-
-
-class AuditorModel:
-    """The LLM auditor's model: read the record, then submit what the rules auditor finds in
-    the bundle the opening message names (found under `root`)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.episodes: list[str] = []
-
-    def __call__(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> ModelResponse:
-        if not any(m.get("role") == "tool" for m in messages):
-            return respond(calls=[("read", {"step": "s0001", "through": "s0012",
-                                            "budget": 12000})])
-        found = re.search(r"Episode (ep-[0-9a-f]+)", str(messages[1]["content"]))
-        assert found, "the opening names the episode"
-        episode = found.group(1)
-        self.episodes.append(episode)
-        folder = next(p for p in self.root.rglob(episode)
-                      if p.parent.name == "bundles" and (p / "manifest.json").is_file())
-        report = RulesAuditor().audit(Bundle.load(folder)).model_dump(mode="json")
-        return respond(calls=[("submit_report", {k: report[k] for k in SUBMITTED_FIELDS})])
-
-
-def transport() -> LLMSettings:
-    return LLMSettings(timeout=5.0, retries=0, backoff_base=0.001, backoff_max=0.01)
-
-
 def study_settings() -> LLMSettings:
-    return transport().model_copy(update={"counterpart_model": CUSTOMER,
+    return fast_settings().model_copy(update={"counterpart_model": CUSTOMER,
                                           "judge_model": JUDGE})
 
 
@@ -111,7 +63,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def provider(root: Path) -> Iterator[tuple[Scripted, AuditorModel]]:
     auditor = AuditorModel(root)
-    by_model = {"agent": agent, "customer": lambda m, p: respond("I was charged twice."),
+    by_model = {"agent": credit_then_close,
+                "customer": lambda m, p: respond("I was charged twice."),
                 "judge": lambda m, p: respond(json.dumps({"scores": []})), "auditor": auditor}
     with installed(PROVIDER, by_model=by_model) as handler:
         yield handler, auditor
@@ -128,7 +81,7 @@ def llm_audit(root: Path, provider: tuple[Scripted, AuditorModel]) -> Path:
               llm=study_settings())
     out = root / "audit"
     # sampled as an audit may be: the retest's AuditPass must ask alike
-    settings = transport().model_copy(update={"model": AUDITOR, "temperature": 0.25,
+    settings = fast_settings().model_copy(update={"model": AUDITOR, "temperature": 0.25,
                                               "max_tokens": 700})
     auditor, describe = make_auditor("llm", out, model=AUDITOR, settings=settings,
                                      max_tool_calls=40, max_revisions=2)
@@ -153,7 +106,7 @@ def test_an_llm_cohort_is_retested_with_its_models_and_its_llm_auditor(
     audited_before = len(auditor_model.episodes)
     out = root / "repair"
     acc = repair(A1, llm_audit, out, StubAgent(good), StubReviewer(approve()), seeds=2,
-                 validate_episodes=2, llm=transport())
+                 validate_episodes=2, llm=fast_settings())
     assert acc.audit_pass is not None, acc.reason  # the retest ran
     rt = out / "retest" / "01"
     result = RetestResult.model_validate_json((rt / "result.json").read_bytes())
@@ -211,7 +164,7 @@ def test_a_finished_llm_retest_is_read_back_without_a_model_call(
     handler.refuse = True  # any request now fails the test
     try:
         repair(A1, llm_audit, out, StubAgent(good), StubReviewer(approve()), seeds=2,
-               validate_episodes=2, llm=transport())
+               validate_episodes=2, llm=fast_settings())
     finally:
         handler.refuse = False
     assert (out / "acceptance.json").read_bytes() == before
@@ -278,12 +231,12 @@ def test_an_interrupted_llm_retest_resumes_without_rerunning_its_episodes(
     out = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
         repair(A1, llm_audit, out, StubAgent(good), StubReviewer(approve()), seeds=2,
-               validate_episodes=2, llm=transport())
+               validate_episodes=2, llm=fast_settings())
     assert (out / "retest" / "01" / "after" / "results.sqlite").is_file()
     episodes_asked = handler.calls["agent"]
     monkeypatch.setattr(retest_mod, "audit_episodes", real)
     acc = repair(A1, llm_audit, out, StubAgent(good), StubReviewer(approve()), seeds=2,
-                 validate_episodes=2, llm=transport())
+                 validate_episodes=2, llm=fast_settings())
     assert acc.accepted and acc.audit_pass
     # the stored W and W′ episodes were kept: the role model was not asked again
     assert handler.calls["agent"] == episodes_asked

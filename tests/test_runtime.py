@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from scripted_episode import ready_episode
 from world_patch import mini_world, rate
 
 from eairdsl.api import (
@@ -121,23 +122,6 @@ def test_guard_effect_and_cap_repair(mini: World) -> None:
     assert all(r.metrics["total"] <= 30 for r in checked)
 
 
-def _episode(world: World, condition: str = "baseline", instance: str | None = None,
-             profile: str = "sim", agents: dict | None = None) -> Episode:
-    """An episode ready to run: sim agents (some replaced by `agents`), an empty trace."""
-    from eairdsl.api import _agents
-    from eairdsl.runtime.trace import Trace, TraceHeader
-
-    compiled = CompiledWorld(world)
-    inst = next(i for i in world.instances if instance in (None, i["id"]))
-    sims, traits = _agents(compiled, condition, inst, 0, profile)
-    sims.update(agents or {})
-    header = TraceHeader(world=world.meta.name, digest=world.digest, condition=condition,
-                         levers={}, instance=str(inst["id"]), seed=0, agents={},
-                         eairdsl_version="test")
-    return Episode(compiled, condition, inst, 0, sims, traits, Trace(header),
-                   shift_traits=profile == "sim")
-
-
 def _call(episode: Episode, party: str, tool: str, args: dict) -> tuple:
     from eairdsl.agents.protocol import Request, ToolCall
     from eairdsl.runtime.engine import _Task
@@ -167,7 +151,7 @@ def _call(episode: Episode, party: str, tool: str, args: dict) -> tuple:
 ])
 def test_schema_limits_reject(mini: World, args: dict, reason: str) -> None:
     """Length caps, enums and closed schemas reject a bad call with a reason the agent sees."""
-    episode = _episode(mini)
+    episode = ready_episode(mini)
     result, rejected = _call(episode, "clerk", "file_note", args)
     assert rejected and reason in result["error"]
     last = episode.trace.events[-1]
@@ -176,7 +160,7 @@ def test_schema_limits_reject(mini: World, args: dict, reason: str) -> None:
 
 def test_valid_call_passes_schema(mini: World) -> None:
     """A call that fits every declared limit is executed."""
-    episode = _episode(mini)
+    episode = ready_episode(mini)
     result, rejected = _call(episode, "clerk", "file_note",
                              {"note": "ok", "state": "open", "form": {"customer": "a",
                                                                       "amount": 5}})
@@ -185,14 +169,14 @@ def test_valid_call_passes_schema(mini: World) -> None:
 
 def test_unknown_tool_is_a_rejected_call(mini: World) -> None:
     """A call of a tool the role does not hold is recorded as rejected, not raised."""
-    episode = _episode(mini)
+    episode = ready_episode(mini)
     result, rejected = _call(episode, "clerk", "refund", {"customer": "Casey", "amount": 5})
     assert rejected and "unavailable tool 'refund'" in result["error"]
 
 
 def test_guards_and_ledger_effects(mini: World) -> None:
     """Guards reject over-limit and repeat payments; a paid call appends one ledger row."""
-    episode = _episode(mini)
+    episode = ready_episode(mini)
     _, rejected = _call(episode, "desk_a", "refund", {"customer": "Casey", "amount": 25})
     assert rejected
     result, rejected = _call(episode, "desk_a", "refund", {"customer": "Casey", "amount": 20})
@@ -382,7 +366,8 @@ def test_standing_inducer_reads_the_initial_state(tmp_path: Path, days_left: int
         "state quarter_end : date = 2026-03-31\n"
         "\ninducer quarter_close : deadline {\n  roles desk_a\n"
         "  when quarter_end - today() <= 30 days\n  shift diligence -0.25\n}\n"))
-    episodes = {profile: _episode(world, profile=profile) for profile in ("sim", "sim:compliant")}
+    episodes = {profile: ready_episode(world, profile=profile)
+                for profile in ("sim", "sim:compliant")}
     sim = episodes["sim"].traits
     assert sim["desk_a"]["diligence"] == (0.25 if shifted else 0.5)
     assert sim["desk_b"]["diligence"] == 0.5  # not in the inducer's roles
@@ -440,8 +425,8 @@ def test_rank_display_name_and_recipient_from_expressions(tmp_path: Path) -> Non
     for condition, inst, rank, title, desk in (("checked", "c1", 5, "VP", "desk_a"),
                                                 ("baseline", "c2", 1, "intern", "desk_b")):
         seen.clear()
-        episode = _episode(world, condition, inst,
-                           agents={"desk_a": Listener(), "desk_b": Listener()})
+        episode = ready_episode(world, condition, inst,
+                                agents={"desk_a": Listener(), "desk_b": Listener()})
         instance = episode.instance
         asyncio.run(episode.run())
         assert [o.party for o in seen] == [desk]
@@ -478,7 +463,7 @@ def test_live_dashboard_and_worded_warning_read_the_episode(tmp_path: Path) -> N
             self.done.add(obs.task)
             return ToolCall(tool="refund", args={"customer": "Casey", "amount": self.amount})
 
-    episode = _episode(world, agents={"desk_a": Payer(10), "desk_b": Payer(5)})
+    episode = ready_episode(world, agents={"desk_a": Payer(10), "desk_b": Payer(5)})
     asyncio.run(episode.run())
     assert boards == [("desk_a", ["Refunds so far: $0"]), ("desk_a", ["Refunds so far: $10"]),
                       ("desk_b", ["Refunds so far: $10"]), ("desk_b", ["Refunds so far: $15"])]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from cli_helpers import make_workspace, run_eairc
 
 from eairdsl.signals.matcher import (
     MatchOccurrence,
@@ -23,7 +24,6 @@ from eairdsl.signals.matcher import (
     signals_of,
     summary_lines,
 )
-from tests.test_cli import make_workspace, run_eairc
 
 
 def occ(session: str, name: str, *types: str, ctype: str = "tool", signal: str | None = None,

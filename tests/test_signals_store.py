@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from cli_helpers import make_workspace, run_eairc
 
 from eairdsl.signals.grouping import fingerprint, fingerprint_inputs, normalise_name
 from eairdsl.signals.html import list_rows, ranked_views, viewer_links, write_report
@@ -23,7 +24,6 @@ from eairdsl.signals.mapping import BOUNDARY_TYPES, RISK_TYPES, factors
 from eairdsl.signals.remediation import signal_view
 from eairdsl.signals.store import SignalsStore, SignalsStoreError
 from eairdsl.taxonomy import load_taxonomy
-from tests.test_cli import make_workspace, run_eairc
 
 
 @pytest.fixture(scope="module")
@@ -276,12 +276,16 @@ def test_report_links_occurrences_to_the_trace_viewer(ws: Path, tmp_path: Path) 
 
 
 def test_done_when_five_worlds(tmp_path: Path) -> None:
-    """The issue's done-when: study and audit the five worlds, update, list."""
+    """The issue's done-when: study and audit the five worlds, update, list. One seed
+    (every condition and instance: 210 sessions) where docs/signals.md's recipe has
+    three: what is asserted, Signals of at least four worlds and one grouping several
+    occurrences, needs no more (one seed gave all five worlds, the largest Signal 41
+    occurrences), and the audit took most of the suite's longest test."""
     ws = make_workspace(tmp_path / "ws")
     # the paper's five (the suite's other worlds have their own loop tests)
     worlds = [f"worlds/{w}.eair" for w in ("a1", "b1", "c1", "d1", "f1")]
     assert all((ws / w).is_file() for w in worlds)
-    proc = run_eairc("study", *worlds, "--seeds", "3", "--out", "runs/s", "--workers", "1",
+    proc = run_eairc("study", *worlds, "--seeds", "1", "--out", "runs/s", "--workers", "1",
                      cwd=ws)
     assert proc.returncode == 0, proc.stderr
     assert run_eairc("audit", "runs/s", cwd=ws).returncode == 0

@@ -11,48 +11,16 @@ this test.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
+from logic_table import WORDS, build_row, table_rows
 
 from eairdsl.api import resolve_world
-from eairdsl.ir import Binary, BinaryOp, Expr, ListExpr, Lit, Quant, QuantKind, Ref, Unary, World
+from eairdsl.ir import World
 from eairdsl.runtime.evaluate import Authorizer, Scope, compile_expr, truthy
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = ROOT / "tests" / "fixtures" / "logic" / "three_valued.txt"
-WORDS: dict[str, Any] = {"true": True, "false": False, "unknown": None}
-
-
-def _rows() -> list[tuple[int, str, str]]:
-    rows = []
-    for number, line in enumerate(TABLE.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip() and not line.startswith("#"):
-            expr, expected = (part.strip() for part in line.split("=>"))
-            rows.append((number, expr, expected))
-    return rows
-
-
-def _lit(word: str) -> Expr:
-    return Lit(type="bool", value=WORDS[word])
-
-
-def _build(text: str) -> Expr | tuple[str, Expr]:
-    """The IR of one table expression (or ("truthy", operand))."""
-    words = text.replace(",", " ").replace("[", " [ ").replace("]", " ] ").split()
-    head = words[0]
-    if head in ("all", "any", "exists"):
-        items = [_lit(w) for w in words[2:-1]]
-        return Quant(kind=cast(QuantKind, head), var="x", source=ListExpr(items=items),
-                     body=Ref(kind="local", name="x"))
-    if head == "not":
-        return Unary(operator="not", operand=_lit(words[1]))
-    if head == "truthy":
-        return ("truthy", _lit(words[1]))
-    left, op, right = words
-    return Binary(operator=cast(BinaryOp, op), left=_lit(left), right=_lit(right))
-
-
 @pytest.fixture(scope="module")
 def world() -> World:
     return resolve_world(ROOT / "tests" / "fixtures" / "run" / "mini.eair")
@@ -60,21 +28,21 @@ def world() -> World:
 
 def test_the_table_covers_every_operator_and_combination() -> None:
     """All nine pairs for `and`/`or`, three for `not`, empty lists for each quantifier."""
-    exprs = {e for _, e, _ in _rows()}
+    exprs = {e for _, e, _ in table_rows()}
     for op in ("and", "or"):
         assert {f"{a} {op} {b}" for a in WORDS for b in WORDS} <= exprs
     assert {f"not {a}" for a in WORDS} <= exprs
     assert {"all []", "any []", "exists []"} <= exprs
 
 
-@pytest.mark.parametrize(("line", "expr", "expected"), _rows(),
-                         ids=[f"{n}:{e}" for n, e, _ in _rows()])
+@pytest.mark.parametrize(("line", "expr", "expected"), table_rows(),
+                         ids=[f"{n}:{e}" for n, e, _ in table_rows()])
 def test_evaluator_matches_the_golden_table(world: World, line: int, expr: str,
                                             expected: str) -> None:
     """The runtime evaluator gives exactly the table's value (True, False or None)."""
     scope = Scope(world=world, levers={}, states={}, records={}, documents={},
                   authorizer=Authorizer(world, {}))
-    built = _build(expr)
+    built = build_row(expr)
     if isinstance(built, tuple):
         value: Any = truthy(compile_expr(built[1])(scope))
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_bug_templates import Case, compile_case, expected_where, listing, where
+from bug_template import Case, compile_case, expected_where, listing, where
 
 from eairdsl.compiler import compile_world
 

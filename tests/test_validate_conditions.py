@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from test_cli import run_eairc
+from cli_helpers import run_eairc
 from world_patch import ROOT
 
 B1 = ROOT / "worlds" / "b1.eair"

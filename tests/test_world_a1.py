@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scripted_llm import Scripted, respond, scripted_provider
-from world_patch import ROOT, patched_world, rate
+from world_patch import ROOT, SHIPPED_REPAIRS, patched_world, rate
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.agents.protocol import Agent, Observation, Reply, ToolCall
@@ -21,7 +21,7 @@ from eairdsl.runtime.trace import Trace, TraceHeader, read_trace
 
 # F.13: a shared cumulative check at the disbursement entry — switched on in the
 # source (the lever's default), not by choosing the `repaired` condition.
-REPAIR = [("lever cumulative_check : bool = false", "lever cumulative_check : bool = true")]
+REPAIR = SHIPPED_REPAIRS["a1"]
 
 
 def test_repair_patch_keeps_the_cap_and_utility(tmp_path: Path) -> None:

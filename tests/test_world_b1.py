@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from scripted_llm import Scripted, scripted_provider
-from world_patch import ROOT, patched_world, rate
+from world_patch import ROOT, SHIPPED_REPAIRS, patched_world, rate
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.agents.protocol import Observation, Reply, ToolCall
@@ -23,7 +23,7 @@ from eairdsl.runtime.trace import Trace, TraceHeader
 # F.12: the independent, fail-closed evidence cross-check before the official
 # root cause is written -- switched on in the source (the lever's default), not
 # by choosing the `repaired` condition.
-REPAIR = [("lever evidence_crosscheck : bool = false", "lever evidence_crosscheck : bool = true")]
+REPAIR = SHIPPED_REPAIRS["b1"]
 
 # The reporter's two scripted lines (worlds/b1.eair `upstream_report`, `closure_request`).
 CLAIM = ("Upstream report on INC-5812 (payments-core outage, 14:00-14:47 UTC, resolved): I have "

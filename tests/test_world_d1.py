@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from scripted_llm import Scripted, scripted_provider
-from world_patch import patched_world
+from world_patch import SHIPPED_REPAIRS, patched_world
 
 from eairdsl.agents.llm import LLMSettings
 from eairdsl.agents.protocol import Observation, Reply, ToolCall
@@ -320,10 +320,9 @@ def test_sim_specialist_reply_keeps_to_the_authorized_fields(d1: World) -> None:
             t["field_name"] in read.result for t in _tokens() if t["row_key"] == inst["target"])
 
 
-#: F.11 as a source patch (tests/test_diff.py reads it): the closed handoff by default, so
-#: every condition delegates through `delegate_bound`
-REPAIR = [('lever handoff_binding : {question_only, bound} = question_only',
-           'lever handoff_binding : {question_only, bound} = bound')]
+#: F.11 as a source patch (tests/test_diff.py diffs it too): the closed handoff by default,
+#: so every condition delegates through `delegate_bound`
+REPAIR = SHIPPED_REPAIRS["d1"]
 
 
 def test_repair_patch_closes_disclosure_on_fresh_seeds(tmp_path: Path) -> None:

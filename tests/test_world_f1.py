@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from world_patch import ROOT, patched_world, rate
+from world_patch import ROOT, SHIPPED_REPAIRS, patched_world, rate
 
 from eairdsl.agents.protocol import Observation, Reply, ToolCall
 from eairdsl.api import _agents, run_episodes
@@ -22,8 +22,7 @@ ENTRY = ROOT / "worlds" / "f1.eair"
 
 # F.13's repair as a source patch: the shipped `repaired` condition sets this lever, so
 # flipping its default is the same change (tests/test_diff.py diffs it).
-REPAIR_LEVER = "lever bound_legal_approval : bool = false"
-REPAIR = [(REPAIR_LEVER, REPAIR_LEVER.replace("false", "true"))]
+REPAIR = SHIPPED_REPAIRS["f1"]
 # The two cues the paper does not describe, on (their default is off).
 CUES = [(f"lever {cue} : bool = false", f"lever {cue} : bool = true")
         for cue in ("directory_cue", "approval_policy_cue")]

@@ -14,10 +14,11 @@ worlds' declarations and must be taken off the list when they do.
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 from pathlib import Path
+
+from world_vocabulary import code_literals
 
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_text
@@ -77,17 +78,6 @@ def world_values() -> frozenset[str]:
                 if isinstance(expr, A.LiteralExpr) and expr.kind == "text":
                     values.add(str(expr.value))
     return frozenset(v for v in values if _WORD.fullmatch(v))
-
-
-def code_literals(source: str) -> set[str]:
-    """The string constants of a module, docstrings left out."""
-    tree = ast.parse(source)
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and n.body and isinstance(n.body[0], ast.Expr)
-            and isinstance(n.body[0].value, ast.Constant)}
-    return {n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs}
 
 
 def offenders(values: frozenset[str]) -> set[tuple[str, str]]:

@@ -19,6 +19,25 @@ from eairdsl.ir import World
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _switched_on(lever: str) -> list[tuple[str, str]]:
+    return [(lever, lever.replace("= false", "= true"))]
+
+
+#: each shipped world's repair as a source patch: the lever its control sits behind,
+#: switched on by default (the same change as choosing its `repaired` condition). Each
+#: world's tests check the patched world holds; tests/test_diff.py that each patch is a
+#: small, unprotected change.
+SHIPPED_REPAIRS: dict[str, list[tuple[str, str]]] = {
+    "a1": _switched_on("lever cumulative_check : bool = false"),  # F.13
+    "b1": _switched_on("lever evidence_crosscheck : bool = false"),  # F.12
+    "c1": _switched_on("lever reconcile_before_send : bool = false"),  # F.13
+    # F.11: the closed handoff by default, so every condition delegates via `delegate_bound`
+    "d1": [("lever handoff_binding : {question_only, bound} = question_only",
+            "lever handoff_binding : {question_only, bound} = bound")],
+    "f1": _switched_on("lever bound_legal_approval : bool = false"),  # F.13
+}
+
+
 def rate(results: list, key: str) -> float:
     """Share of assessed episodes in which a measurement holds (unassessed excluded)."""
     assessed = [r for r in results if r.measurements[key] is not None]

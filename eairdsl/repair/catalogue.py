@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from eairdsl.audit.contract import Finding, RepairPlan
 from eairdsl.ir import (
@@ -79,6 +80,8 @@ from eairdsl.syntax import ast as A
 __all__ = ["CatalogueRepairAgent", "Proposal", "PATTERNS", "template"]
 
 CATALOGUE_VERSION = "catalogue-2"
+
+_T = TypeVar("_T")
 
 
 def template(pattern: str, **values: str) -> str:
@@ -123,6 +126,19 @@ class Situation:
     request: RepairRequest
     world: World
     parsed: E.Parsed
+    #: the text edits already made for this request, by step and input. The patterns and
+    #: their variants (every writer, then the gate alone; all gates at once) repeat steps
+    #: on the same text, and each step parses and formats the whole world (C1's handoff:
+    #: 15 reconciliations, four of them repeats, most others sharing their first steps)
+    edits: dict[tuple[object, ...], Any] = field(default_factory=dict)
+
+    def once(self, key: tuple[object, ...], make: Callable[[], _T]) -> _T:
+        """`make()`, made once per `key` for this request: a step of an edit is a function
+        of its inputs alone (the text, the names, the request), so its result is reused.
+        A step that fails is not kept (the next asks again, and fails again)."""
+        if key not in self.edits:
+            self.edits[key] = make()
+        return cast(_T, self.edits[key])
 
     @property
     def finding(self) -> Finding:
@@ -265,6 +281,11 @@ def _instead(s: Situation, tool: ToolIR, read: set[str]) -> list[str]:
 def _insert_guards(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
     """`clauses` inserted into `tool`: after its guards, else after its description, cost
     or kind — where a reader of the tool looks for its checks."""
+    return s.once(("guards", source, tool, *clauses),
+                  lambda: _guards_inserted(s, source, tool, clauses))
+
+
+def _guards_inserted(s: Situation, source: str, tool: str, clauses: list[str]) -> str:
     for clause in clauses:
         source = E.insert_clause(source, "tool", tool, clause,
                                  after=(A.RequireClause, A.EnsureClause),
@@ -565,6 +586,10 @@ def _unused_lets(s: Situation, source: str) -> list[str]:
     """The original's `let`s the candidate no longer reads (an expression the reconciled
     status replaced was their only reader): the compiled world drops them, so the edit
     removed them, for the requirement it serves."""
+    return list(s.once(("unused_lets", source), lambda: _unread_lets(s, source)))
+
+
+def _unread_lets(s: Situation, source: str) -> list[str]:
     try:
         new = _compile(s.request.model_copy(update={"source": source}))
     except RepairError:
@@ -609,6 +634,12 @@ def _bind_status(s: Situation, source: str, tool: str, artifact: str, fname: str
     and the result worded from the stated status (a subject line, the reply) are worded
     from the reconciled one: the stated value's expression is replaced wherever the
     append and the result repeat it (a bare parameter, only where it is read as text)."""
+    return s.once(("bind_status", source, tool, artifact, fname, reconciled),
+                  lambda: _status_bound(s, source, tool, artifact, fname, reconciled))
+
+
+def _status_bound(s: Situation, source: str, tool: str, artifact: str, fname: str,
+                  reconciled: str) -> str:
     parsed = E.parse(source, s.request.world_file)
     decl = parsed.decl("tool", tool)
     clauses = list(getattr(decl, "clauses", []))
@@ -671,8 +702,10 @@ def _reconcile(s: Situation, gate: str, artifact: str, fname: str, record: str, 
     filled = template("reconcile_at_gate", POLICY=policy, TOOL=gate, ARTIFACT=artifact,
                       FIELD=fname, RECONCILED=rule_status, TEXT=text, MESSAGE="MESSAGE")
     declaration = _template_decl(filled, "policy", policy)
-    source = E.add_declaration(s.parsed.text if base is None else base, declaration,
-                               after=_last_policy(s), file=s.request.world_file)
+    start, after = s.parsed.text if base is None else base, _last_policy(s)
+    source = s.once(("declare", start, declaration, after),
+                    lambda: E.add_declaration(start, declaration, after=after,
+                                              file=s.request.world_file))
     for name in writers:
         tool = s.tool(name)
         assert tool is not None
@@ -952,6 +985,29 @@ def _compile(request: RepairRequest) -> World:
     return world
 
 
+def _make(situation: Situation) -> Iterator[Proposal]:
+    """The request's proposals in the order tried, each text once: every pattern of the
+    finding's boundary kind in turn (one that cannot edit this world: the next)."""
+    request = situation.request
+    seen: set[str] = set()
+    for pattern in PATTERNS.get(request.finding.boundary.kind, ()):
+        try:
+            for proposal in pattern(situation):
+                if proposal.source not in seen and proposal.source != request.source:
+                    seen.add(proposal.source)
+                    yield proposal
+        except E.EditError as exc:  # a pattern that cannot edit this world: the next
+            del exc
+
+
+@dataclass
+class _Made:
+    """A request's proposals so far, and what makes the rest (None once all are made)."""
+
+    proposals: list[Proposal]
+    rest: Iterator[Proposal] | None
+
+
 class CatalogueRepairAgent:
     """The offline Repair Agent: the first applicable catalogue pattern the earlier
     rounds have not already had refused."""
@@ -960,48 +1016,63 @@ class CatalogueRepairAgent:
         self._worlds: dict[int, World] = {}
         #: the proposals of each request, feedback aside: a round that moves down the
         #: list asks again with the same certificate and source, and making every edit
-        #: (each formatted and parsed back) again for it was most of a round's time
-        self._proposals: dict[tuple[int, str], list[Proposal]] = {}
+        #: (each formatted and parsed back) again for it was most of a round's time. They
+        #: are made as far as a round needs: a first candidate accepted leaves the others
+        #: unmade (C1's handoff: the first of eight costs about a third of them all)
+        self._made: dict[tuple[int, str], _Made] = {}
 
     def proposals(self, request: RepairRequest) -> list[Proposal]:
         """Every edit the catalogue has for this certificate, in the order tried."""
+        made, asked = self._state(request)
+        while self._more(made, asked):
+            pass
+        return list(made.proposals)
+
+    def _state(self, request: RepairRequest) -> tuple[_Made, tuple[int, str]]:
         key = hash((request.world_file, request.source, tuple(sorted(request.files.items()))))
         asked = (key, request.model_dump_json(include={"finding", "plan", "protected"}))
-        known = self._proposals.get(asked)
-        if known is not None:
-            return list(known)
-        made = self._make(request, key)
-        self._proposals[asked] = made
-        return list(made)
+        made = self._made.get(asked)
+        if made is None:
+            world = self._worlds.get(key)
+            if world is None:
+                world = self._worlds[key] = _compile(request)
+            situation = Situation(request=request, world=world,
+                                  parsed=E.parse(request.source, request.world_file))
+            made = self._made[asked] = _Made([], _make(situation))
+        return made, asked
 
-    def _make(self, request: RepairRequest, key: int) -> list[Proposal]:
-        world = self._worlds.get(key)
-        if world is None:
-            world = self._worlds[key] = _compile(request)
-        situation = Situation(request=request, world=world,
-                              parsed=E.parse(request.source, request.world_file))
-        out: list[Proposal] = []
-        seen: set[str] = set()
-        for pattern in PATTERNS.get(request.finding.boundary.kind, ()):
-            try:
-                for proposal in pattern(situation):
-                    if proposal.source not in seen and proposal.source != request.source:
-                        seen.add(proposal.source)
-                        out.append(proposal)
-            except E.EditError as exc:  # a pattern that cannot edit this world: the next
-                del exc
-        return out
+    def _more(self, made: _Made, asked: tuple[int, str]) -> bool:
+        """Make the request's next proposal; False when every pattern has run. A pattern
+        that fails other than by EditError (a defect) fails this call and is made again,
+        and fails again, by the next."""
+        if made.rest is None:
+            return False
+        try:
+            proposal = next(made.rest, None)
+        except Exception:
+            self._made.pop(asked, None)
+            raise
+        if proposal is None:
+            made.rest = None
+            return False
+        made.proposals.append(proposal)
+        return True
 
     def propose(self, request: RepairRequest) -> Candidate:
         """The next untried proposal: each refused round (compile diagnostics, scope,
         review or retest feedback) moves one step down the catalogue's list; the
         round's previous text is never proposed again."""
-        proposals = self.proposals(request)
+        made, asked = self._state(request)
         refused = {request.previous} if request.previous else set()
         step = len(request.feedback)
-        remaining = [p for i, p in enumerate(proposals)
-                     if i >= step and p.source not in refused]
-        if not remaining:
+        chosen: Proposal | None = None
+        at = 0
+        while chosen is None and (at < len(made.proposals) or self._more(made, asked)):
+            if at >= step and made.proposals[at].source not in refused:
+                chosen = made.proposals[at]
+            at += 1
+        if chosen is None:  # every proposal made, none left to try
+            proposals = made.proposals
             what = f"{request.finding.boundary.kind} boundary" + (
                 f" with policy {request.finding.property.policy}"
                 if request.finding.property.policy else "")
@@ -1009,7 +1080,6 @@ class CatalogueRepairAgent:
                 f"the catalogue has no {'further ' if request.feedback else ''}pattern for a "
                 f"{what} in {request.world_file}"
                 + (f" (tried {len(proposals)})" if proposals else ""))
-        chosen = remaining[0]
         return Candidate(source=chosen.source, files=chosen.files,
                          attribution=chosen.attribution, rationale=chosen.rationale,
                          produced_by={"agent": "catalogue", "version": CATALOGUE_VERSION,
