@@ -121,6 +121,13 @@ def file_changes(old: World, new: World) -> list[FileChange]:
     """The world's own files (not the stdlib's) that `old` or `new` reads, added, removed
     or changed from one to the other, by path."""
     before, after = _own_files(old), _own_files(new)
+    gone = [p for p in before.keys() - after.keys() if _main_like(p)]
+    came = [p for p in after.keys() - before.keys() if _main_like(p)]
+    if len(gone) == 1 and len(came) == 1:
+        # Two versions kept side by side under different names (`first_world.eair`,
+        # `first_world_scored.eair`): the one top-level world file of each is the main
+        # file, renamed, not one file removed and another added.
+        before[came[0]] = before.pop(gone[0])
     out: list[FileChange] = []
     for path in sorted(before.keys() | after.keys()):
         if path not in after:
@@ -130,6 +137,10 @@ def file_changes(old: World, new: World) -> list[FileChange]:
         elif before[path] != after[path]:
             out.append(FileChange(path=path, change="changed"))
     return out
+
+
+def _main_like(ref: str) -> bool:
+    return "/" not in ref and ref.endswith(".eair")
 
 
 def _own_files(world: World) -> dict[str, str]:
