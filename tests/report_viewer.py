@@ -27,6 +27,21 @@ from eairdsl.study.viewer import decode_chunk, decode_trace
 
 _LINK = re.compile(r"trace\.html#(c\d{4,})\.(\d+)$")
 
+#: a <script> element appended to the body runs its file from the page's folder in the
+#: page's global, as a browser runs traces/cNNNN.js; then the page's own script runs
+APPEND_RUNS_THE_FILE = r"""
+  body: {appendChild(s) {
+    loaded.push(s.src);
+    const file = path.join(folder, s.src);
+    if (!file.startsWith(folder + path.sep) || !fs.existsSync(file)) { s.onerror(); return; }
+    vm.runInContext(fs.readFileSync(file, "utf8"), ctx);
+  }},
+};
+vm.createContext(ctx);
+vm.runInContext(script, ctx);
+"""
+
+
 HARNESS = r"""
 const fs = require("fs"), vm = require("vm");
 const [page, chunkFile, idx, extra] = process.argv.slice(2);
@@ -76,16 +91,7 @@ ctx.document = {
   getElementById: element,
   querySelectorAll: () => [],
   createElement: () => ({}),
-  body: {appendChild(s) {
-    loaded.push(s.src);
-    const file = path.join(folder, s.src);
-    if (!file.startsWith(folder + path.sep) || !fs.existsSync(file)) { s.onerror(); return; }
-    vm.runInContext(fs.readFileSync(file, "utf8"), ctx);
-  }},
-};
-vm.createContext(ctx);
-vm.runInContext(script, ctx);
-setTimeout(() => {
+""" + APPEND_RUNS_THE_FILE + r"""setTimeout(() => {
   process.stdout.write(JSON.stringify({
     loaded: loaded, title: ctx.document.title, heading: element("title").textContent,
     raw: element("raw").attrs.href || null, html: element("trace").innerHTML}));
@@ -187,16 +193,7 @@ ctx.document = {
   getElementById: id => ids[id] || null,
   querySelectorAll: sel => sel === "select[data-filter]" ? selects : [],
   createElement: () => element(),
-  body: {appendChild(s) {
-    loaded.push(s.src);
-    const file = path.join(folder, s.src);
-    if (!file.startsWith(folder + path.sep) || !fs.existsSync(file)) { s.onerror(); return; }
-    vm.runInContext(fs.readFileSync(file, "utf8"), ctx);
-  }},
-};
-vm.createContext(ctx);
-vm.runInContext(script, ctx);
-function shown() {
+""" + APPEND_RUNS_THE_FILE + r"""function shown() {
   return {count: ids.count.textContent, page: ids.page.textContent,
           prev: ids.prev.disabled, next: ids.next.disabled,
           rows: tbody.innerHTML ? tbody.innerHTML.split(/(?=<tr\b)/) : [],
