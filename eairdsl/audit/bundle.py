@@ -926,12 +926,12 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
 
 # ------------------------------------------------------------------ a trace or a run folder
 
-def _header_line(path: Path) -> str | None:
+def _header_line(path: Path | str) -> str | None:
     """The file's first line when it is a trace header (cassettes, sidecars and bundles'
     own events.jsonl are not), else None. Read whole: an LLM trace's header carries its
     model calls and may be long."""
     try:
-        with path.open("rb") as fh:
+        with open(path, "rb") as fh:
             first = fh.readline()
         data = json.loads(first)
     except (OSError, ValueError):
@@ -945,10 +945,16 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
     """The traces under a run folder (or the one trace file), sorted, so bundling goes in
     a fixed order. Hidden folders (our temporary ones) are skipped, and so is `out_dir`
     when it lies inside the run folder; symbolic links to folders are not followed."""
+    return [Path(name) for name in trace_file_names(path, out_dir)]
+
+
+def trace_file_names(path: Path, out_dir: Path | None = None) -> list[str]:
+    """`trace_files` as text: a Path object per trace is ~0.9 KB more, 18 MB of an
+    export's peak at 20,000 traces."""
     if path.is_file():
         if _header_line(path) is None:
             raise UsageError(f"{path} is not a trace (its first line is not a trace header)")
-        return [path]
+        return [str(path)]
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path} is not a regular file or a folder")
     if not path.is_dir():
@@ -962,13 +968,14 @@ def trace_files(path: Path, out_dir: Path | None = None) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")
                          and (skip is None or (Path(folder) / d).resolve() != skip))
         for name in names:
-            p = Path(folder) / name
-            if name.endswith(".jsonl") and p.is_file() and _header_line(p) is not None:
+            p = os.path.join(folder, name)
+            if name.endswith(".jsonl") and os.path.isfile(p) and _header_line(p) is not None:
                 found.append(p)
     if not found:
         raise UsageError(f"{path}: no traces found (files *.jsonl whose first line is a trace "
                          "header)")
-    return sorted(found)
+    # sorted as the Paths were: by their parts, not by the text ("a/b" before "a-b/c")
+    return sorted(found, key=lambda p: p.split(os.sep))
 
 
 def bundle_run(path: Path | Sequence[Path], out_dir: Path,

@@ -292,14 +292,14 @@ def _read_episode(path: Path, *, check: bool = True) -> _Episode:
     return _Episode(path, header, events, result, episode_trace_id(lines[0], event_lines))
 
 
-def _trace_paths(paths: Iterable[Path]) -> list[Path]:
-    from eairdsl.audit.bundle import trace_files
+def _trace_names(paths: Iterable[Path]) -> list[str]:
+    from eairdsl.audit.bundle import trace_file_names
     from eairdsl.errors import UsageError
 
-    found: list[Path] = []
+    found: list[str] = []
     for p in paths:
         try:
-            found.extend(trace_files(Path(p)))
+            found.extend(trace_file_names(Path(p)))
         except UsageError as exc:
             raise OtelError(str(exc)) from None
     return found
@@ -640,8 +640,7 @@ class OtlpExport:
         many = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
         self.audits = _Audits(Path(audits)) if audits is not None else None
         self.include_grader = include_grader
-        # paths as text: a Path object per trace is ~0.4 KB more, 8 MB at 20,000 traces
-        found = [str(p) for p in _trace_paths(many)]
+        found = _trace_names(many)  # as text: see `trace_file_names`
         first: dict[str, str] = {}
         self.duplicates = 0
         for name in found:

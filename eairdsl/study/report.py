@@ -70,6 +70,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -635,7 +636,7 @@ def write_report(study_dir: Path, out: Path | None = None, resamples: int = 20_0
             header_levers[key] = _header_levers(source)
         doc = stored_conditions.get(key, {}).get("doc")
         items.append(TraceItem(i, row, source, Path(os.path.relpath(source, home)).as_posix(),
-                               doc, episode_audits(cells, source, out)
+                               doc, partial(episode_audits, cells, source, out)
                                if traces and cells else None))
     _record_audits(study_dir / STORE_FILE, root, rows, audit_cells)
     analysis = analyse(rows, worlds, resamples, seed)

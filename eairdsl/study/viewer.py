@@ -39,7 +39,7 @@ import base64
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,8 +106,10 @@ class TraceItem:
     source: Path  # the trace file
     raw: str  # the trace's link relative to the report folder
     doc: str | None = None  # the condition's description
-    #: the trace's audits, one per arm (`eairdsl.study.audits.episode_audits`); None: none
-    audits: list[dict[str, Any]] | None = None
+    #: reads the trace's audits, one per arm (`eairdsl.study.audits.episode_audits`), when
+    #: its chunk is written; None: none. A function, not the list: 20,000 audited
+    #: episodes' findings and graphs held until the chunks were written took 600 MB
+    audits: Callable[[], list[dict[str, Any]]] | None = None
 
 
 def load_trace(item: TraceItem) -> dict[str, Any]:
@@ -140,8 +142,9 @@ def load_trace(item: TraceItem) -> dict[str, Any]:
     row = {k: item.row.get(k) for k in _ROW_KEYS}
     out: dict[str, Any] = {"row": row, "doc": item.doc, "raw": item.raw, "header": header,
            "events": events, "result": result, "calls": calls}
-    if item.audits:
-        out["audits"] = item.audits
+    audits = item.audits() if item.audits is not None else None
+    if audits:
+        out["audits"] = audits
     if damaged:  # absent for a whole trace: the chunk bytes stay as they were
         out["damaged"] = damaged
     return out
