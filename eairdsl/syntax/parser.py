@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -139,6 +140,22 @@ def _expected(expected: set[str] | frozenset[str]) -> str:
     return ", ".join(names)
 
 
+def _failures(examples: list[tuple[str, str, str, list[str]]]) -> Iterator[
+        tuple[UnexpectedToken, tuple[str, str, str]]]:
+    """Each known mistake's examples parsed: the error each fails with, and its
+    (code, message, hint)."""
+    parser = get_parser()
+    for code, message, hint, texts in examples:
+        for example in texts:
+            try:
+                parser.parse(example)
+            except UnexpectedToken as exc:
+                if exc.state is not None:
+                    yield exc, (code, message, hint)
+            except UnexpectedInput:
+                pass
+
+
 @lru_cache(maxsize=1)
 def _example_table() -> dict[int, tuple[str, str, str]]:
     """Parser states at which the known mistakes fail, mapped to (code, message, hint).
@@ -147,34 +164,18 @@ def _example_table() -> dict[int, tuple[str, str, str]]:
     compares stack depth, which differs between the first declaration of a file
     and later ones.
     """
-    parser = get_parser()
     table: dict[int, tuple[str, str, str]] = {}
-    for code, message, hint, examples in _EXAMPLES:
-        for example in examples:
-            try:
-                parser.parse(example)
-            except UnexpectedToken as exc:
-                if exc.state is not None:
-                    table.setdefault(exc.state.position, (code, message, hint))
-            except UnexpectedInput:
-                pass
+    for exc, known in _failures(_EXAMPLES):
+        table.setdefault(exc.state.position, known)
     return table
 
 
 @lru_cache(maxsize=1)
 def _token_example_table() -> dict[tuple[int, str], tuple[str, str, str]]:
     """(parser state, unexpected token type) of the compact form's known mistakes."""
-    parser = get_parser()
     table: dict[tuple[int, str], tuple[str, str, str]] = {}
-    for code, message, hint, examples in _TOKEN_EXAMPLES:
-        for example in examples:
-            try:
-                parser.parse(example)
-            except UnexpectedToken as exc:
-                if exc.state is not None:
-                    table.setdefault((exc.state.position, exc.token.type), (code, message, hint))
-            except UnexpectedInput:
-                pass
+    for exc, known in _failures(_TOKEN_EXAMPLES):
+        table.setdefault((exc.state.position, exc.token.type), known)
     return table
 
 
