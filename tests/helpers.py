@@ -78,3 +78,16 @@ def sexpr(e: Any) -> str:
         "quantifier": lambda: f"({e.kind} {e.var} {s(e.source)} {s(e.body)})",
     }
     return simple[n]()
+
+
+def sim_fixture(name: str, tmp_path: Path, text: str | None = None) -> Path:
+    """`fixtures/sim/<name>/` copied into `tmp_path` (its data folder and main file), the
+    main file's text replaced by `text` when given; the copy's main file."""
+    import shutil
+
+    source = FIXTURES / "sim" / name
+    shutil.copytree(source / name, tmp_path / name)
+    path = tmp_path / f"{name}.eair"
+    path.write_text(text if text is not None else (source / f"{name}.eair").read_text(
+        encoding="utf-8"), encoding="utf-8")
+    return path

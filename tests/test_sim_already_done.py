@@ -12,8 +12,9 @@ release written from the docs; here it runs as written and with the personal rea
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
+
+from helpers import sim_fixture
 
 from eairdsl.api import run_episode
 from eairdsl.compiler import compile_world
@@ -28,11 +29,10 @@ SEEDS = range(8)
 
 def signoff_world(tmp_path: Path, personal: bool) -> World:
     """The fixture, copied; `personal` lets the register list only the caller's rows."""
-    shutil.copytree(FIXTURE / "signoff_duty", tmp_path / "signoff_duty")
     text = (FIXTURE / "signoff_duty.eair").read_text(encoding="utf-8")
     assert text.count(SHARED) == 1
-    path = tmp_path / "signoff_duty.eair"
-    path.write_text(text.replace(SHARED, PERSONAL) if personal else text, encoding="utf-8")
+    path = sim_fixture("signoff_duty", tmp_path, text.replace(SHARED, PERSONAL) if personal
+                       else text)
     result = compile_world(path)
     assert result.ok and result.world is not None
     return result.world

@@ -13,10 +13,10 @@ declared the other way round.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import pytest
+from helpers import sim_fixture
 
 from eairdsl.agents.protocol import MemoryItem, Observation, ParamSpec, Request, ToolCall, ToolSpec
 from eairdsl.agents.sim import PROFILES as SIM_PROFILES
@@ -33,15 +33,12 @@ SEEDS = range(10)
 
 def routing_world(tmp_path: Path, swapped: bool) -> Path:
     """The fixture, copied; `swapped` declares `summit` before `harbor`."""
-    shutil.copytree(FIXTURE / "routing_tie", tmp_path / "routing_tie")
     text = (FIXTURE / "routing_tie.eair").read_text(encoding="utf-8")
     if swapped:
         harbor, summit = text.index("role harbor {"), text.index("role summit {")
         end = text.index("actor operations")
         text = text[:harbor] + text[summit:end] + text[harbor:summit] + text[end:]
-    path = tmp_path / "routing_tie.eair"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return sim_fixture("routing_tie", tmp_path, text)
 
 
 def compiled(path: Path) -> World:
