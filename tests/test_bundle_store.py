@@ -69,6 +69,8 @@ def test_a_materialized_bundle_is_the_plain_folder_byte_for_byte(
     assert len(want) > 6 * len(written)  # plain folders: every file in every folder
     index = json.loads(want[GRADER_INDEX])
     assert sorted(index["episodes"]) == sorted(p.name for p in written)
+    # and every trace's label (TraceLabel) came along with its entry
+    assert len(index["labels"]) == len({d.trace for d in plain}) > 0
     # one folder materialized on its own: the same folder
     one = written[0].name
     materialize_bundles(tmp_path / "compact" / one, tmp_path / "one")

@@ -3,13 +3,16 @@
 It used to read every trace behind the audit whole three times (choosing the
 finding, refusing an audit it cannot rerun, planning each round's retest), every
 report twice or three times, and each of the retest's ~100 study calls wrote the
-world out as world.json and compiled it again. Counted here, not timed: each
-trace is read once and only at its ends, each report once; a study given the
+world out as world.json and compiled it again. Counted here, not timed: no trace
+is read (the grader index keeps each trace's label; an older audit's traces are
+read once, at their ends), each of the world's reports once; a study given the
 world compiled runs it in memory, with the same traces byte for byte.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -42,15 +45,16 @@ def world() -> World:
     return compiled
 
 
-def test_a_repair_reads_each_trace_at_its_ends_and_each_report_once(
-        audit: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], Counter[str]]:
+    """Count each trace's label read from the trace (its ends) and each report read; a
+    trace read whole fails the test."""
     ends: Counter[str] = Counter()
     reports: Counter[str] = Counter()
-    real_ends, real_report = trace_module.read_trace_ends, audit_folder.AuditFolder.report
+    real_label, real_report = trace_module.read_trace_label, audit_folder.AuditFolder.report
 
-    def count_ends(path: Path) -> Any:
+    def count_label(path: Path) -> Any:
         ends[str(path)] += 1
-        return real_ends(path)
+        return real_label(path)
 
     def count_report(self: audit_folder.AuditFolder, episode: str,
                      limit: int | None = None) -> Any:
@@ -60,20 +64,76 @@ def test_a_repair_reads_each_trace_at_its_ends_and_each_report_once(
     def whole(path: Path) -> Any:
         raise AssertionError(f"{path} was read whole")
 
-    monkeypatch.setattr(audited, "read_trace_ends", count_ends)
+    monkeypatch.setattr(audited, "read_trace_label", count_label)
     monkeypatch.setattr(audit_folder.AuditFolder, "report", count_report)
     monkeypatch.setattr(trace_module, "read_trace", whole)
+    return ends, reports
+
+
+def _repair_reads(audit: Path, world: World) -> AuditRead:
     read = AuditRead(audit)
     chosen = select_finding(audit, world, audit=read)  # choosing the finding
     read.auditor()  # refusing an audit the retest cannot rerun
     for _ in range(3):  # three rounds' retest plans
         plan = plan_retest(world, world, audit, chosen.conditions, None, audit=read)
+    assert plan.seeds_used and plan.used.kind == "rules"
+    return read
+
+
+def test_a_repair_reads_no_trace_and_each_report_once(
+        audit: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grader index keeps every trace's label: the repair reads that one file, and no
+    trace, whatever the audit's size."""
+    ends, reports = _count_reads(monkeypatch)
+    read = _repair_reads(audit, world)
+    labels = read.folder.grader_labels()
+    traces = read.folder.grader_traces()
+    assert set(labels) == {str(p) for paths in traces.values() for p in paths}
+    assert not ends, "no trace read: the grader index has every label"
+    assert set(reports) == {e.episode for e in read.index().entries}
+    assert set(reports.values()) == {1}, "each report read once"
+    kept = {a.trace: a for a in read.episodes()}
+    for path, label in labels.items():  # the label kept is the one the trace gives
+        assert trace_module.read_trace_label(Path(path)) == label
+        assert kept[path].realized == label.realized
+
+
+def test_an_audit_without_labels_reads_each_trace_at_its_ends_once(
+        audit: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit written before the grader index kept labels still repairs: each trace is
+    read once, at its ends."""
+    old = audit.with_name(audit.name + "-without-labels")  # beside it: the same relative paths
+    shutil.copytree(audit, old)
+    index = old / "bundles" / "grader-index.json"
+    data = json.loads(index.read_text(encoding="utf-8"))
+    del data["labels"]
+    index.write_text(json.dumps(data), encoding="utf-8")
+    ends, reports = _count_reads(monkeypatch)
+    read = _repair_reads(old, world)
     traces = read.folder.grader_traces()
     assert set(ends) == {str(p) for paths in traces.values() for p in paths}
     assert set(ends.values()) == {1}, "each trace read once"
-    assert set(reports) == {e.episode for e in read.index().entries}
     assert set(reports.values()) == {1}, "each report read once"
-    assert plan.seeds_used and plan.used.kind == "rules"
+
+
+def test_a_repair_reads_only_its_own_worlds_reports(
+        audit: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Choosing the finding reads the reports of the repaired world's episodes, not the
+    rest of a study's (the other worlds' reports were half a two-world repair's reads)."""
+    other = audit.with_name(audit.name + "-two-worlds")
+    shutil.copytree(audit, other)
+    folder = audit_folder.AuditFolder(other)
+    labels = json.loads((other / "bundles" / "grader-index.json").read_text("utf-8"))
+    episodes = sorted(labels["episodes"])
+    foreign = episodes[: len(episodes) // 2]
+    for ep in foreign:  # these episodes now ran on another world (another digest)
+        for rel in labels["episodes"][ep]:
+            labels["labels"][rel]["digest"] = "0" * 64
+    (other / "bundles" / "grader-index.json").write_text(json.dumps(labels), "utf-8")
+    _, reports = _count_reads(monkeypatch)
+    select_finding(other, world, audit=AuditRead(other))
+    assert set(reports) == set(episodes) - set(foreign)
+    assert folder.index().entries  # the index still names every episode
 
 
 def test_a_study_given_the_world_compiled_runs_it_in_memory(

@@ -85,23 +85,31 @@ from eairdsl.names import safe_filename
 from eairdsl.reads import expr_reads
 from eairdsl.runtime.engine import CompiledWorld, Episode
 from eairdsl.runtime.evaluate import is_stable, reads_trace_or_clock, truthy
-from eairdsl.runtime.trace import Trace, TraceEvent, TraceHeader, encode_line, read_trace
+from eairdsl.runtime.trace import (
+    Trace,
+    TraceEvent,
+    TraceHeader,
+    TraceLabel,
+    encode_line,
+    read_trace,
+)
 from eairdsl.source import write_atomic
 from eairdsl.study.store import STORE_FILE, Store, StoreError
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import format_expr
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
-           "bundle_run", "find_world", "imported_bundle_files", "trace_files", "write_bundle",
-           "materialize_bundles", "write_imported_bundle"]
+           "bundle_run", "episode_identity", "find_world", "grader_labels",
+           "imported_bundle_files", "trace_files", "write_bundle", "materialize_bundles",
+           "write_imported_bundle"]
 
 GRADER_INDEX = "grader-index.json"
 #: what a source location in an event's text becomes
 SOURCE_MARK = "⟨world.source⟩"
 #: what the index says about itself, in the file
 GRADER_NOTE = ("grader-only: maps each bundle's opaque episode id to the trace(s) it was made "
-               "from (paths relative to this file). It is not part of any bundle; never give it "
-               "to an auditor.")
+               "from (paths relative to this file), and each trace to its label (cell, agents, "
+               "realized, utility). It is not part of any bundle; never give it to an auditor.")
 
 #: What every bundle withholds, and why. The same list for every world and episode, so
 #: the manifest never tells an auditor what a particular world has (which fields carry
@@ -793,9 +801,17 @@ def write_bundle(trace_path: Path, world: World | CompiledWorld, out_dir: Path,
                         index, materialize)
 
 
-def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, out_dir: Path,
-                 index: bool, materialize: bool) -> Manifest:
-    """`write_bundle` of a trace already read."""
+def episode_identity(trace_path: Path, world: World | CompiledWorld) -> str:
+    """The episode id the trace's bundle would have (its content identity), computed
+    without writing the bundle: what a retest needs to tell a fresh case from an
+    audited one."""
+    _, _, episode = _sealed(_read(Path(trace_path)), Path(trace_path), world)
+    return episode
+
+
+def _sealed(trace: Trace, trace_path: Path, world: World | CompiledWorld
+            ) -> tuple[dict[str, bytes], dict[str, str], str]:
+    """The bundle's files but the manifest, their digests and the episode id."""
     w = world.world if isinstance(world, CompiledWorld) else world
     if w.digest != trace.header.digest:
         raise UsageError(f"{trace_path}: the trace ran on a world with digest "
@@ -805,14 +821,21 @@ def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, o
     except UsageError as exc:
         raise UsageError(f"{trace_path}: {exc}") from None
     digests = _digests(files)
-    episode = _episode_id(files, digests)
+    return files, digests, _episode_id(files, digests)
+
+
+def _write_trace(trace: Trace, trace_path: Path, world: World | CompiledWorld, out_dir: Path,
+                 index: bool, materialize: bool) -> Manifest:
+    """`write_bundle` of a trace already read."""
+    files, digests, episode = _sealed(trace, trace_path, world)
     manifest = Manifest(episode=episode,
                         steps=sum(1 for e in trace.events if e.kind != "judgment"),
                         files=digests, withheld=list(WITHHELD))
     files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
     _write_folder(out_dir, episode, files, materialize, digests)
     if index:
-        _update_index(out_dir, {episode: [trace_path]})
+        _update_index(out_dir, {episode: [trace_path]},
+                      {trace_path: TraceLabel.of(trace.header, trace.result)})
     return manifest
 
 
@@ -886,7 +909,8 @@ def _write_imported(trace: Trace, trace_path: Path, out_dir: Path, index: bool,
     files[MANIFEST] = _dump(manifest.model_dump(mode="json"), keep=False)
     _write_folder(out_dir, episode, files, materialize, digests)
     if index:
-        _update_index(out_dir, {episode: [trace_path]})
+        _update_index(out_dir, {episode: [trace_path]},
+                      {trace_path: TraceLabel.of(trace.header, trace.result)})
     return manifest
 
 
@@ -900,8 +924,10 @@ def _write_folder(out: Path, name: str, files: dict[str, bytes], materialize: bo
         bundle_store.write_compact(out, name, files, digests)
 
 
-def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
-    """Merge entries into `out/grader-index.json`, dropping ids whose folder is gone."""
+def _update_index(out: Path, new: dict[str, list[Path]],
+                  labels: dict[Path, TraceLabel] | None = None) -> None:
+    """Merge entries into `out/grader-index.json`, dropping ids whose folder is gone, with
+    the label of each trace (`labels`, kept from the file for traces it already had)."""
     path = out / GRADER_INDEX
     episodes: dict[str, set[str]] = {}
     try:
@@ -912,12 +938,18 @@ def _update_index(out: Path, new: dict[str, list[Path]]) -> None:
         for key, traces in old["episodes"].items():
             if isinstance(traces, list) and bundle_store.is_bundle(out / str(key)):
                 episodes[str(key)] = {str(t) for t in traces}
+    kept = old.get("labels") if isinstance(old, dict) else None
+    known: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
     base = out.resolve()
     for key, traces in new.items():
         episodes.setdefault(key, set()).update(
             os.path.relpath(Path(t).resolve(), base) for t in traces)
+    for trace, label in (labels or {}).items():
+        known[os.path.relpath(Path(trace).resolve(), base)] = label.model_dump(mode="json")
+    named = {t for traces in episodes.values() for t in traces}
     data = {"about": GRADER_NOTE,
-            "episodes": {k: sorted(v) for k, v in sorted(episodes.items())}}
+            "episodes": {k: sorted(v) for k, v in sorted(episodes.items())},
+            "labels": {t: known[t] for t in sorted(named) if t in known}}
     try:
         write_atomic(path, _dump(data))
     except OSError as exc:
@@ -999,6 +1031,7 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
     worlds: dict[str, CompiledWorld] = {}
     done: list[BundledTrace] = []
     index: dict[str, list[Path]] = {}
+    labels: dict[Path, TraceLabel] = {}
     for trace_path in traces:
         trace = _read(trace_path)  # once: the header finds the world, the rest is bundled
         header = trace.header
@@ -1014,9 +1047,10 @@ def bundle_run(path: Path | Sequence[Path], out_dir: Path,
                 compiled = worlds[header.digest] = CompiledWorld(found)
             manifest = _write_trace(trace, trace_path, compiled, out_dir, False, materialize)
         index.setdefault(manifest.episode, []).append(trace_path)
+        labels[trace_path] = TraceLabel.of(header, trace.result)
         done.append(BundledTrace(trace=str(trace_path), episode=manifest.episode,
                                  folder=str(out_dir / manifest.episode), steps=manifest.steps))
-    _update_index(out_dir, index)
+    _update_index(out_dir, index, labels)
     return done
 
 
@@ -1041,8 +1075,31 @@ def materialize_bundles(path: Path, out_dir: Path) -> list[Path]:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{folder}: not a readable bundle ({exc})") from None
     traces = _grader_entries(folders[0].parent)
-    _update_index(out_dir, {f.name: traces[f.name] for f in folders if f.name in traces})
+    chosen = {f.name: traces[f.name] for f in folders if f.name in traces}
+    source = folders[0].parent
+    labels = {source / rel: label for rel, label in grader_labels(source).items()}
+    _update_index(out_dir, chosen, {t: labels[t] for ts in chosen.values() for t in ts
+                                    if t in labels})
     return written
+
+
+def grader_labels(bundles: Path) -> dict[str, TraceLabel]:
+    """A bundles folder's grader index as trace path (relative to `bundles`, as the index
+    names it) -> its label; empty when the index has none (written before labels were kept) or
+    cannot be read, and a label that is not one is left out: the reader falls back to
+    the trace itself (`read_trace_label`)."""
+    try:
+        data = json.loads((bundles / GRADER_INDEX).read_text(encoding="utf-8"))
+        found = data.get("labels") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, TraceLabel] = {}
+    for rel, label in (found.items() if isinstance(found, dict) else ()):
+        try:
+            out[str(rel)] = TraceLabel.model_validate(label)
+        except ValueError:
+            continue
+    return out
 
 
 def _grader_entries(bundles: Path) -> dict[str, list[Path]]:

@@ -48,6 +48,7 @@ imports.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ from eairdsl.source import write_atomic
 
 if TYPE_CHECKING:
     from eairdsl.audit.validate import ValidationResult
+    from eairdsl.runtime.trace import TraceLabel
 
 __all__ = ["ARMS", "AUDIT_INDEX", "AUDITOR_CASSETTE", "BUNDLES", "CASSETTES", "COHORT",
            "REPORTS", "SUMMARY",
@@ -321,14 +323,32 @@ class AuditFolder:
 
     def grader_traces(self) -> dict[str, list[Path]]:
         """Episode id -> the trace paths it was made from (grader-side)."""
+        return {k: [Path(t) for t in v] for k, v in self.grader_trace_names().items()}
+
+    def grader_trace_names(self) -> dict[str, list[str]]:
+        """`grader_traces` as text. The index holds the paths relative to the resolved
+        bundles folder (`bundle._update_index`), so joining and normalising gives the
+        resolved path without a `resolve()` per trace (a third of what reading a
+        6,000-episode audit cost a repair), and text hashes where a Path would not."""
         from eairdsl.audit.bundle import GRADER_INDEX
 
         path = self.bundles / GRADER_INDEX
         if not path.is_file():
             return {}
         data = json.loads(path.read_text(encoding="utf-8"))
-        return {k: [(self.bundles / t).resolve() for t in v]
+        base = str(self.bundles.resolve())
+        return {k: [os.path.normpath(os.path.join(base, t)) for t in v]
                 for k, v in data.get("episodes", {}).items()}
+
+    def grader_labels(self) -> dict[str, TraceLabel]:
+        """Trace path, as `grader_trace_names` names it -> its label (`TraceLabel`), for
+        the traces whose label the grader index keeps (none in an audit written before
+        labels were kept)."""
+        from eairdsl.audit.bundle import grader_labels
+
+        base = str(self.bundles.resolve())
+        return {os.path.normpath(os.path.join(base, rel)): label
+                for rel, label in grader_labels(self.bundles).items()}
 
     # ------------------------------------------------------------------ writes
     def write_index(self, index: AuditIndex) -> None:

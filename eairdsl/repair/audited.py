@@ -10,11 +10,14 @@ reads for 600 audited episodes, a repair whose cost grew with the audit it was
 given. `AuditRead` reads each part once per repair and only what is needed:
 
 - the index and the grader index (`AuditFolder.index`, `grader_traces`);
-- of each trace its header and result lines (`runtime.trace.read_trace_ends`),
-  never its events: the condition, instance, seed, agents and LLM record, the
-  world's digest, and `realized` / `utility` (`AuditedEpisode`);
-- each report once (`AuditRead.reports`): for its `auditor` block (`auditor_of`)
-  and, for a new repair, for the finding to repair and where it was seen.
+- of each trace its label (`runtime.trace.TraceLabel`: the condition, instance,
+  seed, agents and LLM record, the world's digest, and `realized` / `utility`;
+  `AuditedEpisode`), as the grader index keeps it — one file, whatever the
+  audit's size — or, for an audit written before, from the trace's header and
+  result lines, never its events;
+- each report of the world repaired once (`AuditRead.reports`): for its `auditor`
+  block (`auditor_of`) and, for a new repair, for the finding to repair and where
+  it was seen.
 
 Who played (`Cohort`, `cohort_of`) and who audited (`AuditorUsed`) are decided
 from those; `retest.py` reruns them.
@@ -23,8 +26,9 @@ from those; `retest.py` reruns them.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,7 +38,7 @@ from eairdsl.audit.auditor import AuditBudgets
 from eairdsl.audit.contract import Report
 from eairdsl.audit.folder import AuditEntry, AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.errors import UsageError
-from eairdsl.runtime.trace import read_trace_ends
+from eairdsl.runtime.trace import TraceLabel, read_trace_label
 from eairdsl.study.grid import LLM_PREFIX, OFFLINE_PROFILES, Model
 
 if TYPE_CHECKING:
@@ -237,21 +241,27 @@ def audited_episodes(audit_dir: Path) -> list[AuditedEpisode]:
     return AuditRead(Path(audit_dir)).episodes()
 
 
-def _episodes(traces: dict[str, list[Path]]) -> list[AuditedEpisode]:
-    """Each trace's header and result lines (never its events), in episode then path
-    order; an unreadable trace is a `UsageError` naming it."""
+def _episodes(traces: dict[str, list[str]],
+              labels: dict[str, TraceLabel]) -> list[AuditedEpisode]:
+    """Each trace's label, in episode then path order: as the grader index keeps it
+    (`labels`), else from the trace's header and result lines (never its events; an
+    audit written before the index kept labels). An unreadable trace is a `UsageError`
+    naming it."""
     out: list[AuditedEpisode] = []
     for episode, paths in sorted(traces.items()):
-        for path in sorted(paths):
-            try:
-                h, r = read_trace_ends(path)
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"{path}: the audited trace cannot be read ({exc})") from None
-            m = r.measurements if r is not None else {}
+        for path in sorted(paths, key=lambda p: p.split(os.sep)):  # as Paths sort
+            label = labels.get(path)
+            if label is None:
+                try:
+                    label = read_trace_label(Path(path))
+                except (OSError, ValueError) as exc:
+                    raise UsageError(f"{path}: the audited trace cannot be read ({exc})"
+                                     ) from None
             out.append(AuditedEpisode(
-                episode=episode, trace=str(path), condition=h.condition, instance=h.instance,
-                seed=h.seed, profile=_profile_of(h.agents, h.llm), llm=h.llm or None,
-                realized=m.get("realized"), utility=m.get("utility"), digest=h.digest))
+                episode=episode, trace=path, condition=label.condition,
+                instance=label.instance, seed=label.seed,
+                profile=_profile_of(label.agents, label.llm), llm=label.llm,
+                realized=label.realized, utility=label.utility, digest=label.digest))
     return out
 
 
@@ -278,16 +288,22 @@ class AuditRead:
     def episodes(self) -> list[AuditedEpisode]:
         """Every trace behind the audit's bundles, with its header and label."""
         if self._episodes is None:
-            self._episodes = _episodes(self.folder.grader_traces())
+            self._episodes = _episodes(self.folder.grader_trace_names(),
+                                       self.folder.grader_labels())
         return self._episodes
 
-    def reports(self, visit: Callable[[AuditEntry, Report], None] | None = None) -> None:
-        """Read every report of the index once, in the index's order, handing each readable
-        one to `visit` (an unreadable one is passed over); their auditor blocks are kept
-        for `auditor()`, so choosing the finding and naming the auditor read each report
-        once between them."""
+    def reports(self, visit: Callable[[AuditEntry, Report], None] | None = None,
+                only: Collection[str] | None = None) -> None:
+        """Read every report of the index once (those of the episodes `only` names, when
+        given: a repair reads its own world's), in the index's order, handing each
+        readable one to `visit` (an unreadable one is passed over); their auditor blocks
+        are kept for `auditor()`, so choosing the finding and naming the auditor read
+        each report once between them, and the auditor named is the one of the reports
+        read."""
         seen: dict[str, dict[str, Any]] = {}
         for entry in self.index().entries:
+            if only is not None and entry.episode not in only:
+                continue
             try:
                 report = self.folder.report(entry.episode)
             except AuditFolderError:

@@ -9,7 +9,7 @@
                              world/, diagnostics.txt, diff.json, scope.json,
                              review.json, feedback.json, outcome.json (last)
     OUT/retest/NN/           round NN's retest (`RetestFolder`): before/, after/
-                             (study stores), identity/ (bundles), audit/, result.json
+                             (study stores), audit/, result.json
     OUT/acceptance.json      the decision (`Acceptance`)
     OUT/world/               the accepted round's world folder: its main file
                              (`world/<main>.eair`, `accepted_world`) beside its data,
@@ -242,7 +242,7 @@ class RoundFolder:
 
 class RetestFolder:
     """`OUT/retest/NN/` (or any folder `retest()` is given): W's and W′'s study stores,
-    the fresh cases' identity bundles, W′'s audit, and `result.json` last."""
+    W′'s audit, and `result.json` last."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -256,11 +256,6 @@ class RetestFolder:
     def after(self) -> Path:
         """W′'s study store."""
         return self.path / "after"
-
-    @property
-    def identity(self) -> Path:
-        """The fresh cases' bundles, written for their content identity only."""
-        return self.path / "identity"
 
     @property
     def audit(self) -> Path:

@@ -195,7 +195,7 @@ def select_finding(audit_dir: Path, world: World, finding: str | None = None, *,
                               report=folder.report_path(entry.episode)
                               .relative_to(folder.path).as_posix())
 
-    read.reports(visit)
+    read.reports(visit, only=mine)
     if chosen is None:
         if finding is not None:
             raise UsageError(f"--finding {finding}: no supported finding or lead with a repair "

@@ -85,7 +85,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eairdsl.api import validate_world
 from eairdsl.audit.auditor import AuditBudgets, AuditorAgent
-from eairdsl.audit.bundle import write_bundle
+from eairdsl.audit.bundle import episode_identity
 from eairdsl.audit.contract import Finding
 from eairdsl.audit.folder import AuditFolder, AuditFolderError, AuditIndex
 from eairdsl.audit.offline import RulesAuditor
@@ -438,9 +438,11 @@ def _regression_cases(plan: RetestPlan, ids: list[str]) -> list[Case]:
 def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: list[str],
                  seeds: int, say: Progress) -> tuple[list[Case], int]:
     """`seeds` fresh cases per condition: seeds past the audited ones, an instance of
-    `ids` (`fresh_instances`) per seed, W run and each trace bundled for its content
-    identity; a case that reads like an audited episode or an earlier case is dropped
-    and more seeds are drawn (at most `_BATCHES` batches)."""
+    `ids` (`fresh_instances`) per seed, W run and each trace's content identity computed
+    (`episode_identity`: the id its bundle would have, no bundle written); a case that
+    reads like an audited episode or an earlier case is dropped and more seeds are drawn
+    (at most `_BATCHES` batches). A larger audit rules out more contents, so it costs
+    more draws (D.1: the fresh cohort shares no content with the audited episodes)."""
     compiled = plan.identity
     audited_ids = {a.episode for a in plan.audited}
     fresh: list[Case] = []
@@ -465,13 +467,12 @@ def _fresh_cases(plan: RetestPlan, original: World, folder: RetestFolder, ids: l
             row = rows.get(_key(c))
             if row is None or not row.get("trace_path"):
                 continue
-            manifest = write_bundle(folder.before / row["trace_path"], compiled,
-                                    folder.identity, index=False)
-            if manifest.episode in audited_ids or manifest.episode in identities:
+            episode = episode_identity(folder.before / row["trace_path"], compiled)
+            if episode in audited_ids or episode in identities:
                 dropped += 1
                 continue
-            identities.add(manifest.episode)
-            fresh.append(c.model_copy(update={"identity": manifest.episode}))
+            identities.add(episode)
+            fresh.append(c.model_copy(update={"identity": episode}))
     return fresh, dropped
 
 

@@ -20,8 +20,8 @@ from eairdsl.runtime.values import FieldSet
 from eairdsl.source import write_atomic
 
 __all__ = ["MAX_TRACE_CHARS", "TRACE_SCHEMA_VERSION", "TraceHeader", "TraceEvent", "TraceResult",
-           "Trace", "Event", "to_json", "read_trace", "read_trace_ends", "EVENT_KINDS",
-           "EventKind", "encode_line"]
+           "Trace", "TraceLabel", "Event", "to_json", "read_trace", "read_trace_ends",
+           "read_trace_label", "EVENT_KINDS", "EventKind", "encode_line"]
 
 TRACE_SCHEMA_VERSION = 1
 #: what a trace event records (docs/trace.md)
@@ -414,6 +414,38 @@ def read_trace_ends(path: Path) -> tuple[TraceHeader, TraceResult | None]:
     except ValueError as exc:
         raise ValueError(f"{path}: last line: {_first_line(exc)}") from None
     return header, result
+
+
+class TraceLabel(BaseModel):
+    """Who played one trace and what it realized: its header's cell and agents and its
+    result's labels, without its events. An audit keeps one per trace in its grader
+    index (`audit.bundle`), so a reader of many audited episodes' labels (a repair's
+    choice of finding and its retest) reads one file instead of every trace: reading
+    the ends of 6,000 traces was most of what made a repair's cost grow with its audit.
+    Grader-side: `realized` and `utility` are measurements."""
+
+    condition: str
+    instance: str
+    seed: int
+    agents: dict[str, str]
+    #: LLM runs: the header's models and sampling options (`TraceHeader.llm`)
+    llm: dict[str, Any] | None = None
+    #: the digest of the world the episode ran (`TraceHeader.digest`)
+    digest: str
+    realized: bool | None = None
+    utility: bool | None = None
+
+    @classmethod
+    def of(cls, header: TraceHeader, result: TraceResult | None) -> TraceLabel:
+        m = result.measurements if result is not None else {}
+        return cls(condition=header.condition, instance=header.instance, seed=header.seed,
+                   agents=dict(header.agents), llm=header.llm or None, digest=header.digest,
+                   realized=m.get("realized"), utility=m.get("utility"))
+
+
+def read_trace_label(path: Path) -> TraceLabel:
+    """`TraceLabel` of the trace at `path`, from its ends (`read_trace_ends`)."""
+    return TraceLabel.of(*read_trace_ends(path))
 
 
 def _ends(fd: int) -> tuple[bytes, bytes | None]:
