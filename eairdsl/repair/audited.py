@@ -257,7 +257,7 @@ def _episodes(traces: dict[str, list[str]],
                 except (OSError, ValueError) as exc:
                     raise UsageError(f"{path}: the audited trace cannot be read ({exc})"
                                      ) from None
-            out.append(AuditedEpisode(
+            out.append(AuditedEpisode.model_construct(  # from a validated label
                 episode=episode, trace=path, condition=label.condition,
                 instance=label.instance, seed=label.seed,
                 profile=_profile_of(label.agents, label.llm), llm=label.llm,
