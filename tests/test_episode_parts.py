@@ -53,6 +53,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("repair", ("eairdsl.repair",)),
     ("signals", ("eairdsl.signals",)),
     ("external", ("eairdsl.external",)),
+    # what a folder of results holds (`eairc ls`): it names every stage's folders
+    ("inventory", ("eairdsl.inventory",)),
 )
 
 

@@ -52,7 +52,7 @@ _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("run", run.run), ("validate", run.validate),
     ("study", study.study), ("export", results.export),
     ("export-otel", external.export_otel_command), ("rescore", results.rescore),
-    ("report", results.report),
+    ("report", results.report), ("ls", results.ls),
     ("check-report", bundle.check_report), ("bundle", bundle.bundle),
     ("import", external.import_command), ("import-eval", external.import_eval),
     ("audit", audit.audit), ("audit-study", audit.audit_study_command),

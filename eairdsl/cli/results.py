@@ -1,4 +1,5 @@
-"""`eairc export`, `report` and `rescore`: what a study's results store becomes.
+"""`eairc export`, `report`, `rescore` and `ls`: what a study's results store becomes, and
+what results a folder holds.
 
 They read a finished (or interrupted) study folder; none runs an episode or
 calls a model.
@@ -14,7 +15,7 @@ import typer
 from eairdsl.cli.output import EXIT_INPUT, EXIT_OK, EXIT_USAGE, err, fail, refuse, usage_message
 from eairdsl.errors import UsageError
 
-__all__ = ["export", "report", "rescore"]
+__all__ = ["export", "ls", "report", "rescore"]
 
 _EXPORT_FORMATS = ("csv", "parquet")
 
@@ -111,3 +112,47 @@ def report(
         refuse(exc)
     typer.echo(f"wrote {index}")
     raise typer.Exit(EXIT_OK)
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def ls(
+    folder: Annotated[Path, typer.Argument(
+        help="The folder to list (default: the current one).")] = Path("."),
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the listing as JSON (kind, path, bytes, files, modified, "
+        "summary).")] = False,
+    max_folders: Annotated[int, typer.Option(
+        "--max-folders", min=1, help="Stop with an error past this many folders walked.")
+    ] = 20_000,
+) -> None:
+    """List the studies, runs, audits, audit studies, repairs and Signals stores under a
+    folder, with their sizes, when each last changed, and what each holds."""
+    from eairdsl.inventory import dumps, inventory
+
+    try:
+        found = inventory(folder, max_folders)
+    except UsageError as exc:
+        fail(f"error: {exc}", EXIT_USAGE)
+    if json_out:
+        typer.echo(dumps(found))
+        return
+    if not found:
+        typer.echo(f"{folder}: no studies, runs, audits, repairs or Signals stores")
+        return
+    # plain aligned columns, paths whole (a table that wraps or elides them at 80
+    # columns in a pipe hides the one thing a user copies from it)
+    rows = [("kind", "path", "size", "modified (UTC)", "holds")] + [
+        (r.kind, r.path, _human(r.bytes), r.modified.replace("T", " ")[:16], r.summary)
+        for r in found]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        typer.echo("  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]),
+                              row[2].rjust(widths[2]), row[3].ljust(widths[3]), row[4]]))

@@ -4,10 +4,13 @@
 * `store`    — the SQLite results store (`runs/NAME/results.sqlite`) and exports;
 * `executor` — running the grid locally (processes) or on Dask, resumably;
 * `stats`    — Wilson intervals, exact McNemar, clustered bootstrap, rank correlations;
-* `report`   — the static HTML report with its charts and readable traces.
+* `report`   — the static HTML report with its charts and readable traces;
+* `frames`   — a study's trace events and messages as tables.
 
 Import the submodule you need: this package root imports nothing heavy.
-`episodes(STUDY_DIR)` gives a study's attempts as a pandas DataFrame (needs pandas).
+`episodes(STUDY_DIR)` gives a study's attempts as a pandas DataFrame, `events(STUDY_DIR)`
+every step of every attempt, `messages(STUDY_DIR)` the messages between parties (Inspect's
+`samples_df`, `events_df` and `messages_df`; they need pandas).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["episodes", "executor", "grid", "report", "stats", "store"]
+__all__ = ["episodes", "events", "executor", "frames", "grid", "messages", "report", "stats",
+           "store"]
 
 
 def episodes(study_dir: str | Path) -> Any:
@@ -33,3 +37,24 @@ def episodes(study_dir: str | Path) -> Any:
     path = folder if folder.suffix == ".sqlite" else folder / STORE_FILE
     with Store.open(path, create=False) as store:
         return episodes_frame(store)
+
+
+def events(study_dir: str | Path) -> Any:
+    """Every trace event of a study's attempts as a pandas DataFrame (Inspect's
+    `events_df`): the attempt's key columns as `episodes()` names them (world, model,
+    condition, instance, seed, rep, attempt, retained), then the event's fields (step,
+    t, kind, actor, recipient, edge, content, tool, args, result, rejected, reason, diff,
+    task, call, final; objects as JSON text). Join with `episodes()` on the key columns.
+    Needs pandas; StoreError if the folder holds no study or a trace cannot be read."""
+    from eairdsl.study.frames import events_frame
+
+    return events_frame(study_dir)
+
+
+def messages(study_dir: str | Path) -> Any:
+    """The messages between parties of a study's attempts as a pandas DataFrame (Inspect's
+    `messages_df`): the key columns, then step, t, actor (the sender), recipient, edge,
+    content and final. Needs pandas."""
+    from eairdsl.study.frames import messages_frame
+
+    return messages_frame(study_dir)
