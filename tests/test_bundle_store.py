@@ -19,7 +19,13 @@ import pytest
 
 from eairdsl.api import resolve_world, run_episode
 from eairdsl.audit import bundle_store
-from eairdsl.audit.bundle import GRADER_INDEX, bundle_run, materialize_bundles, write_bundle
+from eairdsl.audit.bundle import (
+    GRADER_INDEX,
+    bundle_run,
+    materialize_bundles,
+    trace_file_names,
+    write_bundle,
+)
 from eairdsl.audit.evidence import EVENTS, MANIFEST, Bundle, BundleError
 from eairdsl.audit.folder import AuditFolder, report_json
 from eairdsl.audit.offline import RulesAuditor
@@ -197,3 +203,17 @@ def test_cli_materializes_an_audit_s_bundles_and_refuses_them_as_traces(
                               str(tmp_path / "x")])
     assert res.exit_code == 1
     assert "bundles already written, not traces" in res.output and "--materialize" in res.output
+
+
+def test_trace_files_sort_by_their_parts(tmp_path: Path) -> None:
+    """Traces are listed in the order of their paths' parts ("a/b" before "a-b", as
+    Paths sort), whatever key does it (one string per path, not a list of parts)."""
+    header = json.dumps({"type": "header"}) + "\n"
+    names = ["a/z.jsonl", "a/b/c.jsonl", "a-b/c.jsonl", "a.b/c.jsonl", "ab.jsonl",
+             "a b/c.jsonl", "a/b-c.jsonl"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(header, encoding="utf-8")
+    found = [Path(p).relative_to(tmp_path).as_posix() for p in trace_file_names(tmp_path)]
+    assert found == [p.relative_to(tmp_path).as_posix()
+                     for p in sorted(tmp_path / n for n in names)]
