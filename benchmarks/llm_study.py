@@ -211,28 +211,34 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=ROOT,
                         help="a checkout (eairdsl/ and worlds/) to run instead of this one, "
                         "e.g. an older commit unpacked by `git archive` for a before/after")
+    parser.add_argument("--close", action="store_true",
+                        help="the server closes every connection after its answer (no "
+                        "keep-alive): every request opens a new connection")
     parser.add_argument("--profile", action="store_true",
                         help="run each study under cProfile (KEEP/cN.prof; needs --keep)")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     if args.profile and args.keep is None:
         parser.error("--profile needs --keep")
-    server = FakeServer(args.latency)
+    server = FakeServer(args.latency, close=args.close)
     thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
     thread.start()
-    print(f"fake OpenAI server on 127.0.0.1:{server.port}, {args.latency:g}s per request; "
+    print(f"fake OpenAI server on 127.0.0.1:{server.port}, {args.latency:g}s per request, "
+          f"{'closing every connection' if args.close else 'keep-alive'}; "
           f"{args.episodes} D1 episodes ({MODELS})", flush=True)
     print(f"{'N':>3} {'episodes':>8} {'calls':>6} {'wall s':>8} {'first req s':>11} "
           f"{'ideal s':>8} {'of ideal':>8} {'cpu/call ms':>11} {'peak':>5} {'ramp s':>7} "
-          f"{'tail s':>7}", flush=True)
+          f"{'tail s':>7} {'load':>9}", flush=True)
     try:
         for n in levels:
+            load = os.getloadavg()[0]
             r = run_one(server, args.episodes, n, args.keep, args.profile,
                         args.source.resolve())
             print(f"{n:>3} {r['episodes']:>8} {r['calls']:>6} {r['wall']:>8.1f} "
                   f"{r['first']:>11.2f} {r['ideal']:>8.1f} {r['of_ideal']:>8.1%} "
                   f"{1000 * r['cpu_per_call']:>11.1f} {r['peak']:>5} "
-                  f"{_secs(r['ramp']):>7} {_secs(r['tail']):>7}", flush=True)
+                  f"{_secs(r['ramp']):>7} {_secs(r['tail']):>7} "
+                  f"{load:>4.1f}-{os.getloadavg()[0]:<4.1f}", flush=True)
     finally:
         server.shutdown()
         server.server_close()
