@@ -151,7 +151,8 @@ def _calls_per_episode(out: Path) -> list[int]:
 
 
 def run_one(server: FakeServer, episodes: int, concurrency: int, keep: Path | None,
-            profile: bool = False, source: Path = ROOT) -> dict[str, Any]:
+            profile: bool = False, source: Path = ROOT,
+            py_spy: str | None = None) -> dict[str, Any]:
     """One study at one concurrency; its figures."""
     folder = (keep / f"c{concurrency}") if keep else Path(tempfile.mkdtemp(prefix="eair-llm-"))
     shutil.rmtree(folder, ignore_errors=True)
@@ -159,6 +160,9 @@ def run_one(server: FakeServer, episodes: int, concurrency: int, keep: Path | No
     if profile:
         cmd = [*cmd[:1], "-m", "cProfile", "-o", str(folder.parent / f"c{concurrency}.prof"),
                "-m", *cmd[2:]]
+    if py_spy:  # a sampling profile, collapsed stacks (its own CPU counts in cpu/call)
+        cmd = [py_spy, "record", "--format", "raw", "--rate", "250", "--nonblocking",
+               "-o", str(folder.parent / f"c{concurrency}.pyspy.txt"), "--", *cmd]
     with tempfile.TemporaryFile() as log:
         started = time.monotonic()
         child = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT,
@@ -194,6 +198,21 @@ def run_one(server: FakeServer, episodes: int, concurrency: int, keep: Path | No
             "tail": (started + wall - server.last) if server.last else None}
 
 
+def run_start(server: FakeServer, source: Path = ROOT) -> tuple[float, float | None]:
+    """`eairc run worlds/d1.eair --model openai/terse --api-base …` (one episode): the
+    wall seconds and the CPU seconds from its start to its first request at the server."""
+    cmd = [sys.executable, "-m", "eairdsl.cli", "run", str(source / "worlds" / "d1.eair"),
+           "--model", "openai/terse", "--api-base", f"http://127.0.0.1:{server.port}/v1",
+           "--episodes", "1"]
+    started = time.monotonic()
+    child = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, cwd=source)
+    server.reset(child.pid, 1)
+    if child.wait(timeout=600) != 0:
+        raise SystemExit(f"eairc run failed (exit {child.returncode})")
+    return (server.first or float("nan")) - started, server.first_cpu
+
+
 def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -214,12 +233,18 @@ def main() -> None:
     parser.add_argument("--close", action="store_true",
                         help="the server closes every connection after its answer (no "
                         "keep-alive): every request opens a new connection")
+    parser.add_argument("--run-start", type=int, default=1, metavar="K",
+                        help="first measure K times how soon `eairc run` sends its first "
+                        "request (default 1; 0: not at all)")
     parser.add_argument("--profile", action="store_true",
                         help="run each study under cProfile (KEEP/cN.prof; needs --keep)")
+    parser.add_argument("--py-spy", default=None, metavar="PY_SPY",
+                        help="run each study under this py-spy (sampling, collapsed stacks "
+                        "in KEEP/cN.pyspy.txt; needs --keep)")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
-    if args.profile and args.keep is None:
-        parser.error("--profile needs --keep")
+    if (args.profile or args.py_spy) and args.keep is None:
+        parser.error("--profile and --py-spy need --keep")
     server = FakeServer(args.latency, close=args.close)
     thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
     thread.start()
@@ -227,15 +252,21 @@ def main() -> None:
           f"{'closing every connection' if args.close else 'keep-alive'}; "
           f"{args.episodes} D1 episodes ({MODELS})", flush=True)
     print(f"{'N':>3} {'episodes':>8} {'calls':>6} {'wall s':>8} {'first req s':>11} "
-          f"{'ideal s':>8} {'of ideal':>8} {'cpu/call ms':>11} {'peak':>5} {'ramp s':>7} "
+          f"{'start cpu s':>11} {'ideal s':>8} {'of ideal':>8} {'cpu/call ms':>11} "
+          f"{'peak':>5} {'ramp s':>7} "
           f"{'tail s':>7} {'load':>9}", flush=True)
     try:
+        for _ in range(args.run_start):
+            wall, cpu = run_start(server, args.source.resolve())
+            print(f"eairc run --model openai/terse: first request {wall:.2f} s after start, "
+                  f"{_secs(cpu)} s of CPU (load {os.getloadavg()[0]:.1f})", flush=True)
         for n in levels:
             load = os.getloadavg()[0]
             r = run_one(server, args.episodes, n, args.keep, args.profile,
-                        args.source.resolve())
+                        args.source.resolve(), args.py_spy)
             print(f"{n:>3} {r['episodes']:>8} {r['calls']:>6} {r['wall']:>8.1f} "
-                  f"{r['first']:>11.2f} {r['ideal']:>8.1f} {r['of_ideal']:>8.1%} "
+                  f"{r['first']:>11.2f} {_secs(r['startup_cpu']):>11} "
+                  f"{r['ideal']:>8.1f} {r['of_ideal']:>8.1%} "
                   f"{1000 * r['cpu_per_call']:>11.1f} {r['peak']:>5} "
                   f"{_secs(r['ramp']):>7} {_secs(r['tail']):>7} "
                   f"{load:>4.1f}-{os.getloadavg()[0]:<4.1f}", flush=True)

@@ -114,6 +114,8 @@ SCENARIOS: dict[str, Any] = {
                                                                                  "id": 1}}}]},
                                             "tool_calls"),
     "not-an-object": lambda b: [1, 2, 3],
+    "chunked": lambda b: _completion(b, _message("Sent in chunks.", [("lookup", "{}")])),
+    "until-close": lambda b: _completion(b, _message("Read to the end.")),
 }
 
 
@@ -166,6 +168,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         for key, value in headers.items():
             self.send_header(key, value)
+        if name.startswith("chunked"):  # the body in chunks of 7 bytes
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(data), 7):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data[i:i + 7]), data[i:i + 7]))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if name.startswith("until-close"):  # no length: the body ends with the connection
+            self.send_header("Connection", "close")
+            self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+            return
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -13,6 +13,7 @@ subprocess and checks that litellm was never imported.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -34,6 +35,7 @@ from scenario_openai import SCENARIOS, ScenarioServer
 
 from eairdsl.agents import openai_http
 from eairdsl.agents.llm import LLMSettings, LLMUnavailable
+from eairdsl.agents.provider import _retry_after
 from eairdsl.api import resolve_world, run_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +112,31 @@ def test_every_scenario_answers_and_fails_as_through_litellm(
     via_litellm = _outcome(scenarios, model, True, env)
     native = _outcome(scenarios, model, False, env)
     assert native == via_litellm
+
+
+@pytest.mark.parametrize("scenario", ["text", "tools", "chunked", "until-close", "429", "502",
+                                      "not-json", "surrogate"])
+def test_httpx_carries_proxied_endpoints_with_the_same_answers(
+        scenarios: ScenarioServer, scenario: str) -> None:
+    """Where a proxy applies, httpx carries the request instead of the small client: the
+    same JSON, the same errors (status, text, Retry-After)."""
+    target = openai_http.route(f"openai/{scenario}", scenarios.base, {})
+    assert target is not None and not target.proxied
+    request = {"model": f"openai/{scenario}", "messages": MESSAGES}
+
+    async def both() -> list[Any]:
+        out = []
+        for carrier in (target, dataclasses.replace(target, proxied=True)):
+            try:
+                out.append(("ok", await openai_http.post(carrier, request, 2)))
+            except openai_http.NativeError as exc:
+                out.append((type(exc).__name__, str(exc), exc.status_code,
+                            _retry_after(exc)))
+        return out
+
+    small, via_httpx = asyncio.run(both())
+    assert small == via_httpx
+    assert scenarios.bodies[-1] == scenarios.bodies[-2]
 
 
 def test_cost_is_litellm_s_for_priced_models(scenarios: ScenarioServer,

@@ -36,9 +36,11 @@ litellm:
   Rate limit reached`) with the status and headers, so `provider._retryable`,
   `_describe` and `_retry_after` treat it exactly as before.
 
-Connections: one `httpx.AsyncClient` per event loop, endpoint and key, pooled to
-the per-provider cap (`max_connections`), keep-alive, HTTP/1.1; a server that
-closes every connection costs a new connection per request and nothing else.
+Connections: pooled per event loop and endpoint, keep-alive, HTTP/1.1, at most the
+per-provider cap (`max_connections`) open, through the small client `http1` (about
+a tenth of httpx's CPU per request), or through one `httpx.AsyncClient` per
+endpoint where the environment sets a proxy for it. A server that closes every
+connection costs a new connection per request and nothing else.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class Route:
     name: str
     url: str
     headers: tuple[tuple[str, str], ...]
+    #: a proxy applies (the environment's): httpx carries the request
+    proxied: bool = False
 
 
 def route(model: str, api_base: str | None,
@@ -106,7 +110,8 @@ def route(model: str, api_base: str | None,
                ("Accept", "application/json")]
     if os.environ.get("OPENAI_ORGANIZATION"):
         headers.append(("OpenAI-Organization", os.environ["OPENAI_ORGANIZATION"]))
-    return Route(name, f"{str(base).rstrip('/')}/chat/completions", tuple(headers))
+    url = f"{str(base).rstrip('/')}/chat/completions"
+    return Route(name, url, tuple(headers), _proxied(url))
 
 
 def uses_litellm(models: list[str], api_base: str | None,
@@ -186,12 +191,26 @@ def _error_text(status: int, raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------- connections
-#: per event loop, one client per endpoint, key and pool size
+#: per event loop, one httpx client per endpoint and pool size (proxied endpoints only)
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]] = \
     weakref.WeakKeyDictionary()
 
 
-def _client(url: str, limit: int) -> Any:
+def _proxied(url: str) -> bool:
+    """Whether the environment sends `url` through a proxy (HTTPS_PROXY, NO_PROXY, ...):
+    httpx then carries it; otherwise the small client (`http1`) does."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    bypass: Any = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - untyped
+    return not bypass(parts.netloc, proxies)
+
+
+def _httpx_client(url: str, limit: int) -> Any:
     import httpx
 
     loop = asyncio.get_running_loop()
@@ -210,28 +229,40 @@ async def post(target: Route, request: dict[str, Any], limit: int) -> Any:
     """Send one request; the answer's JSON (any JSON value), or raise as litellm would.
 
     No timeout here: the caller's `asyncio.wait_for` bounds the attempt (as it bounds
-    litellm's), so a slow answer fails the same way on both paths.
+    litellm's), so a slow answer fails the same way on both paths. Connections are
+    pooled per event loop and endpoint, `limit` of them kept alive (the per-provider
+    cap: never more are in flight).
     """
-    import httpx
-
     data = json.dumps(request_body(request, target.name)).encode("ascii")
-    try:
-        response = await _client(target.url, limit).post(
-            target.url, content=data, headers=dict(target.headers))
-    except httpx.TimeoutException as exc:
-        raise _error(408, "Request timed out.") from exc
-    except httpx.HTTPError as exc:  # refused, reset, closed mid-answer: retryable
-        raise _error(500, "Connection error.") from exc
-    raw = response.content
-    if response.status_code >= 400:
-        raise _error(response.status_code, _error_text(response.status_code, raw),
-                     response.headers)
+    if target.proxied:
+        status, headers, raw = await _via_httpx(target, data, limit)
+    else:
+        from eairdsl.agents import http1
+
+        try:
+            answer = await http1.post(target.url, target.headers, data, limit)
+        except ConnectionError as exc:  # refused, reset, closed mid-answer: retryable
+            raise _error(500, "Connection error.") from exc
+        status, headers, raw = answer.status, answer.headers, answer.body
+    if status >= 400:
+        raise _error(status, _error_text(status, raw), headers)
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         # litellm: the SDK's `response.json()` failed; it reports the parser's words
         raise _error(500, str(exc) if isinstance(exc, ValueError) else "invalid JSON",
-                     response.headers) from None
+                     headers) from None
+
+
+async def _via_httpx(target: Route, data: bytes, limit: int) -> tuple[int, Any, bytes]:
+    import httpx
+
+    try:
+        response = await _httpx_client(target.url, limit).post(
+            target.url, content=data, headers=dict(target.headers))
+    except httpx.HTTPError as exc:  # refused, reset, closed mid-answer: retryable
+        raise _error(500, "Connection error.") from exc
+    return response.status_code, response.headers, response.content
 
 
 # ---------------------------------------------------------------- the answer
