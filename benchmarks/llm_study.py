@@ -251,15 +251,15 @@ def main() -> None:
     print(f"fake OpenAI server on 127.0.0.1:{server.port}, {args.latency:g}s per request, "
           f"{'closing every connection' if args.close else 'keep-alive'}; "
           f"{args.episodes} D1 episodes ({MODELS})", flush=True)
-    print(f"{'N':>3} {'episodes':>8} {'calls':>6} {'wall s':>8} {'first req s':>11} "
-          f"{'start cpu s':>11} {'ideal s':>8} {'of ideal':>8} {'cpu/call ms':>11} "
-          f"{'peak':>5} {'ramp s':>7} "
-          f"{'tail s':>7} {'load':>9}", flush=True)
     try:
         for _ in range(args.run_start):
             wall, cpu = run_start(server, args.source.resolve())
             print(f"eairc run --model openai/terse: first request {wall:.2f} s after start, "
                   f"{_secs(cpu)} s of CPU (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"{'N':>3} {'episodes':>8} {'calls':>6} {'wall s':>8} {'first req s':>11} "
+              f"{'start cpu s':>11} {'ideal s':>8} {'of ideal':>8} {'cpu/call ms':>11} "
+              f"{'peak':>5} {'ramp s':>7} "
+              f"{'tail s':>7} {'load':>9}", flush=True)
         for n in levels:
             load = os.getloadavg()[0]
             r = run_one(server, args.episodes, n, args.keep, args.profile,

@@ -326,7 +326,10 @@ class LLMClient:
         decided once per model and run."""
         if model not in self._routes:
             s = self.settings
-            self._routes[model] = openai_http.route(model, s.api_base, s.completion_kwargs)
+            found = self._routes[model] = openai_http.route(model, s.api_base,
+                                                            s.completion_kwargs)
+            if found is not None:  # read the cost map's names while the first request waits
+                openai_http.warm_prices()
         return self._routes[model]
 
     async def _live(self, request: dict[str, Any], rng: random.Random,

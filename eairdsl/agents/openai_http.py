@@ -58,7 +58,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_BASE", "LITELLM_ENV", "NativeError", "Route", "litellm_normalise",
-           "needs_litellm_cost", "plain", "post", "request_body", "route", "uses_litellm"]
+           "needs_litellm_cost", "plain", "post", "request_body", "route", "uses_litellm",
+           "warm_prices"]
 
 #: Set to 1 (or true/yes): every model goes through litellm, this client is never used.
 LITELLM_ENV = "EAIR_LLM_LITELLM"
@@ -384,6 +385,13 @@ def cost(data: dict[str, Any], model: str, litellm: Any) -> float:
 
 _PRICES: frozenset[str] | None = None
 _PRICES_LOCK = threading.Lock()
+
+
+def warm_prices() -> None:
+    """Read the cost map's names on a thread now (about 0.1 s of CPU), so the first answer
+    does not wait for them on the event loop; a no-op once read or under way."""
+    if _PRICES is None and not _PRICES_LOCK.locked():
+        threading.Thread(target=_prices, name="eair-cost-map", daemon=True).start()
 
 
 def _prices() -> frozenset[str]:
