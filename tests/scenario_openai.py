@@ -91,6 +91,14 @@ SCENARIOS: dict[str, Any] = {
     "401": (401, {}, {"error": {"message": "Incorrect API key"}}),
     "404": (404, {}, {"error": {"message": "no such model"}}),
     "422": (422, {}, {"detail": "unprocessable"}),
+    "400-context": (400, {}, {"error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your "
+                   "messages resulted in 9000 tokens.", "code": "context_length_exceeded",
+        "type": "invalid_request_error"}}),
+    "400-policy": (400, {}, {"error": {"message": "Your request was rejected as a result of "
+                                                  "our safety system. content_policy_violation",
+                                       "code": "content_policy_violation"}}),
+    "401-text": (401, {}, b"Unauthorized"),
     "403": (403, {}, {"error": {"message": "forbidden"}}),
     "408": (408, {}, {"error": {"message": "request timeout"}}),
     "409": (409, {}, {"error": {"message": "conflict"}}),

@@ -360,8 +360,16 @@ class LLMClient:
                 try:
                     self.requests += 1
                     if native is not None:  # no litellm: one POST on a pooled connection
-                        data = await asyncio.wait_for(openai_http.post(native, request, limit),
-                                                      s.timeout)
+                        try:
+                            data = await asyncio.wait_for(
+                                openai_http.post(native, request, limit), s.timeout)
+                        except openai_http.NativeError as failure:
+                            if not failure.litellm_words:
+                                raise
+                            loaded = time.monotonic()  # the import is no part of it
+                            litellm = await _litellm_async()
+                            started += time.monotonic() - loaded
+                            raise openai_http.litellm_error(failure, model, litellm) from None
                         answer = openai_http.plain(data)
                         if answer is None or openai_http.needs_litellm_cost(data, model):
                             # litellm converts or prices this answer; its import is no

@@ -34,7 +34,11 @@ litellm:
 - an HTTP error becomes an exception named and worded as litellm's
   (`RateLimitError: litellm.RateLimitError: RateLimitError: OpenAIException -
   Rate limit reached`) with the status and headers, so `provider._retryable`,
-  `_describe` and `_retry_after` treat it exactly as before.
+  `_describe` and `_retry_after` treat it exactly as before. The statuses litellm
+  names by status alone (429, 5xx, 408, 401, 404, a dropped connection) are named
+  here; a final failure whose name litellm reads from its message (a 400 may be a
+  context window exceeded or a content policy violation) is named by litellm's
+  own mapping (`litellm_error`), importing it then.
 
 Connections: pooled per event loop and endpoint, keep-alive, HTTP/1.1, at most the
 per-provider cap (`max_connections`) open, through the small client `http1` (about
@@ -57,8 +61,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_BASE", "LITELLM_ENV", "NativeError", "Route", "litellm_normalise",
-           "needs_litellm_cost", "plain", "post", "request_body", "route", "uses_litellm",
+__all__ = ["DEFAULT_BASE", "LITELLM_ENV", "NativeError", "Route", "litellm_error",
+           "litellm_normalise", "needs_litellm_cost", "plain", "post", "request_body", "route", "uses_litellm",
            "warm_prices"]
 
 #: Set to 1 (or true/yes): every model goes through litellm, this client is never used.
@@ -138,11 +142,22 @@ def request_body(request: dict[str, Any], name: str) -> dict[str, Any]:
 class NativeError(Exception):
     """An HTTP failure, as litellm would have raised it (see `_error`)."""
 
-    def __init__(self, message: str, status_code: int, headers: Any = None) -> None:
+    def __init__(self, message: str, status_code: int, headers: Any = None,
+                 text: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.headers = headers
+        #: what the server said (the error body's message)
+        self.text = text
+
+    @property
+    def litellm_words(self) -> bool:
+        """Whether litellm should name this failure: a final one (400, 403, 422, ...),
+        whose wording litellm reads from the message (a context window exceeded, a
+        content policy violation). Retryable statuses and 401/404 are named here: they
+        are frequent, and litellm names them by status alone."""
+        return self.status_code not in _OWN_WORDS
 
 
 #: status -> (litellm's exception name, how its message reads): measured against litellm
@@ -162,6 +177,8 @@ _BY_STATUS: dict[int, tuple[str, str]] = {
           "litellm.ServiceUnavailableError: ServiceUnavailableError: OpenAIException - {}"),
 }
 _OTHER = ("APIError", "litellm.APIError: APIError: OpenAIException - {}")
+#: statuses whose exception litellm names by the status alone (measured)
+_OWN_WORDS = frozenset({0, 401, 404, 408, 429, 500, 502, 503, 504})
 _CLASSES: dict[str, type[NativeError]] = {}
 
 
@@ -172,7 +189,7 @@ def _error(status: int, text: str, headers: Any = None) -> NativeError:
     cls = _CLASSES.get(name)
     if cls is None:
         cls = _CLASSES[name] = type(name, (NativeError,), {"__module__": __name__})
-    return cls(template.format(text), status, headers)
+    return cls(template.format(text), status, headers, text)
 
 
 def _error_text(status: int, raw: bytes) -> str:
@@ -347,6 +364,24 @@ def litellm_normalise(data: Any, model: str, litellm: Any) -> dict[str, Any]:
     out = _normalise(raw, model, litellm)
     out["cost"] = _litellm_cost(raw, model, litellm)
     return out
+
+
+def litellm_error(error: NativeError, model: str, litellm: Any) -> Exception:
+    """The exception litellm's OpenAI path raises for this HTTP failure (its own mapping
+    of status and message: `ContextWindowExceededError`, `ContentPolicyViolationError`,
+    ...)."""
+    from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+    from litellm.llms.openai.common_utils import OpenAIError
+
+    original = OpenAIError(status_code=error.status_code, message=error.text,
+                           headers=error.headers)
+    try:
+        exception_type(  # type: ignore[no-untyped-call]
+            model=model.split("/", 1)[1], custom_llm_provider="openai",
+            original_exception=original)
+    except Exception as mapped:
+        return mapped
+    return error  # pragma: no cover - exception_type always raises
 
 
 def _litellm_cost(raw: Any, model: str, litellm: Any) -> float:
