@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_BASE", "LITELLM_ENV", "NativeError", "Route", "litellm_error",
-           "litellm_normalise", "needs_litellm_cost", "plain", "post", "request_body", "route", "uses_litellm",
-           "warm_prices"]
+__all__ = ["DEFAULT_BASE", "LITELLM_ENV", "NativeError", "Route", "cost", "forced_litellm",
+           "litellm_error", "litellm_normalise", "needs_litellm_cost", "plain", "post",
+           "request_body", "route", "uses_litellm", "warm_prices"]
 
 #: Set to 1 (or true/yes): every model goes through litellm, this client is never used.
 LITELLM_ENV = "EAIR_LLM_LITELLM"
