@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-import weakref
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -52,15 +52,47 @@ class _Pool:
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
 
 
-#: per event loop, one pool per origin
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Pool]] = \
-    weakref.WeakKeyDictionary()
 _TLS: ssl.SSLContext | None = None
+#: the attribute under which an event loop keeps its pools (so they go with the loop)
+_ATTRIBUTE = "_eair_http1_pools"
 
 
-def _pool(scheme: str, host: str, port: int) -> _Pool:
+@dataclass
+class _Pools:
+    """One event loop's pools by origin, and the generator that closes them with it."""
+
+    by_origin: dict[str, _Pool] = field(default_factory=dict)
+    closer: AsyncGenerator[None, None] | None = None
+
+
+async def _pools() -> _Pools:
+    """This event loop's pools. The loop holds them (not a module table, which would keep
+    every loop and its sockets alive), and an async generator suspended for the loop's
+    lifetime closes the idle connections when `asyncio.run` shuts the loop down
+    (`shutdown_asyncgens`)."""
+    loop = asyncio.get_running_loop()
+    pools: _Pools | None = getattr(loop, _ATTRIBUTE, None)
+    if pools is None:
+        pools = _Pools()
+        setattr(loop, _ATTRIBUTE, pools)
+        pools.closer = _closer(pools)
+        await pools.closer.__anext__()
+    return pools
+
+
+async def _closer(pools: _Pools) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        for pool in pools.by_origin.values():
+            for _, writer in pool.idle:
+                writer.close()
+            pool.idle.clear()
+
+
+async def _pool(scheme: str, host: str, port: int) -> _Pool:
     global _TLS  # noqa: PLW0603 - one TLS context per process, made when first needed
-    table = _POOLS.setdefault(asyncio.get_running_loop(), {})
+    table = (await _pools()).by_origin
     origin = f"{scheme}://{host}:{port}"
     pool = table.get(origin)
     if pool is None:
@@ -81,7 +113,7 @@ async def post(url: str, headers: tuple[tuple[str, str], ...], body: bytes,
     if scheme not in ("http", "https") or not parts.hostname:
         raise ConnectionError(f"not an http(s) URL: {url}")
     port = parts.port or (443 if scheme == "https" else 80)
-    pool = _pool(scheme, parts.hostname, port)
+    pool = await _pool(scheme, parts.hostname, port)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
     if ":" in parts.hostname and parts.port is not None:  # an IPv6 literal
