@@ -56,7 +56,7 @@ import os
 import re
 import sys
 import threading
-import weakref
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,9 +209,8 @@ def _error_text(status: int, raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------- connections
-#: per event loop, one httpx client per endpoint and pool size (proxied endpoints only)
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]] = \
-    weakref.WeakKeyDictionary()
+#: the attribute under which an event loop keeps its httpx clients (proxied endpoints)
+_ATTRIBUTE = "_eair_httpx_clients"
 
 
 def _proxied(url: str) -> bool:
@@ -228,11 +227,19 @@ def _proxied(url: str) -> bool:
     return not bypass(parts.netloc, proxies)
 
 
-def _httpx_client(url: str, limit: int) -> Any:
+async def _httpx_client(url: str, limit: int) -> Any:
+    """This event loop's httpx client for the endpoint: held by the loop (not a module
+    table that would keep loops alive) and closed as `asyncio.run` shuts it down, by an
+    async generator suspended meanwhile (as `http1` closes its pools)."""
     import httpx
 
     loop = asyncio.get_running_loop()
-    table = _POOLS.setdefault(loop, {})
+    table: dict[Any, Any] | None = getattr(loop, _ATTRIBUTE, None)
+    if table is None:
+        table = {}
+        setattr(loop, _ATTRIBUTE, table)
+        closer = table["closer"] = _close_clients(table)
+        await closer.__anext__()
     key = (url.rsplit("/chat/completions", 1)[0], limit)
     client = table.get(key)
     if client is None:
@@ -241,6 +248,15 @@ def _httpx_client(url: str, limit: int) -> Any:
             limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit,
                                 keepalive_expiry=30.0))
     return client
+
+
+async def _close_clients(table: dict[Any, Any]) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        for key, client in list(table.items()):
+            if key != "closer":
+                await client.aclose()
 
 
 async def post(target: Route, request: dict[str, Any], limit: int) -> Any:
@@ -276,7 +292,7 @@ async def _via_httpx(target: Route, data: bytes, limit: int) -> tuple[int, Any, 
     import httpx
 
     try:
-        response = await _httpx_client(target.url, limit).post(
+        response = await (await _httpx_client(target.url, limit)).post(
             target.url, content=data, headers=dict(target.headers))
     except httpx.HTTPError as exc:  # refused, reset, closed mid-answer: retryable
         raise _error(500, "Connection error.") from exc
