@@ -9,7 +9,7 @@ keep-alive server and with one that closes every connection (`--close`):
     python benchmarks/llm_study.py --concurrency 32,64 [--close] [--source /tmp/before]
 
     keep-alive server        before (b65779e)                 after
-    load                     1.4-2.9 (00:31-00:35)            1.2-2.1 (00:30-00:34)
+    load                     1.3-2.9 (00:31-00:35)            1.2-2.1 (00:30-00:34)
     32 in flight, of ideal   90.5%, 86.6%                     96.6%, 95.9%
     64 in flight, of ideal   70.7%, 59.1%                     94.8%, 94.1%
     cpu/call (ms)            7.1-9.3                          1.5-2.8
@@ -25,7 +25,7 @@ keep-alive server and with one that closes every connection (`--close`):
     before  7.9-8.4 s of CPU after start (load 1.3-3.5)
     after   1.0-1.3 s of CPU after start (load 1.3-2.1)
 
-An earlier "after" round at load 2.0-2.3 (00:19) read 95.9%/90.4% (keep-alive,
+An earlier "after" round at load 2.0-2.3 read 95.9%/90.4% (keep-alive,
 32/64) and 95.3%/84.5% (closing), 2.1-2.8 ms per call; an earlier "before" round at
 load 2.1-2.9 (00:02) 92.0%/77.6% and 80.8%/66.7%, 6.3-7.1 ms. Targets (>= 90% at 32
 and 64 on both servers, <= 3 ms client CPU per call, first request < 2 s of CPU):
