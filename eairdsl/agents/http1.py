@@ -9,8 +9,8 @@ chat-completions call needs one thing: POST a JSON body, read one JSON answer.
 This does that in about a tenth of the CPU. httpx remains the carrier where a
 proxy applies (`openai_http.post` decides), since it knows the proxy protocols.
 
-What it speaks: HTTP/1.1 over TCP or TLS (the system's CA store, SNI, hostname
-checks), `Content-Length` or chunked answers (or an answer closed by the
+What it speaks: HTTP/1.1 over TCP or TLS (certifi's CA bundle as httpx uses it, SNI,
+hostname checks), `Content-Length` or chunked answers (or an answer closed by the
 server), keep-alive unless the server says `Connection: close`. A connection
 taken from the pool that turns out to have been closed by the server before
 answering is replaced once by a fresh one (the server never saw that request);
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 from collections.abc import AsyncGenerator
@@ -99,10 +100,24 @@ async def _pool(scheme: str, host: str, port: int) -> _Pool:
         tls = None
         if scheme == "https":
             if _TLS is None:
-                _TLS = ssl.create_default_context()
+                _TLS = _tls_context()
             tls = _TLS
         pool = table[origin] = _Pool(host, port, tls)
     return pool
+
+
+def _tls_context() -> ssl.SSLContext:
+    """Certificates as httpx (and so litellm's OpenAI client) trusts them: certifi's bundle,
+    unless SSL_CERT_FILE or SSL_CERT_DIR names others (then the system's defaults, which
+    read them)."""
+    if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+        try:
+            import certifi
+        except ImportError:
+            pass
+        else:
+            return ssl.create_default_context(cafile=certifi.where())
+    return ssl.create_default_context()
 
 
 async def post(url: str, headers: tuple[tuple[str, str], ...], body: bytes,
