@@ -18,6 +18,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -321,3 +322,37 @@ def test_eairc_run_on_an_openai_endpoint_never_imports_litellm(
                             capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert "LITELLM-IMPORTED 0" in forced.stdout, forced.stdout + forced.stderr
     assert fake.requests == 2 * 2 * 4
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_endpoints_are_verified(scenarios: ScenarioServer, env: pytest.MonkeyPatch,
+                                      tmp_path: Path) -> None:
+    """Over TLS the small client checks the certificate (here a self-signed one for
+    127.0.0.1, trusted through SSL_CERT_FILE) and answers as over plain HTTP; without the
+    trust it is a (retryable) connection error, never an unverified answer."""
+    import ssl
+
+    from eairdsl.agents import http1
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=120)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    scenarios.socket = context.wrap_socket(scenarios.socket, server_side=True)
+    base = scenarios.base.replace("http://", "https://")
+    request = {"model": "openai/text", "messages": MESSAGES}
+    target = openai_http.route("openai/text", base, {})
+    assert target is not None
+    env.setattr(http1, "_TLS", None)
+    env.delenv("SSL_CERT_FILE", raising=False)
+    env.delenv("SSL_CERT_DIR", raising=False)
+    with pytest.raises(openai_http.NativeError) as info:  # certifi does not know it
+        asyncio.run(openai_http.post(target, request, 2))
+    assert info.value.status_code == 500 and "Connection error." in str(info.value)
+    env.setattr(http1, "_TLS", None)
+    env.setenv("SSL_CERT_FILE", str(cert))
+    answer = asyncio.run(openai_http.post(target, request, 2))
+    assert answer["choices"][0]["message"]["content"] == "Hello there."
