@@ -621,11 +621,15 @@ def _begin_live(llm: LLMSettings | None) -> bool:
     """Before live LLM episodes: prefetch litellm on a thread here (False), or, where a
     transport is asked for (EAIR_LLM_TRANSPORTS, `LLMSettings.transport`) and answers as
     this process would, start it (True; see `eairdsl.agents.transport`). Nothing for a
-    replay, which never imports litellm."""
+    replay, which never imports litellm, nor for models that all go the native way
+    (`eairdsl.agents.openai_http`)."""
     if llm is None or llm.replay is not None or not llm.active:
         return False
     from eairdsl.agents import transport
-    from eairdsl.agents.llm import prefetch_litellm
+    from eairdsl.agents.llm import needs_litellm, prefetch_litellm
+
+    if not needs_litellm(llm):  # every model on the native OpenAI-compatible client
+        return False
 
     if transport.transport_usable(llm.completion_kwargs, llm.transport):
         try:

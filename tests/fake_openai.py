@@ -9,7 +9,8 @@ It plays two scripted models that behave differently in D1:
   requests in a chain per episode);
 * any other model answers at once in text, without a tool (1 request).
 
-It counts requests, the most in flight at once, and when the first arrived
+With `close=True` it closes every connection after its answer, as a server
+without keep-alive does. It counts requests, the most in flight at once, and when the first arrived
 (with the CPU a watched process had used by then, Linux /proc), so a benchmark
 can tell start-up from concurrency. Used by benchmarks/llm_study.py and
 tests/test_llm_transport.py; it never leaves 127.0.0.1.
@@ -85,9 +86,12 @@ class FakeServer(http.server.ThreadingHTTPServer):
     #: opened at once beyond it wait for the client's SYN retransmit (1 s)
     request_queue_size = 1024
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, close: bool = False) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.latency = latency
+        #: answer with `Connection: close` and close every connection (a server or
+        #: proxy without keep-alive): each request then opens a new connection
+        self.close = close
         self.lock = threading.Lock()
         self.reset()
 
@@ -176,5 +180,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.server.close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(data)

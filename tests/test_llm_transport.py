@@ -51,6 +51,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-test-key")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.delenv(transport.TRANSPORTS_ENV, raising=False)
+    # the transport carries litellm's calls: openai/ models would otherwise take the
+    # native client (eairdsl.agents.openai_http), which never uses it
+    monkeypatch.setenv("EAIR_LLM_LITELLM", "1")
     srv = FakeServer(0.0)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()

@@ -224,8 +224,13 @@ def _complete(llm: LLMSettings) -> dict[str, Any]:
 _SLOW_DOWN = (429, {"Retry-After": "1"}, b'{"error": {"message": "slow down"}}')
 
 
-def test_retry_after_over_http_in_process(faulty: _Faulty) -> None:
-    """Through litellm's OpenAI client, the header of a real 429 response."""
+@pytest.mark.parametrize("via", ["litellm", "native"])
+def test_retry_after_over_http_in_process(faulty: _Faulty, via: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through litellm's OpenAI client (and through the native one, which an openai/ model
+    takes unless EAIR_LLM_LITELLM is set), the header of a real 429 response."""
+    if via == "litellm":
+        monkeypatch.setenv("EAIR_LLM_LITELLM", "1")
     faulty.faults = [_SLOW_DOWN]
     answer = _complete(LLMSettings(api_base=f"http://127.0.0.1:{faulty.port}/v1",
                                    timeout=10, retries=1, backoff_base=0.001,
@@ -250,6 +255,8 @@ def test_the_transport_child_honours_retry_after_and_its_startup_is_no_timeout(
     (imported litellm: seconds) used to run into a short --timeout and be retried, or
     fail with --retries 0; and the child's errors did not carry Retry-After."""
     assert CHILD_STARTUP > TRANSPORT_TIMEOUT
+    # the transport carries litellm's calls (an openai/ model would go the native way)
+    monkeypatch.setenv("EAIR_LLM_LITELLM", "1")
     slow = tmp_path / "slow-start"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(f"import time\ntime.sleep({CHILD_STARTUP})\n",

@@ -48,14 +48,17 @@ import asyncio
 import hashlib
 import json
 import random
+import sys
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, PrivateAttr
 
+from eairdsl.agents import openai_http
 from eairdsl.agents.cassette import (
     Cassette,
     CassetteError,
@@ -92,7 +95,7 @@ __all__ = ["BINDINGS", "EMPTY_REPLY_TOOL", "INVALID_JSON_ARG", "EpisodeLLM", "LL
            "alternate",
            "LLMClient", "LLMSettings", "LLMUnavailable", "Usage", "call_record", "episode_calls",
            "episode_usage", "llm_agents",
-           "litellm_ready", "load_litellm", "prefetch_litellm"]
+           "litellm_ready", "load_litellm", "needs_litellm", "prefetch_litellm"]
 
 EMPTY_REPLY_TOOL = "__empty_reply__"
 INVALID_JSON_ARG = "__invalid_json__"
@@ -238,6 +241,7 @@ class LLMClient:
         self.misses: list[str] = []
         self.retries = 0
         self.requests = 0
+        self._routes: dict[str, openai_http.Route | None] = {}
 
     @property
     def replaying(self) -> bool:
@@ -317,18 +321,34 @@ class LLMClient:
                                 attempts=meta["attempts"])
         return response
 
+    def route(self, model: str) -> openai_http.Route | None:
+        """The native route of `model` (`eairdsl.agents.openai_http`), or None for litellm;
+        decided once per model and run."""
+        if model not in self._routes:
+            s = self.settings
+            found = self._routes[model] = openai_http.route(model, s.api_base,
+                                                            s.completion_kwargs)
+            if found is not None:  # read the cost map's names while the first request waits
+                openai_http.warm_prices()
+        return self._routes[model]
+
     async def _live(self, request: dict[str, Any], rng: random.Random,
                     meta: dict[str, Any]) -> dict[str, Any]:
         from eairdsl.agents import transport as transports
 
         s = self.settings
         model = request["model"]
-        kwargs: dict[str, Any] = {**request, "timeout": s.timeout, "num_retries": 0,
-                                  "drop_params": True, **s.completion_kwargs}
-        if s.api_base:
-            kwargs.setdefault("api_base", s.api_base)
-        usable = s.transport is not False and transports.json_only(s.completion_kwargs)
+        native = self.route(model)
+        kwargs: dict[str, Any] = {}
+        if native is None:
+            kwargs = {**request, "timeout": s.timeout, "num_retries": 0, "drop_params": True,
+                      **s.completion_kwargs}
+            if s.api_base:
+                kwargs.setdefault("api_base", s.api_base)
+        usable = native is None and s.transport is not False \
+            and transports.json_only(s.completion_kwargs)
         semaphore = self.semaphore(model)
+        limit = max(1, s.max_connections)
         spent = 0.0
         attempts = 0
         begun = time.monotonic()
@@ -339,6 +359,28 @@ class LLMClient:
                 started = time.monotonic()
                 try:
                     self.requests += 1
+                    if native is not None:  # no litellm: one POST on a pooled connection
+                        try:
+                            data = await asyncio.wait_for(
+                                openai_http.post(native, request, limit), s.timeout)
+                        except openai_http.NativeError as failure:
+                            if not failure.litellm_words:
+                                raise
+                            loaded = time.monotonic()  # the import is no part of it
+                            litellm = await _litellm_async()
+                            started += time.monotonic() - loaded
+                            raise openai_http.litellm_error(failure, model, litellm) from None
+                        answer = openai_http.plain(data)
+                        if answer is None or openai_http.needs_litellm_cost(data, model):
+                            # litellm converts or prices this answer; its import is no
+                            # part of the attempt (as below)
+                            loaded = time.monotonic()
+                            litellm = await _litellm_async()
+                            started += time.monotonic() - loaded
+                            if answer is None:
+                                return openai_http.litellm_normalise(data, model, litellm)
+                            answer["cost"] = openai_http.cost(data, model, litellm)
+                        return answer
                     # each attempt picks its carrier: a transport that died since leaves
                     # the retry to this process
                     carrier = transports.active() if usable else None
@@ -376,12 +418,35 @@ class LLMClient:
             spent += delay
 
 
+def needs_litellm(settings: LLMSettings | None, models: Iterable[str] | None = None) -> bool:
+    """Whether a live run with `settings` sends any call through litellm, so that importing
+    it early (`prefetch_litellm`) or starting a litellm transport is worth its CPU.
+
+    `models` names the run's models where the settings do not (a study's columns); with
+    no model known at all, the answer is yes. Runs whose every model goes the native way
+    (`openai_http.route`) never import litellm for their requests.
+    """
+    s = settings if settings is not None else LLMSettings()
+    names = [s.model, s.counterpart_model, s.judge_model, *s.role_models.values(),
+             *(models or ())]
+    known = [n for n in names if n]
+    return not known or openai_http.uses_litellm(known, s.api_base, s.completion_kwargs)
+
+
 async def _litellm() -> Any:
     """litellm for an in-process call. While `prefetch_litellm`'s thread imports it, the
     loop waits (it blocks): episodes that went on setting up meanwhile would share the
     GIL with the import and delay the first request (measured: 6 s instead of 3 at 32
     connections, 200 episodes starting at once)."""
     return load_litellm()
+
+
+async def _litellm_async() -> Any:
+    """litellm for a native answer that needs it (an unusual shape, a priced model): the
+    import, when still to come, runs on a thread while the other episodes go on."""
+    if "litellm" in sys.modules:
+        return load_litellm()
+    return await asyncio.to_thread(load_litellm)
 
 
 def call_record(participant: str, request: dict[str, Any], response: dict[str, Any] | None,

@@ -29,6 +29,11 @@ dies with its parent (Linux), and exits when its stdin closes. If it dies,
 calls in flight fail as retryable transport errors and their retries, like
 later calls, go in-process.
 
+Models that go through the native OpenAI-compatible client
+(`eairdsl.agents.openai_http`: `openai/...` with a key) never use a transport —
+they cost the loop a fraction of litellm's CPU — and a run whose models all go that
+way starts none (`llm.needs_litellm`).
+
 Even then a transport is started only where it cannot change an answer: this
 process has not imported litellm itself (so configured nothing in it a child
 would miss: custom providers, callbacks, registered models) and

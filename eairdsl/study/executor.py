@@ -783,8 +783,10 @@ def _run_sim(run: _Run, store: Store, todo: deque[Attempt], llm_todo: deque[Atte
     fork, since forking in the middle of the import is unsafe."""
     pool_first = bool(todo) and run.executor == "local" and run.workers > 1
     begin = run.live and bool(llm_todo)
+    models = [m for s in run.settings.values() for m in (
+        s.model, s.counterpart_model, s.judge_model, *s.role_models.values()) if m]
     if begin and not pool_first:
-        begin_llm(run.llm)  # litellm's import overlaps the setup and the sim episodes
+        begin_llm(run.llm, models)  # litellm's import overlaps the setup and the sim episodes
     if not todo:
         return
     backend: _Serial | _Pool | _Dask | _Async
@@ -796,7 +798,7 @@ def _run_sim(run: _Run, store: Store, todo: deque[Attempt], llm_todo: deque[Atte
     else:
         backend = _Pool(_texts(run, todo), min(run.workers, len(todo)), run.task)
     if begin and pool_first:
-        begin_llm(run.llm)  # after the fork: the pool's workers have started
+        begin_llm(run.llm, models)  # after the fork: the pool's workers have started
     run.summary.executor, run.summary.workers = backend.name, run.workers
     chunk = 1 if backend.name == "serial" else max(
         1, min(MAX_CHUNK, len(todo) // (8 * run.workers)))
@@ -895,7 +897,7 @@ def _lock_study(out: Path) -> _StudyLock:
     return _StudyLock(path, handle, made)
 
 
-def begin_llm(llm: LLMSettings | None = None) -> bool:
+def begin_llm(llm: LLMSettings | None = None, models: Sequence[str] | None = None) -> bool:
     """As live LLM episodes are about to run: prefetch litellm on a thread here (False),
     or, where a transport is asked for and can answer as this process would
     (`eairdsl.agents.transport.transport_usable`), start it (True): its child imports
@@ -905,10 +907,14 @@ def begin_llm(llm: LLMSettings | None = None) -> bool:
     column): only its transport choice and extra kwargs matter here. Idempotent: a front
     end calls it as soon as it knows the study has live LLM models and no process pool
     will fork (`warm_llm`); `run_study` calls it again and stops a transport when it
-    ends.
+    ends. Nothing when `models` (the study's model strings) all go the native way
+    (`eairdsl.agents.openai_http`): litellm is then never needed for a request.
     """
     from eairdsl.agents import transport
-    from eairdsl.agents.llm import prefetch_litellm
+    from eairdsl.agents.llm import needs_litellm, prefetch_litellm
+
+    if models is not None and not needs_litellm(llm, models):
+        return False
 
     if transport.transport_usable(llm.completion_kwargs if llm is not None else {},
                                   llm.transport if llm is not None else None):
@@ -929,7 +935,7 @@ def warm_llm(models: Sequence[Model], workers: int, executor: str = "local") -> 
         return
     if any(m.llm is None for m in models) and executor == "local" and workers > 1:
         return
-    begin_llm()
+    begin_llm(None, [m.llm for m in models if m.llm])
 
 
 def _stop_transport() -> None:
