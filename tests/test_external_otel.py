@@ -172,7 +172,9 @@ def test_model_calls_become_chat_spans_and_come_back(runs: Path, tmp_path: Path)
     chats = [s for s in spans if attrs(s["attributes"]).get("gen_ai.operation.name") == "chat"]
     assert len(chats) == 2
     first = attrs(chats[0]["attributes"])
-    assert first["gen_ai.request.model"] == "openai/gpt-4o-mini"
+    # provider-native names: litellm's routing prefix is the provider, not the model's name
+    assert first["gen_ai.request.model"] == first["gen_ai.response.model"] == "gpt-4o-mini"
+    assert first["gen_ai.provider.name"] == "openai" and chats[0]["name"] == "chat gpt-4o-mini"
     assert first["gen_ai.usage.input_tokens"] == "812" and first["llm.token_count.prompt"] == "812"
     assert first["openinference.span.kind"] == "LLM" and chats[0]["kind"] == 3
     assert first["eair.model_call.step"] == events[1]["step"]  # the tool call it produced
