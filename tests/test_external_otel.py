@@ -331,7 +331,7 @@ def test_json_lines_hold_the_documents_spans_one_request_per_line(
         assert (tmp_path / "back" / original.relative_to(runs)).read_text(
         ).splitlines()[1:] == events
     cli = CliRunner().invoke(app, ["export-otel", str(runs), "-o", str(tmp_path / "c.jsonl"),
-                                   "--format", "jsonl", "--batch", "4"])
+                                   "--format", "jsonl", "--batch", "4", "--epoch", "fixed"])
     assert cli.exit_code == 0 and f"in {-(-N // 4)} line(s)" in cli.output
     assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "b4.jsonl").read_bytes()
     for bad in (["--format", "xml"], ["--batch", "2"], ["--format", "jsonl", "--batch", "0"]):
@@ -544,7 +544,7 @@ def test_the_importer_is_registered() -> None:
 def test_export_otel_command(runs: Path, exported: Path, tmp_path: Path) -> None:
     cli = CliRunner()
     out = tmp_path / "cli.json"
-    done = cli.invoke(app, ["export-otel", str(runs), "-o", str(out)])
+    done = cli.invoke(app, ["export-otel", str(runs), "-o", str(out), "--epoch", "fixed"])
     assert done.exit_code == 0, done.output
     assert f"{N} trace(s)" in done.output
     assert out.read_bytes() == exported.read_bytes()

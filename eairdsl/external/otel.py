@@ -387,6 +387,8 @@ class ExportSummary:
     requests: int = 0
     #: findings and verdicts posted to a backend's annotation API
     annotations: int = 0
+    #: the OTLP/HTTP URL the requests were posted to (instead of `out`)
+    endpoint: str | None = None
 
 
 def _read_episode(path: Path, *, check: bool = True) -> _Episode:
@@ -1093,7 +1095,7 @@ def export_otel(paths: Path | Sequence[Path], out: Path | None,
             sent = len(notes)
     except TransportError as exc:
         raise OtelError(str(exc)) from None
-    return dataclasses.replace(done, out=out or Path(url or ""), annotations=sent)
+    return dataclasses.replace(done, out=out or Path(), annotations=sent, endpoint=url)
 
 
 def _refuse_target(out: Path) -> None:
