@@ -119,7 +119,9 @@ def main() -> int:
             time.sleep(1)
             spans = _spans(base, "default")
         roots = [s for s in spans if not s.get("parent_id")]
-        meta = [s.get("attributes", {}).get("metadata") for s in roots]
+        # Phoenix reads the `metadata` JSON into flattened `metadata.<key>` attributes
+        meta = [{k: v for k, v in s.get("attributes", {}).items()
+                 if k.startswith("metadata.")} or None for s in roots]
         llm_like = [s for s in spans if s.get("span_kind") in ("AGENT", "TOOL", "CHAIN")]
         notes: list[dict[str, Any]] = []
         deadline = time.monotonic() + 30
