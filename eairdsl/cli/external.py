@@ -21,8 +21,8 @@ __all__ = ["export_otel_command", "import_command", "import_eval"]
 def export_otel_command(
     target: Annotated[Path, typer.Argument(
         metavar="TRACE|RUN_DIR|STUDY_DIR", help="A trace, a run folder or a study folder.")],
-    output: Annotated[Path, typer.Option(
-        "--output", "-o", help="The OTLP JSON file to write.")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="The file to write (or --endpoint).")] = None,
     audit_dir: Annotated[Path | None, typer.Option(
         "--audit", metavar="AUDIT_DIR", help="An `eairc audit` folder: its findings become "
         "gen_ai.evaluation.result events on the boundary step's span and the root.")] = None,
@@ -30,32 +30,82 @@ def export_otel_command(
         "--include-grader", help="Also export the result line (measurements, witnesses): "
         "grader-side, off by default.")] = False,
     format_: Annotated[str, typer.Option(
-        "--format", metavar="otlp-json|jsonl", help="otlp-json: one OTLP JSON document "
-        "(the default); jsonl: OTLP JSON Lines, one ExportTraceServiceRequest per line.")
-    ] = "otlp-json",
-    batch: Annotated[int, typer.Option(
-        "--batch", min=1, help="Episodes per line with --format jsonl.")] = 1,
+        "--format", metavar="otlp-json|otlp-proto|jsonl", help="otlp-json: one OTLP JSON "
+        "document (the default); jsonl: OTLP JSON Lines, one ExportTraceServiceRequest per "
+        "line; otlp-proto: binary requests, each length-delimited.")] = "otlp-json",
+    batch: Annotated[int | None, typer.Option(
+        "--batch", min=1, help="Episodes per request (jsonl: 1 by default; otlp-proto and "
+        "--endpoint: no limit but --max-spans).")] = None,
+    max_spans: Annotated[int | None, typer.Option(
+        "--max-spans", min=1, help="Spans per request, at most (otlp-proto and --endpoint: "
+        "512 by default).")] = None,
+    epoch: Annotated[str, typer.Option(
+        "--epoch", metavar="recorded|now|fixed", help="Span times: recorded (wall clock, "
+        "each episode ending when its trace was written, model calls lasting their measured "
+        "latency; the default), now (the same, ending at the export), fixed (simulated "
+        "minutes from 2026-01-01: byte-identical output).")] = "recorded",
+    content: Annotated[str, typer.Option(
+        "--content", metavar="on|off", help="Model calls' prompts and answers (from the "
+        ".calls.ndjson sidecar and the trace) on chat spans.")] = "on",
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", metavar="URL", help="POST protobuf batches to this OTLP/HTTP endpoint "
+        "(`/v1/traces` appended unless given); headers from OTEL_EXPORTER_OTLP_HEADERS.")
+    ] = None,
+    annotations: Annotated[str | None, typer.Option(
+        "--annotations", metavar="phoenix|langfuse", help="Also post the audit's findings "
+        "as Phoenix span annotations or Langfuse scores (needs --audit).")] = None,
+    annotations_endpoint: Annotated[str | None, typer.Option(
+        "--annotations-endpoint", metavar="URL", help="The backend's base URL for "
+        "--annotations (default: from --endpoint).")] = None,
 ) -> None:
-    """Export episodes as OTLP JSON (OpenTelemetry GenAI + OpenInference spans, one trace per
-    episode) for Phoenix or Langfuse, written episode by episode in bounded memory;
-    `eairc import otel-genai` reads it back (docs/external.md)."""
-    from eairdsl.external.otel import FORMATS, OtelError, export_otel
+    """Export episodes as OTLP (OpenTelemetry GenAI + OpenInference spans, one trace per
+    episode) for Phoenix or Langfuse, to a file or an OTLP/HTTP endpoint, episode by
+    episode in bounded memory; `eairc import otel-genai` reads the JSON back
+    (docs/external.md)."""
+    from eairdsl.external.annotations import BACKENDS
+    from eairdsl.external.otel import EPOCHS, FORMATS, OtelError, export_otel
 
     if format_ not in FORMATS:
-        fail(f"error: unknown format '{format_}'; choose {' or '.join(FORMATS)}", EXIT_USAGE)
-    if batch != 1 and format_ != "jsonl":
-        fail("error: --batch sets the episodes per line of --format jsonl; the otlp-json "
-             "document has no lines", EXIT_USAGE)
+        fail(f"error: unknown format '{format_}'; choose {', '.join(FORMATS)}", EXIT_USAGE)
+    if epoch not in EPOCHS:
+        fail(f"error: unknown epoch '{epoch}'; choose {', '.join(EPOCHS)}", EXIT_USAGE)
+    if content not in ("on", "off"):
+        fail(f"error: --content is on or off, not '{content}'", EXIT_USAGE)
+    if (output is None) == (endpoint is None):
+        fail("error: give -o FILE or --endpoint URL (one of them)", EXIT_USAGE)
+    if endpoint is not None and format_ != "otlp-json":
+        fail("error: --format picks a file's framing; an --endpoint takes protobuf",
+             EXIT_USAGE)
+    if format_ == "otlp-json" and endpoint is None and (batch is not None
+                                                        or max_spans is not None):
+        fail("error: --batch and --max-spans size the requests of --format jsonl, "
+             "otlp-proto or --endpoint; the otlp-json document has no requests", EXIT_USAGE)
+    if annotations is not None and annotations not in BACKENDS:
+        fail(f"error: unknown annotation backend '{annotations}'; choose "
+             f"{' or '.join(BACKENDS)}", EXIT_USAGE)
+    if annotations is not None and audit_dir is None:
+        fail("error: --annotations posts an audit's findings: give --audit AUDIT_DIR",
+             EXIT_USAGE)
+    if annotations is not None and endpoint is None and annotations_endpoint is None:
+        fail("error: --annotations needs --endpoint or --annotations-endpoint", EXIT_USAGE)
     try:
         done = export_otel(target, output, audit_dir, include_grader=include_grader,
-                           format=format_, batch=batch)
+                           format=format_, batch=batch, max_spans=max_spans, epoch=epoch,
+                           content=content == "on", endpoint=endpoint,
+                           annotations=annotations,
+                           annotations_endpoint=annotations_endpoint)
     except OtelError as exc:
         fail(f"error: {exc}")
     dup = f" ({done.duplicates} duplicate trace(s) exported once)" if done.duplicates else ""
     found = f", {done.findings} finding(s) and lead(s) attached" if audit_dir else ""
-    lines = f" in {done.requests} line(s)" if format_ == "jsonl" else ""
-    typer.echo(f"wrote {done.traces} trace(s), {done.spans} span(s), {done.events} event(s)"
-               f"{found} to {output}{lines}{dup}")
+    where = f"sent to {done.endpoint}" if endpoint else f"to {output}"
+    lines = (f" in {done.requests} line(s)" if format_ == "jsonl" and not endpoint else
+             f" in {done.requests} request(s)" if format_ != "otlp-json" or endpoint else "")
+    verb = "" if endpoint else "wrote "
+    typer.echo(f"{verb}{done.traces} trace(s), {done.spans} span(s), {done.events} event(s)"
+               f"{found} {where}{lines}{dup}")
+    if annotations is not None:
+        typer.echo(f"posted {done.annotations} annotation(s) to {annotations}")
     raise typer.Exit(EXIT_OK)
 
 

@@ -50,15 +50,23 @@ import dataclasses
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from time import time_ns
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, Protocol
 
 from pydantic import ValidationError
 
 from eairdsl import __version__
+from eairdsl.external.annotations import (
+    BACKENDS,
+    FindingNote,
+    annotations_url,
+    send_annotations,
+)
 from eairdsl.external.core import (
     ImportedTrace,
     Importer,
@@ -69,13 +77,29 @@ from eairdsl.external.core import (
     safe_file_name,
     sha256_file,
 )
+from eairdsl.external.otel_attrs import (
+    backend_provider,
+    chat_content,
+    openinference_provider,
+    split_model,
+    study_cell,
+)
+from eairdsl.external.otlp_transport import (
+    HttpSink,
+    ProtobufFileSink,
+    RetryPolicy,
+    TransportError,
+    env_headers,
+    traces_url,
+)
 from eairdsl.runtime.trace import TRACE_SCHEMA_VERSION, Event, TraceEvent, TraceHeader
 from eairdsl.source import open_atomic
 
 if TYPE_CHECKING:
     from eairdsl.audit.contract import Report
 
-__all__ = ["EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "FORMATS", "ExportSummary",
+__all__ = ["DEFAULT_MAX_SPANS", "EPOCHS", "EPOCH_NS", "EXPORTER_VERSION", "FORMAT", "FORMATS",
+           "ExportSummary",
            "JsonDocumentSink", "JsonLinesSink", "OtelError", "OtlpBatch", "OtlpExport",
            "OtlpSink", "episode_trace_id", "export_otel", "iter_events", "otlp_document",
            "read_otlp", "send_all"]
@@ -238,6 +262,115 @@ class _Episode:
     events: list[dict[str, Any]]
     result: dict[str, Any] | None
     trace_id: str
+    #: the `.calls.ndjson` sidecar's lines, one per header model call (None: no sidecar)
+    sidecar: list[dict[str, Any] | None] | None = None
+
+
+def _calls_file(trace: Path) -> Path:
+    """The sidecar beside an LLM episode's trace (`eairdsl.api.calls_file`'s naming)."""
+    return trace.with_name(trace.name.removesuffix(".jsonl") + ".calls.ndjson")
+
+
+def _read_sidecar(path: Path, calls: int) -> list[dict[str, Any] | None] | None:
+    """The sidecar of the trace at `path`: every model call with its full messages, tool
+    schemas and wall-clock latency, kept out of the byte-identical trace. Absent (a sim
+    run, a trace copied without it): None. One that does not match the header's calls
+    line for line is refused: its prompts would be attached to the wrong calls."""
+    side = _calls_file(path)
+    if calls == 0 or not side.is_file():
+        return None
+    try:
+        lines = side.read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise OtelError(f"cannot read {side}: {str(exc).splitlines()[0]}") from None
+    if len(rows) != calls or not all(isinstance(r, dict) for r in rows):
+        raise OtelError(f"{side} holds {len(rows)} model call(s), the trace header {calls}: "
+                        "not this trace's sidecar (remove it, or export with --content off "
+                        "--epoch fixed)")
+    return list(rows)
+
+
+#: how span times are made: `fixed` (simulated minutes from EPOCH_NS: byte-identical),
+#: `recorded` (wall clock, anchored where the trace was written), `now` (wall clock,
+#: anchored at the export)
+EPOCHS = ("recorded", "now", "fixed")
+#: a step's own duration on the wall clock: the runtime's bookkeeping takes microseconds
+_STEP_NS = 1_000
+
+
+def _latency_ns(side: dict[str, Any] | None) -> int:
+    value = side.get("latency") if side is not None else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return round(value * 1e9)
+    return 0
+
+
+class _Clock:
+    """When each event and model call happened, in Unix nanoseconds.
+
+    `fixed`: simulated minutes from `EPOCH_NS` (the event's position added in
+    nanoseconds), model calls as instants at the step they produced — the same
+    traces give the same bytes. `recorded` and `now`: a wall clock. What took real
+    time in an episode is its model calls (the sidecar's measured latency); the
+    simulated minutes of tools and messages took none, so each step lasts a
+    microsecond and each model call its latency, placed just before the step it
+    produced (a judge's after the last step). The episode ends when its trace file
+    was last written (`recorded`; the only wall-clock instant an episode leaves
+    outside its byte-identical trace) or at the export (`now`, and `recorded` when
+    the file's time cannot be read)."""
+
+    def __init__(self, ep: _Episode, placed: Sequence[str | None],
+                 sidecar: Sequence[dict[str, Any] | None], epoch: str,
+                 now_ns: int | None) -> None:
+        if epoch not in EPOCHS:
+            raise OtelError(f"unknown epoch {epoch!r}; use one of {', '.join(EPOCHS)}")
+        self.fixed = epoch == "fixed"
+        self.kind = "simulated-minutes" if self.fixed else "wall-clock"
+        self.latency = [_latency_ns(s) for s in sidecar]
+        self.placed = list(placed)
+        if self.fixed:
+            self.origin = EPOCH_NS
+            self.event_ns = [_ns(e["t"], i) for i, e in enumerate(ep.events)]
+            return
+        at_step: dict[str, int] = {}
+        for step, lat in zip(self.placed, self.latency, strict=False):
+            if step:
+                at_step[step] = at_step.get(step, 0) + lat
+        offsets, cursor = [], 0
+        for e in ep.events:
+            cursor += at_step.get(e["step"], 0) + _STEP_NS
+            offsets.append(cursor)
+        unplaced = sum(lat for step, lat in zip(self.placed, self.latency, strict=False)
+                       if not step)
+        total = cursor + unplaced + _STEP_NS
+        end = time_ns() if now_ns is None else now_ns
+        if epoch == "recorded":
+            with contextlib.suppress(OSError):
+                end = ep.path.stat().st_mtime_ns
+        self.origin = end - total
+        self.event_ns = [self.origin + o for o in offsets]
+        self._after = (self.origin + cursor + _STEP_NS) if ep.events else self.origin
+        self._before: dict[str, int] = {}  # step -> latency of its calls not yet placed
+
+    def call_span(self, i: int, at_ns: int | None, parent: _Span) -> tuple[int, int]:
+        """(start, end) of the i-th model call; `at_ns`: the time of the step it produced."""
+        if self.fixed:
+            ns = at_ns if at_ns is not None else parent.end
+            if at_ns is None and self.placed[i] is not None:
+                ns = parent.start
+            return ns, ns
+        lat = self.latency[i] if i < len(self.latency) else 0
+        step = self.placed[i]
+        if step and at_ns is not None:
+            # the calls at one step run back to back and end a microsecond before it
+            later = sum(self.latency[j] for j in range(i + 1, len(self.placed))
+                        if self.placed[j] == step)
+            end = at_ns - _STEP_NS // 2 - later
+            return end - lat, end
+        start = self._after
+        self._after += lat
+        return start, start + lat
 
 
 @dataclass(frozen=True)
@@ -252,6 +385,10 @@ class ExportSummary:
     duplicates: int
     #: the requests (batches) written: a line each in the `jsonl` format
     requests: int = 0
+    #: findings and verdicts posted to a backend's annotation API
+    annotations: int = 0
+    #: the OTLP/HTTP URL the requests were posted to (instead of `out`)
+    endpoint: str | None = None
 
 
 def _read_episode(path: Path, *, check: bool = True) -> _Episode:
@@ -289,7 +426,10 @@ def _read_episode(path: Path, *, check: bool = True) -> _Episode:
                             f"({str(exc).splitlines()[0]})") from None
         events.append(data)
         event_lines.append(line)
-    return _Episode(path, header, events, result, episode_trace_id(lines[0], event_lines))
+    calls = header.get("model_calls")
+    sidecar = _read_sidecar(path, len(calls)) if isinstance(calls, list) else None
+    return _Episode(path, header, events, result, episode_trace_id(lines[0], event_lines),
+                    sidecar)
 
 
 def _trace_names(paths: Iterable[Path]) -> list[str]:
@@ -345,22 +485,48 @@ class _Audits:
 class _Builder:
     """The span tree of one episode."""
 
-    def __init__(self, ep: _Episode, include_grader: bool) -> None:
+    def __init__(self, ep: _Episode, include_grader: bool, *, epoch: str = "fixed",
+                 content: bool = True, now_ns: int | None = None) -> None:
         self.ep = ep
         self.tid = ep.trace_id
+        self.content = content
         self.spans: list[_Span] = []
         self.host: dict[str, _Span] = {}  # step id -> the span its event sits on
         self.ns: dict[str, int] = {}
+        #: the annotations a backend takes through its own API (`eairdsl.external.annotations`)
+        self.notes: list[FindingNote] = []
         header = ep.header
+        calls = header.get("model_calls") or []
+        self.calls: list[dict[str, Any]] = [c if isinstance(c, dict) else {} for c in calls]
+        self.sidecar = ep.sidecar if ep.sidecar is not None else [None] * len(self.calls)
+        from eairdsl.study.viewer import place_calls
+
+        self.placed: list[str | None] = place_calls(ep.events, self.calls) if calls else []
+        self.clock = _Clock(ep, self.placed, self.sidecar, epoch, now_ns)
         world = str(header.get("world", "episode"))
-        first = _ns(ep.events[0]["t"], 0) if ep.events else EPOCH_NS
+        cell = study_cell(header)
+        first = self.clock.event_ns[0] if ep.events else self.clock.origin
         self.root = self._span("root", f"invoke_workflow {world}", SPAN_KIND_INTERNAL, None, {
             "gen_ai.operation.name": "invoke_workflow",
+            "gen_ai.workflow.name": world,
             "openinference.span.kind": "CHAIN",
-            "gen_ai.conversation.id": self.tid,
-            "session.id": self.tid,
+            "gen_ai.conversation.id": cell.session,
+            "session.id": cell.session,
+            "metadata": cell.metadata(),
+            "tag.tags": cell.tags(),
             "eair.world": world,
+            "eair.clock": self.clock.kind,
         }, first)
+        opening = next((e for e in ep.events if e["kind"] == "message"
+                        and isinstance(e.get("content"), str)), None)
+        final = [e for e in ep.events if e["kind"] == "message" and e.get("final")
+                 and isinstance(e.get("content"), str)]
+        if opening is not None:
+            self.root.attributes["input.value"] = opening["content"]
+            self.root.attributes["input.mime_type"] = "text/plain"
+        if final:
+            self.root.attributes["output.value"] = final[-1]["content"]
+            self.root.attributes["output.mime_type"] = "text/plain"
         if include_grader and ep.result is not None:
             self.root.attributes["eair.result_line"] = _canon(ep.result)
         self._build()
@@ -381,7 +547,7 @@ class _Builder:
         backends = ep.header.get("agents") or {}
         for pos, e in enumerate(ep.events):
             step, kind, actor = e["step"], e["kind"], e["actor"]
-            ns = _ns(e["t"], pos)
+            ns = self.clock.event_ns[pos]
             self.ns[step] = ns
             task = e.get("task")
             span = self.root
@@ -397,6 +563,12 @@ class _Builder:
                     span.attributes["output.mime_type"] = "text/plain"
                 if handler in backends:
                     span.attributes["eair.agent.backend"] = str(backends[handler])
+                backend = backends.get(handler)
+                span.attributes["gen_ai.provider.name"] = backend_provider(
+                    str(backend) if backend is not None else None)
+                if isinstance(backend, str) and backend.startswith("llm:"):
+                    span.attributes["gen_ai.request.model"] = split_model(
+                        backend.removeprefix("llm:"))[1]
             if kind == "tool_call":
                 span = self._tool_span(e, span, ns)
                 calls[step] = span
@@ -491,25 +663,25 @@ class _Builder:
 
     def _model_calls(self, tasks: dict[int, _Span]) -> None:
         """`chat` spans for the header's model calls, each under the task it was made for,
-        at the step it produced (`viewer.place_calls`)."""
-        calls = self.ep.header.get("model_calls") or []
-        if not calls:
-            return
-        from eairdsl.study.viewer import place_calls
-
-        placed = place_calls(self.ep.events, calls)
-        for i, (call, at) in enumerate(zip(calls, placed, strict=True)):
-            if not isinstance(call, dict):
+        at the step it produced (`viewer.place_calls`), lasting its measured latency on a
+        wall clock (`_Clock`), with its prompt and answer unless `content` is off."""
+        for i, (call, at) in enumerate(zip(self.calls, self.placed, strict=True)):
+            if not call:
                 continue
             task = call.get("task")
             parent = tasks.get(task, self.root) if isinstance(task, int) else self.root
-            ns = self.ns.get(at, parent.start) if at else parent.end
+            start, end = self.clock.call_span(i, self.ns.get(at) if at else None, parent)
             model = call.get("model")
+            provider, native = split_model(model) if isinstance(model, str) else (None, None)
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": "chat",
                 "openinference.span.kind": "LLM",
-                "gen_ai.request.model": model if isinstance(model, str) else None,
-                "llm.model_name": model if isinstance(model, str) else None,
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": native,
+                # what answered is not recorded apart from what was asked: the request's
+                "gen_ai.response.model": native,
+                "llm.model_name": native,
+                "llm.provider": openinference_provider(provider) if provider else None,
                 "gen_ai.agent.name": call.get("participant") if isinstance(
                     call.get("participant"), str) else None,
                 "eair.model_call": _canon(call),
@@ -529,11 +701,18 @@ class _Builder:
             if isinstance(call.get("reply"), str):
                 attrs["output.value"] = call["reply"]
                 attrs["output.mime_type"] = "text/plain"
-            span = self._span(f"model_call:{i}", f"chat {model}", SPAN_KIND_CLIENT, parent,
-                              attrs, ns)
+            elif call.get("tool_calls"):  # a call that only requested tools: those are its output
+                attrs["output.value"] = _canon(call["tool_calls"])
+                attrs["output.mime_type"] = "application/json"
+            if self.content:
+                attrs.update(chat_content(call, self.sidecar[i]))
+            span = self._span(f"model_call:{i}", f"chat {native}", SPAN_KIND_CLIENT, parent,
+                              attrs, start)
+            span.end = end
             if call.get("error"):
                 span.status = {"code": STATUS_ERROR, "message": str(call["error"])}
-            self._cover(parent, ns)
+            self._cover(parent, start)
+            self._cover(parent, end)
 
     # -------------------------------------------------------------- findings
     def findings(self, episode: str, report: Report) -> int:
@@ -546,6 +725,14 @@ class _Builder:
             "name": "gen_ai.evaluation.result", "timeUnixNano": str(end),
             "attributes": _attrs({**base, "gen_ai.evaluation.name": "eair.audit.verdict",
                                   "gen_ai.evaluation.score.label": report.verdict})})
+        annotator: Literal["LLM", "CODE"] = "LLM" if report.auditor.kind == "llm" else "CODE"
+        meta = {"episode": episode, "report_id": report.report_id,
+                "auditor": report.auditor.kind}
+        root_id = _span_id(self.tid, self.root.role)
+        self.notes.append(FindingNote(
+            trace_id=self.tid, span_id=root_id, trace_level=True, name="eair.audit.verdict",
+            label=report.verdict, annotator=annotator, metadata=meta,
+            identifier=f"{report.report_id}/verdict"))
         n = 0
         for f in [*report.findings, *report.leads]:
             step = f.boundary.step
@@ -570,6 +757,16 @@ class _Builder:
             if host is not None and host is not self.root:
                 host.events.append(event)
             self.root.events.append(dict(event))
+            self.notes.append(FindingNote(
+                trace_id=self.tid, span_id=_span_id(self.tid, (host or self.root).role),
+                name=f"eair.audit.finding.{f.risk}", label=f.status,
+                score=float(f.confidence),
+                explanation=f.property.text or f.property.policy, annotator=annotator,
+                identifier=f"{report.report_id}/{f.id}",
+                metadata={**meta, "finding_id": f.id, "risk": f.risk, "nature": f.nature,
+                          "boundary": {"kind": f.boundary.kind, "edge": f.boundary.edge,
+                                       "step": step},
+                          "evidence_steps": [u.step for u in f.evidence]}))
             n += 1
         return n
 
@@ -612,6 +809,8 @@ class OtlpBatch:
     spans: int
     events: int
     findings: int
+    #: the findings of the batch's episodes as backend annotations (sent after the spans)
+    notes: tuple[FindingNote, ...] = ()
 
 
 class OtlpSink(Protocol):
@@ -636,10 +835,19 @@ class OtlpExport:
     anything is sent; a trace that changes afterwards, when its batch is built."""
 
     def __init__(self, paths: Path | Sequence[Path], audits: Path | None = None, *,
-                 include_grader: bool = False) -> None:
+                 include_grader: bool = False, epoch: str = "fixed", content: bool = True,
+                 now_ns: int | None = None) -> None:
         many = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        if epoch not in EPOCHS:
+            raise OtelError(f"unknown epoch {epoch!r}; use one of {', '.join(EPOCHS)}")
         self.audits = _Audits(Path(audits)) if audits is not None else None
         self.include_grader = include_grader
+        self.epoch = epoch
+        self.content = content
+        #: the export's own time: what `now` (and `recorded` without a file time) anchors to
+        self.now_ns = time_ns() if now_ns is None else now_ns
+        #: the findings of the episode `resource` built last, as backend annotations
+        self.last_notes: list[FindingNote] = []
         found = _trace_names(many)  # as text: see `trace_file_names`
         first: dict[str, str] = {}
         self.duplicates = 0
@@ -661,13 +869,16 @@ class OtlpExport:
         return len(self.episodes)
 
     def resource(self, tid: str, name: str) -> tuple[dict[str, Any], int, int, int]:
-        """One episode's OTLP resource spans, with its span, event and finding counts."""
+        """One episode's OTLP resource spans, with its span, event and finding counts; its
+        findings as backend annotations are left in `last_notes` (the batch takes them)."""
         path = Path(name)
         ep = _read_episode(path, check=False)
         if ep.trace_id != tid:
             raise OtelError(f"{path} changed during the export (its content is not what was "
                             "read when the export began); export again")
-        b = _Builder(ep, self.include_grader)
+        b = _Builder(ep, self.include_grader, epoch=self.epoch, content=self.content,
+                     now_ns=self.now_ns)
+        self.last_notes = b.notes
         audited = self.audits.of(ep.path) if self.audits is not None else None
         findings = b.findings(*audited) if audited is not None else 0
         otlp_spans = b.otlp()
@@ -683,20 +894,53 @@ class OtlpExport:
                             "spans": otlp_spans}],
         }, len(otlp_spans), len(ep.events), findings
 
-    def batches(self, size: int = 1) -> Iterator[OtlpBatch]:
-        """The export as requests of up to `size` episodes each, built one at a time."""
+    def batches(self, size: int = 1, max_spans: int | None = None) -> Iterator[OtlpBatch]:
+        """The export as requests of up to `size` episodes and (with `max_spans`) at most
+        that many spans each, built one at a time. An episode with more spans than
+        `max_spans` goes in requests of its own, its spans split in order (each request
+        repeats its resource); the spans, concatenated, are the same in any batching."""
         if size < 1:
             raise OtelError(f"a batch holds at least one episode, not {size}")
-        for start in range(0, len(self.episodes), size):
-            resources = []
-            spans = events = findings = 0
-            for tid, name in self.episodes[start:start + size]:
-                rs, n_spans, n_events, n_findings = self.resource(tid, name)
-                resources.append(rs)
-                spans, events, findings = (spans + n_spans, events + n_events,
-                                           findings + n_findings)
-            yield OtlpBatch({"resourceSpans": resources}, len(resources), spans, events,
-                            findings)
+        if max_spans is not None and max_spans < 1:
+            raise OtelError(f"a batch holds at least one span, not {max_spans}")
+        pending: list[tuple[dict[str, Any], int, int, int, list[FindingNote]]] = []
+
+        def flush() -> OtlpBatch:
+            batch = OtlpBatch({"resourceSpans": [p[0] for p in pending]}, len(pending),
+                              sum(p[1] for p in pending), sum(p[2] for p in pending),
+                              sum(p[3] for p in pending),
+                              tuple(n for p in pending for n in p[4]))
+            pending.clear()
+            return batch
+
+        for tid, name in self.episodes:
+            rs, n_spans, n_events, n_findings = self.resource(tid, name)
+            one = (rs, n_spans, n_events, n_findings, self.last_notes)
+            if pending and (len(pending) >= size or (
+                    max_spans is not None
+                    and sum(p[1] for p in pending) + n_spans > max_spans)):
+                yield flush()
+            if max_spans is not None and n_spans > max_spans:
+                yield from _split(one, max_spans)
+                continue
+            pending.append(one)
+        if pending:
+            yield flush()
+
+
+def _split(one: tuple[dict[str, Any], int, int, int, list[FindingNote]],
+           max_spans: int) -> Iterator[OtlpBatch]:
+    """An episode too big for one request: its spans in requests of `max_spans`, each with
+    its resource and scope; the episode, its events and findings count in the first."""
+    rs, n_spans, n_events, n_findings, notes = one
+    scope = rs["scopeSpans"][0]
+    spans = scope["spans"]
+    for k, start in enumerate(range(0, n_spans, max_spans)):
+        part = spans[start:start + max_spans]
+        request = {"resourceSpans": [{**rs, "scopeSpans": [{**scope, "spans": part}]}]}
+        first = k == 0
+        yield OtlpBatch(request, int(first), len(part), n_events if first else 0,
+                        n_findings if first else 0, tuple(notes) if first else ())
 
 
 class JsonDocumentSink:
@@ -732,15 +976,21 @@ class JsonLinesSink:
         pass
 
 
-#: the file formats of `export_otel`: the single document, or JSON Lines
-FORMATS = ("otlp-json", "jsonl")
+#: the file formats of `export_otel`: the single document, JSON Lines, length-delimited
+#: protobuf requests
+FORMATS = ("otlp-json", "otlp-proto", "jsonl")
+#: spans per request when none is asked for and requests go to a backend (or a protobuf
+#: file): the OpenTelemetry SDK's batch processor sends at most 512 spans a request
+DEFAULT_MAX_SPANS = 512
 
 
 def otlp_document(paths: Sequence[Path], audits: Path | None = None, *,
-                  include_grader: bool = False) -> tuple[dict[str, Any], ExportSummary]:
+                  include_grader: bool = False, epoch: str = "fixed", content: bool = True,
+                  ) -> tuple[dict[str, Any], ExportSummary]:
     """The OTLP JSON document (`{"resourceSpans": […]}`) of every episode under `paths`,
     in memory: for a few episodes (tests, tools); `export_otel` streams."""
-    plan = OtlpExport(paths, audits, include_grader=include_grader)
+    plan = OtlpExport(paths, audits, include_grader=include_grader, epoch=epoch,
+                      content=content)
     resources: list[dict[str, Any]] = []
     spans = events = findings = 0
     for batch in plan.batches():
@@ -752,42 +1002,100 @@ def otlp_document(paths: Sequence[Path], audits: Path | None = None, *,
         duplicates=plan.duplicates)
 
 
-def send_all(plan: OtlpExport, sink: OtlpSink, batch: int = 1) -> ExportSummary:
-    """Every batch of `plan` to `sink`, then its `close`; what was sent."""
+def send_all(plan: OtlpExport, sink: OtlpSink, batch: int = 1, *,
+             max_spans: int | None = None,
+             notes: list[FindingNote] | None = None) -> ExportSummary:
+    """Every batch of `plan` to `sink`, then its `close`; what was sent. `notes`, when
+    given, receives the batches' findings as backend annotations."""
     spans = events = findings = requests = 0
-    for b in plan.batches(batch):
+    for b in plan.batches(batch, max_spans):
         sink.send(b)
         spans, events, findings = spans + b.spans, events + b.events, findings + b.findings
         requests += 1
+        if notes is not None:
+            notes.extend(b.notes)
     sink.close()
     return ExportSummary(out=Path(), traces=plan.traces, spans=spans, events=events,
                          findings=findings, duplicates=plan.duplicates, requests=requests)
 
 
-def export_otel(paths: Path | Sequence[Path], out: Path, audits: Path | None = None, *,
-                include_grader: bool = False, format: str = "otlp-json",
-                batch: int = 1) -> ExportSummary:
-    """Write the OTLP JSON of every episode under `paths` (traces, run or study folders)
-    to `out`, episode by episode in bounded memory: one document (`otlp-json`, the
-    default) or one `ExportTraceServiceRequest` of up to `batch` episodes per line
-    (`jsonl`). Sorted keys, no spaces, byte-identical for the same traces; the spans are
-    the same in both formats, only the framing differs."""
+def export_otel(paths: Path | Sequence[Path], out: Path | None,
+                audits: Path | None = None, *, include_grader: bool = False,
+                format: str = "otlp-json", batch: int | None = None,
+                max_spans: int | None = None, epoch: str = "fixed", content: bool = True,
+                endpoint: str | None = None, headers: Mapping[str, str] | None = None,
+                annotations: str | None = None, annotations_endpoint: str | None = None,
+                policy: RetryPolicy | None = None, now_ns: int | None = None,
+                sleep: Callable[[float], None] | None = None) -> ExportSummary:
+    """Export every episode under `paths` (traces, run or study folders), episode by
+    episode in bounded memory, to the file `out` or to the OTLP/HTTP `endpoint`.
+
+    A file is one OTLP JSON document (`otlp-json`, the default), one
+    `ExportTraceServiceRequest` per line (`jsonl`) or length-delimited binary requests
+    (`otlp-proto`); an endpoint takes binary requests POSTed to `/v1/traces`. Requests
+    hold up to `batch` episodes and `max_spans` spans (defaults: one episode a line in
+    `jsonl`; 512 spans a request for protobuf). `epoch` picks the time base (`fixed`:
+    simulated minutes, byte-identical; `recorded`/`now`: wall clock, see `_Clock`),
+    `content` whether model calls carry their prompts and answers. `annotations`
+    (`phoenix` or `langfuse`) also posts the audit's findings to the backend's
+    annotation API, after the spans (`eairdsl.external.annotations`)."""
     if format not in FORMATS:
         raise OtelError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    if (out is None) == (endpoint is None):
+        raise OtelError("give either an output file or an endpoint")
+    if annotations is not None and annotations not in BACKENDS:
+        raise OtelError(f"unknown annotation backend {annotations!r}; use one of "
+                        f"{', '.join(BACKENDS)}")
+    if annotations is not None and audits is None:
+        raise OtelError("annotations are an audit's findings: give the audit folder too")
+    binary = endpoint is not None or format == "otlp-proto"
+    if batch is None:
+        batch = 1 if format == "jsonl" and endpoint is None else sys.maxsize
+    if max_spans is None and binary:
+        max_spans = DEFAULT_MAX_SPANS
     if batch < 1:
         raise OtelError(f"a batch holds at least one episode, not {batch}")
-    out = Path(out)
-    _refuse_target(out)
-    plan = OtlpExport(paths, audits, include_grader=include_grader)
-    # through a part file renamed over `out` when whole: an export that fails or is
-    # interrupted leaves an earlier file as it was, never half a document
+    if max_spans is not None and max_spans < 1:
+        raise OtelError(f"a batch holds at least one span, not {max_spans}")
+    sent_headers = dict(env_headers() if headers is None else headers)
+    retry = policy or RetryPolicy()
     try:
-        with open_atomic(out) as fh:
-            sink: OtlpSink = JsonDocumentSink(fh) if format == "otlp-json" else JsonLinesSink(fh)
-            done = send_all(plan, sink, batch)
-    except OSError as exc:
-        raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return dataclasses.replace(done, out=out)
+        url = traces_url(endpoint) if endpoint is not None else None
+        notes_url = annotations_url(annotations, annotations_endpoint or endpoint or "") \
+            if annotations is not None else None
+    except ValueError as exc:
+        raise OtelError(str(exc) if annotations_endpoint or endpoint else
+                        "annotations need --endpoint or --annotations-endpoint") from None
+    if out is not None:
+        out = Path(out)
+        _refuse_target(out)
+    plan = OtlpExport(paths, audits, include_grader=include_grader, epoch=epoch,
+                      content=content, now_ns=now_ns)
+    notes: list[FindingNote] = []
+    extra: dict[str, Any] = {} if sleep is None else {"sleep": sleep}
+    try:
+        if url is not None:
+            done = send_all(plan, HttpSink(url, sent_headers, retry, **extra), batch,
+                            max_spans=max_spans, notes=notes)
+        else:
+            assert out is not None
+            # through a part file renamed over `out` when whole: an export that fails or
+            # is interrupted leaves an earlier file as it was, never half a document
+            try:
+                with open_atomic(out) as fh:
+                    sink: OtlpSink = (JsonDocumentSink(fh) if format == "otlp-json" else
+                                      JsonLinesSink(fh) if format == "jsonl" else
+                                      ProtobufFileSink(fh))
+                    done = send_all(plan, sink, batch, max_spans=max_spans, notes=notes)
+            except OSError as exc:
+                raise OtelError(f"cannot write {out}: {exc.strerror or exc}") from None
+        sent = 0
+        if notes_url is not None and annotations is not None:
+            send_annotations(annotations, notes_url, notes, sent_headers, retry, **extra)
+            sent = len(notes)
+    except TransportError as exc:
+        raise OtelError(str(exc)) from None
+    return dataclasses.replace(done, out=out or Path(), annotations=sent, endpoint=url)
 
 
 def _refuse_target(out: Path) -> None:
