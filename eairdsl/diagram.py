@@ -21,7 +21,9 @@ from html import escape
 from typing import Any, Protocol
 
 __all__ = ["NodeStyle", "EdgeStyle", "NODE_STYLES", "EDGE_STYLES", "LEGEND_EDGES", "draw_svg",
-           "DIGEST_MARK", "mark_svg", "svg_mark", "layer_ranks", "layer_order", "node_shape"]
+           "DIGEST_MARK", "mark_svg", "svg_mark", "layer_ranks", "layer_order", "node_shape",
+           "USES_MODES", "DiagramPlan", "diagram_plan", "DATA_PREFIXES", "uses_mode",
+           "MAX_USES_EDGES"]
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,11 @@ EDGE_STYLES: dict[str, EdgeStyle] = {
     "message": EdgeStyle("#1f4e79"),
     "call": EdgeStyle("#2e7d32"),
     "rejected": EdgeStyle("#b71c1c", dash="dashed"),
+    # the annotated audit layer: record fields that reached a receiver who may not see them
+    "restricted": EdgeStyle("#d50000", width=2.6),
 }
 LEGEND_EDGES = ("direct", "delegation", "relay", "fork", "merge", "uses", "reads", "writes",
-                "message", "call", "rejected")
+                "message", "call", "rejected", "restricted")
 
 #: The comment every diagram carries: the SHA-256 of the DOT text it was drawn from, so
 #: `eairc compile --check` can tell a stale SVG without redrawing it (graphviz's bytes vary
@@ -240,17 +244,91 @@ def _edge(kind: str, x1: float, y1: float, x2: float, y2: float, bend: float) ->
             f'stroke-width="{style.width}"{_dash(style)}{head}/>')
 
 
-def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
+DATA_PREFIXES = ("record:", "document:")
+#: how "uses" edges are drawn (`eairdsl.graph.to_dot`): bundled per tool group, one per
+#: participant and tool, or as a participant × tool table
+USES_MODES = ("bundled", "edges", "matrix")
+#: `auto` draws the uses matrix instead of edges past this many (bundled) uses edges
+MAX_USES_EDGES = 12
+
+
+def uses_mode(graph: _Drawable, uses: str) -> str:
+    """`uses` made concrete: `auto` is `bundled`, or `matrix` when bundling still leaves
+    more than `MAX_USES_EDGES` lines (every role of a help desk using every tool)."""
+    if uses not in (*USES_MODES, "auto"):
+        raise ValueError(f"unknown uses mode {uses!r}; use auto, {', '.join(USES_MODES)}")
+    if uses != "auto":
+        return uses
+    return "matrix" if len(diagram_plan(graph).uses) > MAX_USES_EDGES else "bundled"
+
+
+@dataclass(frozen=True)
+class DiagramPlan:
+    """What goes where, shared by the DOT text and the built-in drawing so both read the
+    same: `rows` top to bottom (participants by authority, highest first; then tools; then
+    records and documents), `groups` of tools by the record or document they belong with
+    (its node name, "" for tools of no record), and the "uses" edges to draw: participant,
+    tool, and the group when the edge stands for the participant using the whole group."""
+
+    rows: list[tuple[str, list[str]]]
+    groups: list[tuple[str, list[str]]]
+    uses: list[tuple[str, str, str]]
+
+
+def diagram_plan(graph: _Drawable, bundle: bool = True) -> DiagramPlan:
+    """The plan of `graph`, from node attributes only (`kind`, `authority`, a tool's
+    `group`): a graph without them (an episode's) gets one row of participants."""
+    names = sorted(graph.nodes)
+    kind = {n: str(graph.nodes[n].get("kind", "actor")) for n in names}
+    data = [n for n in names if kind[n] in ("record", "document") or n.startswith(DATA_PREFIXES)]
+    tools = [n for n in names if kind[n] == "tool" and n not in data]
+    parts = [n for n in names if n not in data and n not in tools]
+    level = {n: graph.nodes[n].get("authority") for n in parts}
+    rows: list[tuple[str, list[str]]] = []
+    for lv in sorted({v for v in level.values() if isinstance(v, int)}, reverse=True):
+        rows.append((f"authority {lv}", [n for n in parts if level[n] == lv]))
+    unranked = [n for n in parts if not isinstance(level[n], int)]
+    if unranked:
+        rows.append(("participants", unranked))
+    by_group: dict[str, list[str]] = {}
+    for t in tools:
+        g = graph.nodes[t].get("group") or ""
+        by_group.setdefault(g if g in graph.nodes else "", []).append(t)
+    order = sorted((g for g in by_group if g),
+                   key=lambda g: (str(graph.nodes[g].get("label", g)), g))
+    groups = [(g, by_group[g]) for g in order] + ([("", by_group[""])] if "" in by_group else [])
+    if tools:
+        rows.append(("tools", [t for _, ts in groups for t in ts]))
+    if data:
+        homes = [g for g, _ in groups if g]
+        rows.append(("records", homes + [n for n in data if n not in homes]))
+    pairs = sorted({(a, b) for a, b, d in graph.edges(data=True) if d.get("kind") == "uses"})
+    uses: list[tuple[str, str, str]] = []
+    covered: set[tuple[str, str]] = set()
+    if bundle:
+        for who in sorted({a for a, _ in pairs}):
+            mine = {b for a, b in pairs if a == who}
+            for g, ts in groups:
+                if g and len(ts) > 1 and set(ts) <= mine:
+                    uses.append((who, ts[0], g))
+                    covered |= {(who, t) for t in ts}
+    uses += [(a, b, "") for a, b in pairs if (a, b) not in covered]
+    return DiagramPlan(rows, groups, sorted(uses))
+
+
+def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "", uses: str = "auto"
+             ) -> bytes:
     """An SVG of `graph` (nodes with `kind`/`label`, edges with `kind`/`label`/`via`).
 
-    Laid out first (`_layout`: ranks, order, boxes, positions), then drawn in
-    painting order: the frame and title, the edges under the nodes, the nodes,
-    and the legend of the node and edge kinds present."""
-    lay = _layout(graph, title)
+    Laid out first (`_layout`: the plan's rows, order within a row, boxes), then drawn in
+    painting order: the frame and title, the tool groups, the edges under the nodes, the
+    nodes, the edge labels (each moved off any label or node it would cover), the uses
+    matrix when asked for, and the legend of the node and edge kinds present."""
+    lay = _layout(graph, title, uses_mode(graph, uses))
     present = [k for k in LEGEND_EDGES if any(d.get("kind") == k for _, _, d in lay.edges)]
-    legend_y = lay.top + lay.body_h + 10
+    legend_y = lay.top + lay.body_h + 16
     legend_rows = max(1, (len(present) + 3) // 4) + 1
-    total_w = max(lay.right - _RANK_GAP + _MARGIN, 560.0)
+    total_w = max(lay.right + _MARGIN, 560.0)
     total_h = legend_y + legend_rows * 24 + 30 + _MARGIN
 
     out = ['<?xml version="1.0" encoding="UTF-8" standalone="no"?>']
@@ -265,8 +343,12 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
     if title:
         out.append(f'<text x="{total_w / 2:.1f}" y="{_MARGIN + 6:.1f}" text-anchor="middle" '
                    f'font-size="13">{escape(title)}</text>')
-    out += _edge_lines(lay)
+    out += _frame_lines(lay)
+    edge_lines, label_lines = _edge_lines(lay)
+    out += edge_lines
     out += _node_lines(lay)
+    out += label_lines
+    out += _matrix_lines(lay)
     out += _legend_lines(sorted(set(lay.kinds.values())), present, legend_y)
     out.append("</svg>")
     return ("\n".join(out) + "\n").encode("utf-8")
@@ -275,7 +357,8 @@ def draw_svg(graph: _Drawable, title: str = "", dot_digest: str = "") -> bytes:
 @dataclass
 class _Layout:
     """Where everything goes: the sorted nodes and edges, each node's kind, label, box
-    width and top-left corner, and the extent of the drawing's body."""
+    width and top-left corner, the plan it follows, the group boxes, the uses matrix's
+    corner (when drawn) and the extent of the drawing's body."""
 
     names: list[str]
     kinds: dict[str, str]
@@ -283,67 +366,196 @@ class _Layout:
     edges: list[tuple[str, str, dict[str, Any]]]
     width: dict[str, float]
     pos: dict[str, tuple[float, float]]
+    plan: DiagramPlan
+    boxes: dict[str, tuple[float, float, float, float]]
+    uses: str
+    matrix_at: tuple[float, float] | None
     #: where the body starts (below the title, if any) and how tall it is
     top: float
     body_h: float
-    #: the x past the last rank (its gap included)
+    #: the x past the rightmost thing drawn
     right: float
 
 
-def _layout(graph: _Drawable, title: str) -> _Layout:
-    """Ranks and order by name-broken ties (`layer_ranks`, `layer_order`), then each
-    rank a column as wide as its widest box, its nodes centred vertically."""
+_ROW_LABEL_W = 84.0  # the column of row names ("authority 3", "tools", "records")
+_ROW_STEP = _NODE_H + 64.0
+_COL_GAP = 18.0
+_GROUP_PAD = 8.0
+
+
+def _layout(graph: _Drawable, title: str, uses: str = "bundled") -> _Layout:
+    """The plan's rows top to bottom. Tools sit side by side in their groups and each
+    group's record under it; a row of participants is ordered by where the tools and
+    participants they are joined to sit (one barycentre pass, ties by name), so edges run
+    down rather than across."""
     names = sorted(graph.nodes)
-    kinds = {n: graph.nodes[n].get("kind", "actor") for n in names}
+    kinds = {n: str(graph.nodes[n].get("kind", "actor")) for n in names}
     labels = {n: str(graph.nodes[n].get("label", n)) for n in names}
     edges = sorted(((a, b, d) for a, b, d in graph.edges(data=True)),
                    key=lambda e: (e[0], e[1], e[2].get("kind", ""), str(e[2].get("label", ""))))
-    pairs = [(a, b) for a, b, _ in edges]
-    layers = layer_order(layer_ranks(names, pairs), pairs)
+    plan = diagram_plan(graph, bundle=uses == "bundled")
     width = {n: max(60.0, len(labels[n]) * _CHAR_W + 24) for n in names}
-    col_w = [max((width[n] for n in layer), default=60.0) for layer in layers]
-    top = _MARGIN + (26.0 if title else 0.0)
-    tallest = max((len(layer) for layer in layers), default=1)
-    body_h = tallest * (_NODE_H + _ROW_GAP)
+    top = _MARGIN + (30.0 if title else 0.0)
+    left = _MARGIN + _ROW_LABEL_W
     pos: dict[str, tuple[float, float]] = {}
-    x = _MARGIN + 6
-    for i, layer in enumerate(layers):
-        offset = (body_h - len(layer) * (_NODE_H + _ROW_GAP)) / 2
-        for k, node in enumerate(layer):
-            cx = x + (col_w[i] - width[node]) / 2
-            pos[node] = (cx, top + offset + k * (_NODE_H + _ROW_GAP))
-        x += col_w[i] + _RANK_GAP
-    return _Layout(names, kinds, labels, edges, width, pos, top, body_h, x)
+    boxes: dict[str, tuple[float, float, float, float]] = {}
+    tool_row = next((i for i, (name, _) in enumerate(plan.rows) if name == "tools"), None)
+    data_row = next((i for i, (name, _) in enumerate(plan.rows) if name == "records"), None)
+    x = left
+    for g, tools in plan.groups:  # tools and, under each group, its record
+        start = x
+        inner = sum(width[t] for t in tools) + _COL_GAP * (len(tools) - 1)
+        span = max(inner, width[g]) if g else inner
+        tx = start + (span - inner) / 2
+        for t in tools:
+            pos[t] = (tx, top + (tool_row or 0) * _ROW_STEP)
+            tx += width[t] + _COL_GAP
+        if g and data_row is not None:
+            pos[g] = (start + (span - width[g]) / 2, top + data_row * _ROW_STEP)
+            y0 = top + (tool_row or 0) * _ROW_STEP - _GROUP_PAD - 12
+            boxes[g] = (start - _GROUP_PAD, y0, span + 2 * _GROUP_PAD,
+                        pos[g][1] + _NODE_H + _GROUP_PAD - y0)
+        x = start + span + _COL_GAP + (2 * _GROUP_PAD if g else 0)
+    if data_row is not None:
+        for n in plan.rows[data_row][1]:
+            if n not in pos:
+                pos[n] = (x, top + data_row * _ROW_STEP)
+                x += width[n] + _COL_GAP
+    right = max(x, left + 200.0)
+    neighbours: dict[str, list[str]] = {n: [] for n in names}
+    for a, b, _ in edges:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    for i, (name, nodes) in enumerate(plan.rows):
+        if name in ("tools", "records"):
+            continue
+        def centre(n: str) -> tuple[float, str]:
+            seen = [pos[m][0] + width[m] / 2 for m in neighbours[n] if m in pos]
+            return (sum(seen) / len(seen) if seen else 0.0, n)
+        ordered = sorted(nodes, key=centre)
+        row_w = sum(width[n] for n in ordered) + 2 * _COL_GAP * (len(ordered) - 1)
+        px = left + max(0.0, (right - left - row_w) / 2)
+        for n in ordered:
+            pos[n] = (px, top + i * _ROW_STEP)
+            px += width[n] + 2 * _COL_GAP
+        right = max(right, px)
+    matrix_at = None
+    if uses == "matrix" and tool_row is not None:
+        matrix_at = (right + 10.0, top + (tool_row or 0) * _ROW_STEP - 12)
+        right = matrix_at[0] + _matrix_size(graph, labels)[0]
+    body_h = max(1, len(plan.rows)) * _ROW_STEP - 40.0
+    if matrix_at is not None:
+        body_h = max(body_h, matrix_at[1] - top + _matrix_size(graph, labels)[1])
+    return _Layout(names, kinds, labels, edges, width, pos, plan, boxes, uses, matrix_at,
+                   top, body_h, right)
 
 
-def _edge_lines(lay: _Layout) -> list[str]:
-    """Each edge from the right side of its source to the left (or, going back, the
-    right) side of its target; parallel edges bend apart, a self-loop is a small hook."""
+def _frame_lines(lay: _Layout) -> list[str]:
+    """Row names at the left and a dashed box around each tool group, named by its record."""
     out: list[str] = []
+    for i, (name, _) in enumerate(lay.plan.rows):
+        y = lay.top + i * _ROW_STEP + _NODE_H / 2 + 4
+        out.append(f'<text x="{_MARGIN:.1f}" y="{y:.1f}" font-size="10" '
+                   f'fill="#595959">{escape(name)}</text>')
+    for g, (x, y, w, h) in sorted(lay.boxes.items()):
+        out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" rx="8" '
+                   'fill="none" stroke="#9e9e9e" stroke-dasharray="5 3"/>'
+                   f'<text x="{x + 6:.1f}" y="{y + 11:.1f}" font-size="9" fill="#424242">'
+                   f"{escape(lay.labels[g])}</text>")
+    return out
+
+
+def _edge_lines(lay: _Layout) -> tuple[list[str], list[str]]:
+    """The edges, and their labels drawn last. An edge leaves the bottom of its source for
+    the top of a target below (or the top for one above); between two nodes of one row it
+    arcs over them. Parallel edges bend apart, a self-loop is a small hook. Uses edges
+    follow the plan (one per tool group a participant uses whole, when bundled; none under
+    a matrix). A label goes at its edge's middle, moved down or up a line at a time until
+    it covers no node and no other label."""
+    out: list[str] = []
+    taken = [(x - 2, y - 2, lay.width[n] + 4, _NODE_H + 4) for n, (x, y) in lay.pos.items()]
+    labels: list[str] = []
     seen: dict[tuple[str, str], int] = {}
-    width, pos = lay.width, lay.pos
-    for a, b, data in lay.edges:
+    drawn = [(a, b, d) for a, b, d in lay.edges if d.get("kind") != "uses"]
+    if lay.uses == "edges":
+        drawn = list(lay.edges)
+    else:
+        for who, tool, g in lay.plan.uses if lay.uses == "bundled" else []:
+            drawn.append((who, f"group:{g}" if g else tool, {"kind": "uses"}))
+    for a, b, data in drawn:
         kind = data.get("kind", "direct")
         if kind not in EDGE_STYLES:
             kind = "direct"
-        n = seen[(a, b)] = seen.get((a, b), -1) + 1
-        bend = (n - 0.0) * 14.0 * (1 if n % 2 == 0 else -1)
-        (ax, ay), (bx, by) = pos[a], pos[b]
+        pair = (min(a, b), max(a, b))  # both directions of a pair bend apart too
+        n = seen[pair] = seen.get(pair, -1) + 1
+        bend = n * 16.0 * (1 if n % 2 == 0 else -1)
         if a == b:
-            path = (f'<path d="M{ax + width[a]:.1f},{ay + 8:.1f} c30,-24 30,42 0,18" '
-                    f'fill="none" stroke="{EDGE_STYLES[kind].color}"/>')
-            out.append(path)
+            ax, ay = lay.pos[a]
+            out.append(f'<path d="M{ax + lay.width[a]:.1f},{ay + 8:.1f} c30,-24 30,42 0,18" '
+                       f'fill="none" stroke="{EDGE_STYLES[kind].color}"/>')
             continue
-        x1, y1 = ax + width[a], ay + _NODE_H / 2
-        x2, y2 = bx, by + _NODE_H / 2
-        if bx <= ax:
-            x2 = bx + width[b]
-        out.append(_edge(kind, x1, y1, x2, y2, bend))
+        (x1, y1), (x2, y2), mid = _ends(lay, a, b, bend)
+        out.append(_curve(kind, x1, y1, x2, y2, mid))
         text = data.get("label") or (f"via {data['via']}" if data.get("via") else "")
         if text:
-            out.append(f'<text x="{(x1 + x2) / 2:.1f}" y="{(y1 + y2) / 2 + bend * 0.75 - 3:.1f}" '
-                       f'text-anchor="middle" font-size="9" fill="#444">{escape(str(text))}</text>')
-    return out
+            text = str(text)
+            w = len(text) * 5.4 + 6
+            lx, ly = mid[0], mid[1]
+            for step in range(40):
+                dy = (step + 1) // 2 * 12.0 * (1 if step % 2 else -1)
+                box = (lx - w / 2, ly + dy - 9, w, 12)
+                if not any(_overlap(box, t) for t in taken):
+                    break
+            taken.append(box)
+            labels.append(f'<text x="{lx:.1f}" y="{box[1] + 9:.1f}" text-anchor="middle" '
+                          f'font-size="9" fill="#333" stroke="#ffffff" stroke-width="3" '
+                          f'paint-order="stroke">{escape(text)}</text>')
+    return out, labels
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+             ) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def _ends(lay: _Layout, a: str, b: str, bend: float
+          ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """Where an edge from `a` to `b` leaves and arrives, and the middle of its curve."""
+    ax, ay = lay.pos[a]
+    aw = lay.width[a]
+    if b.startswith("group:"):  # a bundled uses edge: to the top of the group's box
+        bx, by, bw, _ = lay.boxes[b[6:]]
+        end = (bx + bw / 2 + bend, by)
+        start = (ax + aw / 2 + bend / 2, ay + _NODE_H)
+        return start, end, ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2)
+    bx, by = lay.pos[b]
+    bw = lay.width[b]
+    if abs(ay - by) < 1:  # one row: over the top
+        start, end = (ax + aw / 2, ay), (bx + bw / 2, by)
+        lift = 26.0 + abs(start[0] - end[0]) * 0.08 + abs(bend)
+        return start, end, ((start[0] + end[0]) / 2, ay - lift * 0.75)
+    if by > ay:
+        start, end = (ax + aw / 2 + bend / 2, ay + _NODE_H), (bx + bw / 2 + bend / 2, by)
+    else:
+        start, end = (ax + aw / 2 + bend / 2, ay), (bx + bw / 2 + bend / 2, by + _NODE_H)
+    return start, end, ((start[0] + end[0]) / 2 + bend, (start[1] + end[1]) / 2)
+
+
+def _curve(kind: str, x1: float, y1: float, x2: float, y2: float, mid: tuple[float, float]
+           ) -> str:
+    """A cubic from (x1, y1) to (x2, y2) leaving and arriving vertically, through about
+    `mid`; the arrowhead only for kinds that have one."""
+    style = EDGE_STYLES[kind]
+    head = "" if style.head == "none" else f' marker-end="url(#{_marker_id(kind)})"'
+    if abs(y1 - y2) < 1:
+        c1, c2 = (x1, mid[1] - 8), (x2, mid[1] - 8)
+    else:
+        dy = (y2 - y1) / 2
+        c1, c2 = (x1 + (mid[0] - (x1 + x2) / 2), y1 + dy), (x2 + (mid[0] - (x1 + x2) / 2), y2 - dy)
+    path = (f"M{x1:.1f},{y1:.1f} C{c1[0]:.1f},{c1[1]:.1f} {c2[0]:.1f},{c2[1]:.1f} "
+            f"{x2:.1f},{y2:.1f}")
+    return (f'<path d="{path}" fill="none" stroke="{style.color}" '
+            f'stroke-width="{style.width}"{_dash(style)}{head}/>')
 
 
 def _node_lines(lay: _Layout) -> list[str]:
@@ -359,11 +571,56 @@ def _node_lines(lay: _Layout) -> list[str]:
     return out
 
 
+def _uses_table(edges: Iterable[tuple[str, str, dict[str, Any]]]
+                ) -> tuple[list[str], list[str], set[tuple[str, str]]]:
+    pairs = {(a, b) for a, b, d in edges if d.get("kind") == "uses"}
+    return sorted({a for a, _ in pairs}), sorted({b for _, b in pairs}), pairs
+
+
+_CELL_H = 16.0
+
+
+def _matrix_size(graph: _Drawable, labels: dict[str, str]) -> tuple[float, float]:
+    who, tools, _ = _uses_table(graph.edges(data=True))
+    first = max((len(labels[t]) * 5.8 for t in tools), default=40.0) + 12
+    return first + len(who) * 22.0 + 10, (len(tools) + 1) * _CELL_H + 90.0
+
+
+def _matrix_lines(lay: _Layout) -> list[str]:
+    """The participant × tool table (`uses="matrix"`): a row per tool, a column per
+    participant (its name written upwards), a dot where it may use the tool."""
+    if lay.matrix_at is None:
+        return []
+    who, tools, pairs = _uses_table(lay.edges)
+    x0, y0 = lay.matrix_at
+    first = max((len(lay.labels[t]) * 5.8 for t in tools), default=40.0) + 12
+    head = 84.0
+    out = ['<g class="uses-matrix">',
+           f'<text x="{x0:.1f}" y="{y0 + 10:.1f}" font-size="10" font-weight="bold">uses</text>']
+    for j, a in enumerate(who):
+        cx = x0 + first + j * 22.0 + 11
+        out.append(f'<text transform="translate({cx + 3:.1f},{y0 + head:.1f}) rotate(-60)" '
+                   f'font-size="9">{escape(lay.labels[a])}</text>')
+    for i, t in enumerate(tools):
+        y = y0 + head + 6 + i * _CELL_H
+        out.append(f'<text x="{x0:.1f}" y="{y + 12:.1f}" font-size="9">'
+                   f"{escape(lay.labels[t])}</text>")
+        for j, a in enumerate(who):
+            cx = x0 + first + j * 22.0
+            out.append(f'<rect x="{cx:.1f}" y="{y:.1f}" width="22" height="{_CELL_H:.0f}" '
+                       'fill="none" stroke="#bdbdbd"/>')
+            if (a, t) in pairs:
+                out.append(f'<circle cx="{cx + 11:.1f}" cy="{y + _CELL_H / 2:.1f}" r="3.5" '
+                           'fill="#424242"/>')
+    out.append("</g>")
+    return out
+
+
 def _legend_lines(node_kinds: list[str], present: list[str], legend_y: float) -> list[str]:
     """The legend under the body: one row of the node kinds drawn, then the edge kinds
     present, four to a row."""
     out = [f'<g class="legend"><text x="{_MARGIN:.1f}" y="{legend_y + 12:.1f}" '
-           f'font-size="10" fill="#555">legend</text>']
+           f'font-size="10" fill="#595959">legend</text>']
     lx = _MARGIN + 50
     for kind in node_kinds:
         w = max(54.0, len(kind) * _CHAR_W + 18)

@@ -19,12 +19,13 @@ from eairdsl.errors import UsageError
 __all__ = ["graph"]
 
 
-def _audit_graph(source: Path, layer: str, world: Path | None, output: Path) -> None:
+def _audit_graph(source: Path, layer: str, world: Path | None, output: Path, uses: str
+                 ) -> None:
     """`eairc graph BUNDLE|TRACE --layer ...`: the audit graph as node-link JSON or a drawing."""
     from eairdsl.api import resolve_world
     from eairdsl.audit.evidence import BundleError
     from eairdsl.audit.graph import LAYERS, build_graph, node_link, open_episode, summary
-    from eairdsl.graph import draw, to_dot
+    from eairdsl.graph import draw, mark_crossings, to_dot
 
     if layer not in LAYERS:
         fail(f"error: unknown --layer {layer!r}; use {' or '.join(LAYERS)}", EXIT_USAGE)
@@ -35,15 +36,18 @@ def _audit_graph(source: Path, layer: str, world: Path | None, output: Path) -> 
         refuse(exc)
     g = build_graph(bundle, layer)
     title = f"episode {bundle.manifest.episode} · {layer}"
+    drawn = summary(g)
+    if layer == "annotated":  # the red edges of restricted fields, and rows by authority
+        mark_crossings(drawn, g)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         if output.suffix == ".json":
             output.write_text(json.dumps(node_link(g), indent=1, sort_keys=True,
                                          ensure_ascii=False) + "\n", encoding="utf-8")
         elif output.suffix == ".dot":
-            output.write_text(to_dot(summary(g), title), encoding="utf-8")
+            output.write_text(to_dot(drawn, title, uses), encoding="utf-8")
         else:
-            output.write_bytes(draw(summary(g), title)[0])
+            output.write_bytes(draw(drawn, title, uses)[0])
     except OSError as exc:
         fail(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE)
     typer.echo(f"wrote {output} ({layer}: {g.number_of_nodes()} nodes, "
@@ -61,18 +65,24 @@ def graph(
     layer: Annotated[str | None, typer.Option(
         "--layer", help="The audit graph's layer: topology or annotated (F.16); the default "
         "for a bundle folder is topology.")] = None,
+    uses: Annotated[str, typer.Option(
+        "--uses", help="How to draw which participant may use which tool: auto (bundled, or a "
+        "matrix when still dense), bundled (one edge per tool group used whole), edges (one "
+        "per participant and tool) or matrix (a participant × tool table).")] = "auto",
     of_world: Annotated[Path | None, typer.Option(
         "--world", help="With --layer and a trace: the episode's world, to bundle the trace "
         "with its records, documents and authorization.")] = None,
 ) -> None:
     """Draw a world's topology, what one episode did, or an episode's audit graph."""
-    from eairdsl.graph import draw, to_dot, topology_graph
+    from eairdsl.graph import USES_MODES, draw, to_dot, topology_graph
 
+    if uses not in ("auto", *USES_MODES):
+        fail(f"error: unknown --uses {uses!r}; use auto, {', '.join(USES_MODES)}", EXIT_USAGE)
     if layer is not None or (world.is_dir() and (world / "manifest.json").is_file()):
         if output.suffix not in (".svg", ".dot", ".json"):
             fail(f"error: cannot write {output.suffix or 'a file without extension'}; use "
                  ".json, .svg or .dot", EXIT_USAGE)
-        _audit_graph(world, layer or "topology", of_world, output)
+        _audit_graph(world, layer or "topology", of_world, output, uses)
     if output.suffix not in (".svg", ".dot"):
         fail(f"error: cannot write {output.suffix or 'a file without extension'}; use .svg or "
              ".dot", EXIT_USAGE)
@@ -104,9 +114,9 @@ def graph(
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         if output.suffix == ".dot":
-            output.write_text(to_dot(drawn, title), encoding="utf-8")
+            output.write_text(to_dot(drawn, title, uses), encoding="utf-8")
         else:
-            svg, renderer = draw(drawn, title)
+            svg, renderer = draw(drawn, title, uses)
             output.write_bytes(svg)
     except OSError as exc:
         fail(f"error: cannot write {output}: {exc.strerror or exc}", EXIT_USAGE)

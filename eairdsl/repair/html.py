@@ -32,15 +32,16 @@ from eairdsl.repair.model import DIMENSIONS, Acceptance, Interval, RetestResult,
 __all__ = ["render_review", "write_review"]
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
 h1{font-size:1.5em} h2{border-bottom:1px solid #ccc;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ccc;padding:3px 6px;
 vertical-align:top;text-align:left} .ok{color:#17692b;font-weight:bold}
-.bad{color:#a11;font-weight:bold} .muted{color:#777} blockquote{margin:.3em 0 .3em 1em;
+.bad{color:#a11;font-weight:bold} .muted{color:#595959} blockquote{margin:.3em 0 .3em 1em;
 padding:.2em .6em;border-left:3px solid #88a;background:#f6f6fb;white-space:pre-wrap}
 table.diff{font-family:monospace;font-size:12px} .diff_add{background:#cfc}
-.diff_chg{background:#ffa} .diff_sub{background:#fcc} td.diff_header{color:#888}
-code{background:#f3f3f3;padding:0 2px}
+.diff_chg{background:#ffa} .diff_sub{background:#fcc} td.diff_header{color:#595959}
+code{background:#f3f3f3;padding:0 2px} table{display:block;max-width:100%;overflow-x:auto}
+pre{overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere} body{overflow-wrap:break-word}
 """
 
 

@@ -207,12 +207,14 @@ _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5em 0}
 th,td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
-th{background:#f4f4f4} code{font-size:12px} .muted{color:#777}
+th{background:#f4f4f4} table{display:block;max-width:100%;overflow-x:auto}
+pre{overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}
+body{overflow-wrap:break-word} code{font-size:12px} .muted{color:#595959}
 .Critical{color:#fff;background:#b00020;padding:0 4px;border-radius:3px}
-.High{color:#fff;background:#d35400;padding:0 4px;border-radius:3px}
+.High{color:#fff;background:#a84300;padding:0 4px;border-radius:3px}
 .Low{background:#eee;padding:0 4px;border-radius:3px}
 section{border-top:2px solid #444;margin-top:2em} .passed{color:#1b7f3b} .failed{color:#b00020}
-.pending{color:#777} details{margin:.3em 0}
+.pending{color:#595959} details{margin:.3em 0}
 """
 
 
