@@ -24,6 +24,26 @@ shared: read CPU, not wall time). Nothing here asserts: it is a measurement.
 
     python benchmarks/scale.py [--episodes 20000] [--small 10] [--worlds d1,a1]
                                [--workers 2] [--keep DIR]
+
+Figures (2026-12-03, this 2-core machine shared with three other jobs; CPU seconds):
+
+    --episodes 20000 --small 10 (2,115 / 20,304 episodes; load 1.2 at start, 6.8 at end)
+      every step exits 0; largest peak 311 MB (signals update at 20k)
+      audit CPU/episode 7.2 vs run 9.3 ms (2k), 6.8 vs 9.6 ms (20k)
+      audit folder 0.26x / 0.21x of the traces; 2.40 / 1.73 files per episode
+      export-otel peak 71 / 96 MB in the run; 72 / 78 MB run alone after the trace
+        listing's sort key stopped making a list of parts per path (load ~3)
+      repair D1 4.6 / 7.1 s, A1 7.8 / 10.0 s in the run (the large half at load ~6);
+        interleaved at load 2.4-4: D1 7.7, 8.0 / 10.3, 11.1 s
+    --episodes 6000 --small 10 (846 / 6,345 episodes; load 0.2 -> 1.8)
+      export-otel 70 / 77 MB; repair D1 (interleaved, three each, after the grader
+      index kept labels) 5.7, 6.1, 6.9 / 6.2, 6.6, 6.9 s
+
+What a repair still reads in proportion to its audit: the grader index's labels
+(0.14 s for 6,345 traces) and its world's reports; and D.1's fresh cohort: each
+draw whose content an audited episode already has is drawn again, so a larger
+audit costs more draws (139 fresh cases took 157 runs from the 846-episode audit,
+200 from 6,345, 236 from 20,304).
 """
 
 from __future__ import annotations
