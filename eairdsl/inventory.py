@@ -31,16 +31,14 @@ from pydantic import BaseModel
 
 from eairdsl.audit.bundle import trace_file_names
 from eairdsl.audit.folder import (
-    ARMS,
-    AUDIT_INDEX,
     BUNDLES,
-    COHORT,
     REPORTS,
     AuditFolder,
     AuditFolderError,
+    AuditStudyFolder,
 )
 from eairdsl.errors import UsageError
-from eairdsl.repair.folder import LOOP, RepairFolder
+from eairdsl.repair.folder import RepairFolder
 from eairdsl.signals import store as signals_store
 from eairdsl.study import store as study_store
 
@@ -145,9 +143,7 @@ def _audit(folder: Path) -> str:
 
 
 def _audit_study(folder: Path) -> str:
-    arms = sorted(p.name for p in (folder / ARMS).iterdir() if p.is_dir()) \
-        if (folder / ARMS).is_dir() else []
-    return f"arms {', '.join(arms) or '-'}"
+    return f"arms {', '.join(AuditStudyFolder(folder).arm_names()) or '-'}"
 
 
 def _repair(folder: Path) -> str:
@@ -182,12 +178,15 @@ def _named(folder: Path) -> tuple[Kind, Path] | None:
     store = folder / study_store.STORE_FILE
     if _sqlite_app_id(store) == study_store.SQLITE_APPLICATION_ID:
         return "study", store
-    if (folder / LOOP).is_file():
-        return "repair", folder / LOOP
-    if (folder / COHORT).is_file() and (folder / ARMS).is_dir():
-        return "audit-study", folder / COHORT
-    if (folder / AUDIT_INDEX).is_file() and (folder / REPORTS).is_dir():
-        return "audit", folder / AUDIT_INDEX
+    repair = RepairFolder(folder)
+    if repair.is_repair():
+        return "repair", repair.loop_path
+    study = AuditStudyFolder(folder)
+    if study.is_audit_study():
+        return "audit-study", study.cohort_path
+    audit = AuditFolder(folder)
+    if audit.is_audit():
+        return "audit", audit.index_path
     return None
 
 

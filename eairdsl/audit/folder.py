@@ -385,6 +385,15 @@ class AuditStudyFolder:
     def arm(self, arm: str) -> AuditFolder:
         return AuditFolder(self.path / ARMS / arm)
 
+    def is_audit_study(self) -> bool:
+        """Whether the folder looks like an audit study: a cohort and an arms folder."""
+        return self.cohort_path.is_file() and (self.path / ARMS).is_dir()
+
+    def arm_names(self) -> list[str]:
+        """The arms on disk, sorted (empty when there is no arms folder)."""
+        arms = self.path / ARMS
+        return sorted(p.name for p in arms.iterdir() if p.is_dir()) if arms.is_dir() else []
+
 
 def replay_sources(source: Path, arm: str | None = None) -> list[Path]:
     """Where `--replay SOURCE` may find an auditor cassette, in order: an audit folder's,

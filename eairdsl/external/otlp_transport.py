@@ -30,10 +30,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
-if TYPE_CHECKING:
-    from eairdsl.external.otel import OtlpBatch
+
+class OtlpBatch(Protocol):
+    """What a sink here reads of a batch (`otel.OtlpBatch`): its request in the JSON mapping.
+    A protocol, not an import: `otel` builds batches and imports this module to send them."""
+
+    @property
+    def request(self) -> dict[str, Any]: ...
 
 __all__ = ["DEFAULT_POLICY", "HttpSink", "ProtobufFileSink", "RetryPolicy", "TransportError",
            "env_headers", "post", "read_delimited", "to_protobuf", "traces_url"]

@@ -288,6 +288,14 @@ class RepairFolder:
         self.path = Path(path)
 
     @property
+    def loop_path(self) -> Path:
+        """`loop.json`: what makes a folder a repair's (`eairc ls` finds repairs by it)."""
+        return self.path / LOOP
+
+    def is_repair(self) -> bool:
+        return self.loop_path.is_file()
+
+    @property
     def cassettes(self) -> Path:
         """Where `eairc repair --record` records the repair's exchanges."""
         return self.path / CASSETTES
