@@ -313,3 +313,53 @@ def test_a_refused_target_creates_no_store(tmp_path: Path) -> None:
     proc = run_eairc("signals", "update", "empty", "--store", "s.sqlite", cwd=tmp_path)
     assert proc.returncode == 1 and "holds no audit" in proc.stderr
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_report_shows_each_remediation_once_and_no_absolute_path(ws: Path,
+                                                                   tmp_path: Path) -> None:
+    """A repair plan that several Signals share is written once, in the page's Remediations,
+    with the Signals it applies to; each Signal's section links to it (R1, …) instead of
+    repeating its text. The page names no absolute local path: its links are relative to
+    its folder, so it reads the same moved, copied or opened on another machine."""
+    import re
+
+    with _store(tmp_path) as store:
+        store.update(ws / "runs/s1")
+        store.update(ws / "runs/s2")
+        views = ranked_views(store, everything=True)
+        out = tmp_path / "page" / "signals.html"
+        write_report(store, out, everything=True)
+        page = out.read_text(encoding="utf-8")
+    from html import escape
+
+    users: dict[str, list[str]] = {}
+    for v in views:
+        for a in v.actions:
+            users.setdefault(a.objective, []).append(v.id)
+    assert users and max(len(ids) for ids in users.values()) > 1, users  # a shared plan
+    for objective, ids in users.items():
+        assert page.count(escape(objective, quote=True)) == 1, objective
+        entry = page.split(escape(objective, quote=True))[1].split("</div>")[0]
+        assert f"applies to {len(ids)} Signal(s)" in entry
+        assert [f"#{sid}" for sid in ids] == re.findall(r"href='(#SIG-\d+)'", entry)
+    sections = page.split("<section ")[1:]
+    assert len(sections) == len(views)
+    for v, section in zip(views, sections, strict=True):
+        assert len(re.findall(r"href='#remediation-\d+'", section)) == len(v.actions)
+    # a study's audit copied out of its study: its sessions' ids are the traces' absolute
+    # paths, which the page shows from its own folder
+    loose = tmp_path / "loose" / "s1"
+    shutil.copytree(ws / "runs/s1", loose)
+    (loose / "results.sqlite").unlink()
+    with _store(tmp_path, "loose.sqlite") as store:
+        store.update(loose / "audit" / "offline")
+        sessions = {o.session for sid in store.signal_ids() for o, _ in store.occurrences(sid)}
+        write_report(store, out, everything=True)
+        outside = out.read_text(encoding="utf-8")
+    assert sessions and all(s.startswith(str(loose.resolve())) for s in sessions)
+    for html in (page, outside):
+        for prefix in {str(tmp_path.resolve()), str(tmp_path), str(ws.resolve()), str(ws)}:
+            assert prefix not in html
+        hrefs = re.findall(r'href="([^"#]+)', html)
+        assert hrefs and all(not h.startswith(("/", "file:")) for h in hrefs)
+    assert ">../loose/s1/traces/" in outside and 'href="../loose/s1/traces/' in outside

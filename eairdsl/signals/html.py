@@ -14,6 +14,7 @@ reports, which are untrusted input.
 
 from __future__ import annotations
 
+import json
 import os
 from html import escape
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 from eairdsl.errors import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
-from eairdsl.signals.remediation import SignalView, signal_view
+from eairdsl.signals.remediation import Action, SignalView, signal_view
 from eairdsl.signals.store import SignalsStore
 from eairdsl.source import write_atomic
 
@@ -197,10 +198,27 @@ class _Links:
                 self.viewers[s.study_dir] = viewer_links(Path(s.study_dir))
             target = self.viewers[s.study_dir].get(s.rel_path)
             if target:
-                page = Path(s.study_dir) / REPORT_DIR / VIEWER_PAGE
-                rel = Path(os.path.relpath(page, self.out_dir)).as_posix()
-                return f"{rel}#{target}" + (f":{step}" if step else "")
-        return Path(os.path.relpath(s.trace_path, self.out_dir)).as_posix()
+                rel = self.relative(Path(s.study_dir) / REPORT_DIR / VIEWER_PAGE)
+                if rel is not None:
+                    return f"{rel}#{target}" + (f":{step}" if step else "")
+        return self.relative(Path(s.trace_path))
+
+    def relative(self, path: Path) -> str | None:
+        """`path` from the page's folder: the page names no absolute local path, so it
+        reads the same when the folder is moved or copied; None when there is no relative
+        path (another drive on Windows)."""
+        try:
+            return Path(os.path.relpath(path, self.out_dir)).as_posix()
+        except ValueError:
+            return None
+
+    def label(self, s: Session | None, session: str) -> str:
+        """How the page names a session: its id (`study:path inside the study`), or, for a
+        trace outside any study (whose id is its absolute path), the path from the page's
+        folder, else the file's name."""
+        if s is None or s.rel_path:
+            return session
+        return self.relative(Path(s.trace_path)) or Path(s.trace_path).name
 
 
 _CSS = """
@@ -228,7 +246,66 @@ def _badge(v: SignalView) -> str:
     return f'<span class="{_e(v.severity.level)}">{v.severity.score} {_e(v.severity.level)}</span>'
 
 
-def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
+class _Remediations:
+    """The page's remediations, each once: Signals that share a repair plan (the same
+    objective, surfaces, requirements and what must not change) list it by number, and
+    its entry lists the Signals it applies to, instead of the same text in every section.
+    Numbered in the order the ranked Signals first name them, so the page is the same for
+    the same store."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, int] = {}
+        self.actions: list[Action] = []
+        self.users: list[list[tuple[str, Action]]] = []
+
+    @staticmethod
+    def _key(a: Action) -> str:
+        return json.dumps([a.objective, a.categories, a.surfaces, a.requirements,
+                           a.must_not_change], sort_keys=True, default=str)
+
+    def number(self, a: Action) -> int:
+        """R<number> of `a`'s plan (1-based), given when first seen."""
+        key = self._key(a)
+        if key not in self.keys:
+            self.keys[key] = len(self.actions) + 1
+            self.actions.append(a)
+            self.users.append([])
+        return self.keys[key]
+
+    def collect(self, views: list[SignalView]) -> None:
+        """Number every plan of `views` and note which Signal uses it, in page order."""
+        for v in views:
+            for a in v.actions:
+                self.users[self.number(a) - 1].append((v.id, a))
+
+    def html(self) -> str:
+        if not self.actions:
+            return ""
+        h = [f"<h2 id='remediations'>Remediations</h2><p class='muted'>{len(self.actions)} "
+             "distinct repair plan(s) among the occurrences, each with the Signals it "
+             "applies to.</p>"]
+        for n, (a, users) in enumerate(zip(self.actions, self.users, strict=True), 1):
+            uses = "; ".join(
+                f"<a href='#{_e(sid)}'>{_e(sid)}</a> ({u.occurrences} occurrence(s)"
+                + (f", repaired by {_e(u.repaired_by)}" if u.repaired_by else "") + ")"
+                for sid, u in users)
+            h.append(f"<div class='remediation' id='remediation-{n}'><p><b>R{n}</b> "
+                     f"<b>[{_e(', '.join(a.categories))}]</b> {_e(a.objective)}<br>"
+                     f"applies to {len(users)} Signal(s): {uses}"
+                     + (f"<br>may change: <code>{_e(', '.join(a.surfaces))}</code>"
+                        if a.surfaces else "")
+                     + (f"<br>must not change: <code>{_e(', '.join(a.must_not_change))}"
+                        "</code>" if a.must_not_change else "") + "</p><ul>")
+            for r in a.requirements:
+                h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
+                         + (f" <span class='muted'>check: {_e(r['check'])}</span>"
+                            if r.get("check") else "") + "</li>")
+            h.append("</ul></div>")
+        return "\n".join(h)
+
+
+def _signal_section(store: SignalsStore, v: SignalView, links: _Links,
+                    remediations: _Remediations) -> str:
     h = [f'<section id="{_e(v.id)}"><h2>{_e(v.id)} {_badge(v)} <small>{_e(_status(v))}'
          f"</small></h2>",
          f"<p>{_e(v.component)} · worlds {_e(', '.join(v.worlds))} · types "
@@ -257,16 +334,14 @@ def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
     h.append("<h3>Remediations</h3>")
     if not v.actions:
         h.append('<p class="muted">no repair plan among the occurrences</p>')
-    for a in v.actions:
-        h.append(f"<p><b>[{_e(', '.join(a.categories))}]</b> {_e(a.objective)} <span "
-                 f"class='muted'>({a.occurrences} occurrence(s)"
-                 + (f"; repaired by {_e(a.repaired_by)}" if a.repaired_by else "")
-                 + ")</span>" + (f"<br>may change: <code>{_e(', '.join(a.surfaces))}</code>"
-                                 if a.surfaces else "") + "</p><ul>")
-        for r in a.requirements:
-            h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
-                     + (f" <span class='muted'>check: {_e(r['check'])}</span>"
-                        if r.get("check") else "") + "</li>")
+    else:
+        h.append("<ul>")
+        for a in v.actions:
+            n = remediations.number(a)
+            h.append(f"<li><a href='#remediation-{n}'>R{n}</a> <span class='muted'>"
+                     f"({a.occurrences} occurrence(s)"
+                     + (f"; repaired by {_e(a.repaired_by)}" if a.repaired_by else "")
+                     + ")</span></li>")
         h.append("</ul>")
     h.append("<h3>Checks</h3><table><tr><th>cohort</th><th>cases</th><th>status</th>"
              "<th>detail</th></tr>")
@@ -286,7 +361,8 @@ def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
     for o, _seq in pairs:
         s = sessions.get(o.session)
         trace = links.href(s, None)
-        session = (f'<a href="{_e(trace)}">{_e(o.session)}</a>' if trace else _e(o.session))
+        name = links.label(s, o.session)
+        session = f'<a href="{_e(trace)}">{_e(name)}</a>' if trace else _e(name)
         steps = []
         for step in _step_ref(o).split():
             if step == "—":
@@ -316,7 +392,10 @@ def write_report(store: SignalsStore, out: Path, everything: bool = False) -> in
         head.append(f"<tr><td><a href='#{_e(v.id)}'>{_e(v.id)}</a></td><td>{_badge(v)}</td>"
                     + "".join(f"<td>{_e(row[c])}</td>" for c in LIST_COLUMNS[2:]) + "</tr>")
     head.append("</table>")
-    body = [_signal_section(store, v, links) for v in views]
+    remediations = _Remediations()
+    remediations.collect(views)
+    body = [remediations.html(), *(_signal_section(store, v, links, remediations)
+                                   for v in views)]
     if out.is_dir():
         # a folder given as the page (`-o reports/`) was an IsADirectoryError, with the
         # temporary page left beside it
