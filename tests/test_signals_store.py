@@ -332,10 +332,10 @@ def test_report_shows_each_remediation_once_and_no_absolute_path(ws: Path,
         page = out.read_text(encoding="utf-8")
     from html import escape
 
-    users: dict[str, list[str]] = {}
+    users: dict[str, dict[str, None]] = {}  # objective -> the Signals proposing it, in order
     for v in views:
         for a in v.actions:
-            users.setdefault(a.objective, []).append(v.id)
+            users.setdefault(a.objective, {})[v.id] = None
     assert users and max(len(ids) for ids in users.values()) > 1, users  # a shared plan
     for objective, ids in users.items():
         assert page.count(escape(objective, quote=True)) == 1, objective
@@ -345,7 +345,8 @@ def test_report_shows_each_remediation_once_and_no_absolute_path(ws: Path,
     sections = page.split("<section ")[1:]
     assert len(sections) == len(views)
     for v, section in zip(views, sections, strict=True):
-        assert len(re.findall(r"href='#remediation-\d+'", section)) == len(v.actions)
+        plans = {(a.objective, repr(a.requirements), repr(a.must_not_change)) for a in v.actions}
+        assert len(re.findall(r"href='#remediation-\d+'", section)) == len(plans)
     # a study's audit copied out of its study: its sessions' ids are the traces' absolute
     # paths, which the page shows from its own folder
     loose = tmp_path / "loose" / "s1"
@@ -363,3 +364,38 @@ def test_report_shows_each_remediation_once_and_no_absolute_path(ws: Path,
         hrefs = re.findall(r'href="([^"#]+)', html)
         assert hrefs and all(not h.startswith(("/", "file:")) for h in hrefs)
     assert ">../loose/s1/traces/" in outside and 'href="../loose/s1/traces/' in outside
+
+
+def test_a_plan_proposed_for_several_surfaces_is_written_once() -> None:
+    """D1's delegation fix is proposed once per read tool (`tool finance_read`, `tool
+    hr_read`, …): the same objective and requirements three times over. The page writes the
+    plan once, its shared surfaces once and each occurrence group's own surface beside the
+    Signals and occurrence counts that proposed it."""
+    from eairdsl.signals.html import _Remediations
+    from eairdsl.signals.remediation import Action, SignalView
+
+    req = [{"id": "principal-bound", "text": "The call carries the requester", "check": "Retest"}]
+
+    def plan(tool: str, n: int, repaired: str | None = None) -> Action:
+        return Action(objective="Bind the requester's principal", categories=["instructions"],
+                      surfaces=["participant specialist", f"tool {tool}"], requirements=req,
+                      must_not_change=["the task"], occurrences=n, repaired_by=repaired)
+
+    other = Action(objective="Warn the reviewer", categories=["context"], occurrences=1)
+    views = [SignalView.model_construct(id="SIG-1", actions=[plan("finance_read", 25),
+                                                             plan("hr_read", 24), other]),
+             SignalView.model_construct(id="SIG-4", actions=[plan("hr_read", 2, "rep-1")])]
+    r = _Remediations()
+    r.collect(views)
+    page = r.html()
+    assert page.count("Bind the requester&#x27;s principal") == 1
+    assert page.count("The call carries the requester") == 1
+    first = page.split("id='remediation-2'")[0]
+    assert ("applies to 2 Signal(s): <a href='#SIG-1'>SIG-1</a> (49 occurrence(s)); "
+            "<a href='#SIG-4'>SIG-4</a> (2 occurrence(s), repaired by rep-1)") in first
+    assert ("may change: <code>participant specialist</code> and, by occurrence:</p>"
+            "<ul class='surfaces'><li><code>tool finance_read</code> (SIG-1: 25)</li>"
+            "<li><code>tool hr_read</code> (SIG-1: 24, SIG-4: 2)</li></ul>") in first
+    assert "id='remediation-2'" in page and "Warn the reviewer" in page.split(
+        "id='remediation-2'")[1]
+    assert [r.number(a) for a in views[0].actions] == [1, 1, 2]

@@ -247,61 +247,84 @@ def _badge(v: SignalView) -> str:
 
 
 class _Remediations:
-    """The page's remediations, each once: Signals that share a repair plan (the same
-    objective, surfaces, requirements and what must not change) list it by number, and
-    its entry lists the Signals it applies to, instead of the same text in every section.
-    Numbered in the order the ranked Signals first name them, so the page is the same for
-    the same store."""
+    """The page's remediations, each once. A plan is its objective, requirements and what
+    must not change; occurrences that propose it for different surfaces (the same fix of
+    `tool finance_read`, of `tool hr_read`, …) and Signals that share it are listed under
+    it, instead of the same text in every Signal's section and once per surface. Numbered
+    in the order the ranked Signals first name them, so the page is the same for the same
+    store."""
 
     def __init__(self) -> None:
         self.keys: dict[str, int] = {}
-        self.actions: list[Action] = []
-        self.users: list[list[tuple[str, Action]]] = []
+        self.plans: list[Action] = []
+        #: per plan: its surface variants in first-seen order, each with (Signal, Action)s
+        self.variants: list[dict[tuple[str, ...], list[tuple[str, Action]]]] = []
 
     @staticmethod
     def _key(a: Action) -> str:
-        return json.dumps([a.objective, a.categories, a.surfaces, a.requirements,
-                           a.must_not_change], sort_keys=True, default=str)
+        return json.dumps([a.objective, a.requirements, a.must_not_change], sort_keys=True,
+                          default=str)
 
     def number(self, a: Action) -> int:
         """R<number> of `a`'s plan (1-based), given when first seen."""
         key = self._key(a)
         if key not in self.keys:
-            self.keys[key] = len(self.actions) + 1
-            self.actions.append(a)
-            self.users.append([])
+            self.keys[key] = len(self.plans) + 1
+            self.plans.append(a)
+            self.variants.append({})
         return self.keys[key]
 
     def collect(self, views: list[SignalView]) -> None:
         """Number every plan of `views` and note which Signal uses it, in page order."""
         for v in views:
             for a in v.actions:
-                self.users[self.number(a) - 1].append((v.id, a))
+                n = self.number(a)
+                self.variants[n - 1].setdefault(tuple(a.surfaces), []).append((v.id, a))
+
+    def _entry(self, n: int) -> str:
+        a, variants = self.plans[n - 1], self.variants[n - 1]
+        users: dict[str, list[Action]] = {}
+        for uses in variants.values():
+            for sid, u in uses:
+                users.setdefault(sid, []).append(u)
+        cats = sorted({c for uses in variants.values() for _, u in uses for c in u.categories})
+        applies = "; ".join(
+            f"<a href='#{_e(sid)}'>{_e(sid)}</a> ({sum(u.occurrences for u in us)} "
+            "occurrence(s)" + "".join(f", repaired by {_e(r)}" for r in
+                                      sorted({u.repaired_by for u in us if u.repaired_by}))
+            + ")" for sid, us in users.items())
+        shared = [s for s in next(iter(variants)) if all(s in v for v in variants)]
+        head = [f"<b>R{n}</b> <b>[{_e(', '.join(cats))}]</b> {_e(a.objective)}",
+                f"applies to {len(users)} Signal(s): {applies}"]
+        surfaces = ""  # a list of the occurrence groups' own surfaces, when they differ
+        if len(variants) > 1:
+            head.append("may change: " + (f"<code>{_e(', '.join(shared))}</code> and, by "
+                                          "occurrence:" if shared else "by occurrence:"))
+            surfaces = "<ul class='surfaces'>" + "".join(
+                f"<li><code>{_e(', '.join(s for s in own if s not in shared) or '—')}</code> ("
+                + ", ".join(f"{_e(sid)}: {u.occurrences}" for sid, u in uses) + ")</li>"
+                for own, uses in variants.items()) + "</ul>"
+        elif shared:
+            head.append(f"may change: <code>{_e(', '.join(shared))}</code>")
+        tail = (f"<p>must not change: <code>{_e(', '.join(a.must_not_change))}</code></p>"
+                if a.must_not_change else "")
+        h = [f"<div class='remediation' id='remediation-{n}'><p>" + "<br>".join(head)
+             + f"</p>{surfaces}{tail}" + ("<ul>" if a.requirements else "")]
+        for r in a.requirements:
+            h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
+                     + (f" <span class='muted'>check: {_e(r['check'])}</span>"
+                        if r.get("check") else "") + "</li>")
+        h.append(("</ul>" if a.requirements else "") + "</div>")
+        return "\n".join(h)
 
     def html(self) -> str:
-        if not self.actions:
+        if not self.plans:
             return ""
-        h = [f"<h2 id='remediations'>Remediations</h2><p class='muted'>{len(self.actions)} "
-             "distinct repair plan(s) among the occurrences, each with the Signals it "
-             "applies to.</p>"]
-        for n, (a, users) in enumerate(zip(self.actions, self.users, strict=True), 1):
-            uses = "; ".join(
-                f"<a href='#{_e(sid)}'>{_e(sid)}</a> ({u.occurrences} occurrence(s)"
-                + (f", repaired by {_e(u.repaired_by)}" if u.repaired_by else "") + ")"
-                for sid, u in users)
-            h.append(f"<div class='remediation' id='remediation-{n}'><p><b>R{n}</b> "
-                     f"<b>[{_e(', '.join(a.categories))}]</b> {_e(a.objective)}<br>"
-                     f"applies to {len(users)} Signal(s): {uses}"
-                     + (f"<br>may change: <code>{_e(', '.join(a.surfaces))}</code>"
-                        if a.surfaces else "")
-                     + (f"<br>must not change: <code>{_e(', '.join(a.must_not_change))}"
-                        "</code>" if a.must_not_change else "") + "</p><ul>")
-            for r in a.requirements:
-                h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
-                         + (f" <span class='muted'>check: {_e(r['check'])}</span>"
-                            if r.get("check") else "") + "</li>")
-            h.append("</ul></div>")
-        return "\n".join(h)
+        return "\n".join([f"<h2 id='remediations'>Remediations</h2><p class='muted'>"
+                           f"{len(self.plans)} distinct repair plan(s) among the occurrences, "
+                           "each with the Signals it applies to and, when occurrences "
+                           "proposed it for different surfaces, each surface.</p>",
+                           *(self._entry(n) for n in range(1, len(self.plans) + 1))])
 
 
 def _signal_section(store: SignalsStore, v: SignalView, links: _Links,
@@ -335,13 +358,15 @@ def _signal_section(store: SignalsStore, v: SignalView, links: _Links,
     if not v.actions:
         h.append('<p class="muted">no repair plan among the occurrences</p>')
     else:
-        h.append("<ul>")
+        mine: dict[int, list[Action]] = {}
         for a in v.actions:
-            n = remediations.number(a)
+            mine.setdefault(remediations.number(a), []).append(a)
+        h.append("<ul>")
+        for n, acts in mine.items():
+            repaired = sorted({a.repaired_by for a in acts if a.repaired_by})
             h.append(f"<li><a href='#remediation-{n}'>R{n}</a> <span class='muted'>"
-                     f"({a.occurrences} occurrence(s)"
-                     + (f"; repaired by {_e(a.repaired_by)}" if a.repaired_by else "")
-                     + ")</span></li>")
+                     f"({sum(a.occurrences for a in acts)} occurrence(s)"
+                     + "".join(f"; repaired by {_e(r)}" for r in repaired) + ")</span></li>")
         h.append("</ul>")
     h.append("<h3>Checks</h3><table><tr><th>cohort</th><th>cases</th><th>status</th>"
              "<th>detail</th></tr>")
