@@ -175,20 +175,32 @@ function element(attrs) {
 }
 const table = /<table[^>]*id="episodes"[^>]*data-rows="(\d+)" data-chunks="(\d+)"/.exec(html);
 const tbody = element();
-const heads = [...html.split("<thead>")[1].split("</thead>")[0].matchAll(/<th( data-sort)?[^>]*>/g)]
-  .map(m => element(m[1] ? {"data-sort": ""} : {}));
+// a sortable heading is <th data-sort="KEY"><button>…</button></th>: the script listens on
+// the button
+const thead = html.split("<thead>")[1].split("</thead>")[0];
+const heads = [...thead.matchAll(/<th(?: data-sort="([^"]*)")?[^>]*>/g)]
+  .map(m => { const th = element(m[1] === undefined ? {} : {"data-sort": m[1]});
+              const button = m[1] === undefined ? null : element();
+              th.button = button; th.querySelector = sel => sel === "button" ? button : null;
+              return th; });
 const tableEl = element({"data-rows": table[1], "data-chunks": table[2]});
 tableEl.tBodies = [tbody];
 tableEl.querySelectorAll = () => heads;
-const selects = [...html.matchAll(/<select data-filter="([^"]+)">/g)]
-  .map(m => element({"data-filter": m[1]}));
+const selects = [...html.matchAll(/<select data-filter="([^"]+)">([\s\S]*?)<\/select>/g)]
+  .map(m => { const s = element({"data-filter": m[1]});
+              s.options = [...m[2].matchAll(/<option value="([^"]*)">/g)].map(o => ({value: o[1]}));
+              return s; });
 const ids = {episodes: tableEl, q: element(), count: element(), page: element(),
              prev: element(), next: element(), "per-page": element()};
 ids["per-page"].value = "100";
 const loaded = [];
 const ctx = {atob, Blob, Response, DecompressionStream, JSON, Intl, setTimeout, console};
 ctx.window = ctx;
-ctx.location = {hash: hash};
+ctx.location = {hash: hash, pathname: "/report/episodes.html", search: ""};
+const windowListeners = {}, history = [];
+ctx.addEventListener = (t, f) => { (windowListeners[t] = windowListeners[t] || []).push(f); };
+ctx.history = {replaceState(state, title, url) {  // no hashchange, as in a browser
+  history.push(url); ctx.location.hash = url.startsWith("#") ? url : ""; }};
 ctx.document = {
   getElementById: id => ids[id] || null,
   querySelectorAll: sel => sel === "select[data-filter]" ? selects : [],
@@ -197,7 +209,10 @@ ctx.document = {
   return {count: ids.count.textContent, page: ids.page.textContent,
           prev: ids.prev.disabled, next: ids.next.disabled,
           rows: tbody.innerHTML ? tbody.innerHTML.split(/(?=<tr\b)/) : [],
-          sorted: heads.map(h => h.getAttribute("aria-sort"))};
+          sorted: heads.map(h => h.getAttribute("aria-sort")), hash: ctx.location.hash,
+          text: ids.q.value, filters: Object.fromEntries(selects.filter(s => s.value !== "")
+            .map(s => [s.attrs["data-filter"], s.value])),
+          replaced: history.length};
 }
 function whenLoaded(then, waited, settled) {  // the chunks inflate asynchronously
   const done = !ids.count.textContent.startsWith("loading");
@@ -211,7 +226,9 @@ whenLoaded(() => {
     if (what === "text") { ids.q.value = a; ids.q.fire("input"); }
     else if (what === "filter") { const s = selects.find(x => x.attrs["data-filter"] === a);
                                   s.value = b; s.fire("change"); }
-    else if (what === "sort") { heads[a].fire("click"); }
+    else if (what === "sort") { (heads[a].button || heads[a]).fire("click"); }
+    else if (what === "hash") { ctx.location.hash = a;
+                                (windowListeners.hashchange || []).forEach(f => f({})); }
     else if (what === "per-page") { const pp = ids["per-page"]; pp.value = String(a);
                                     pp.fire("change"); }
     else if (what === "next" || what === "prev") { ids[what].fire("click"); }
@@ -224,10 +241,12 @@ whenLoaded(() => {
 
 def episode_page(report: Path, steps: list[list[Any]], hash: str = "") -> list[dict[str, Any]]:
     """episodes.html's script under node: after opening (chunk files loaded) and after each
-    step (`["text", words]`, `["filter", key, value]`, `["sort", column]`,
-    `["per-page", n]`, `["next"]`, `["prev"]`), the count and page lines, whether the
-    pager's buttons are disabled, the rows in the table (their HTML) and each heading's
-    aria-sort."""
+    step (`["text", words]`, `["filter", key, value]`, `["sort", column]` (a click on the
+    heading's button), `["per-page", n]`, `["next"]`, `["prev"]`, `["hash", "#…"]` (the
+    address's hash changed: a hashchange event)), the count and page lines, whether the
+    pager's buttons are disabled, the rows in the table (their HTML), each heading's
+    aria-sort, the address's hash, the text box, the chosen filters and how many times the
+    script replaced the address (history.replaceState)."""
     exe = node()
     assert exe is not None
     harness = report / "_episodes.js"

@@ -129,7 +129,8 @@ def _audited_rows(study: Path, arm: str = "offline") -> Audited:
 # ------------------------------------------------------------------ the episode list
 def test_episodes_page_shows_each_verdict(audited: Path) -> None:
     page = (audited / "report" / "episodes.html").read_text(encoding="utf-8")
-    assert '<th data-sort class="audit">audit: offline</th>' in page
+    assert ('<th data-sort="audit-0" class="audit"><button type="button">audit: offline</button>'
+            '</th>') in page
     assert 'data-filter="audit-0"' in page
     rows, page_rows = _rows(audited), _page_rows(audited)
     assert len(rows) == len(page_rows) == 8
@@ -321,8 +322,8 @@ def test_an_invalid_report_shows_its_diagnostics(audited: Path, tmp_path: Path) 
     assert {e.status for e in index.entries} == {"invalid"}
     write_report(study, resamples=100)
     page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
-    assert '<th data-sort class="audit">audit: offline</th>' in page
-    assert '<th data-sort class="audit">audit: zz-misquote</th>' in page
+    assert 'class="audit"><button type="button">audit: offline</button></th>' in page
+    assert 'class="audit"><button type="button">audit: zz-misquote</button></th>' in page
     for page_row in _page_rows(study):
         assert 'data-f-audit-1="invalid"' in page_row
         cells = _CELL.findall(page_row)
@@ -372,7 +373,7 @@ def test_hostile_audit_files_are_listed_not_followed(audited: Path, tmp_path: Pa
     assert "not shown: audit/escape/index.json: entry 0 is not an audited episode" in page
     assert "not shown: audit/escape/index.json: entry 2 is not an audited episode" in page
     # the entry whose trace leaves the study maps to no row: its column is all —
-    assert '<th data-sort class="audit">audit: escape</th>' in page
+    assert 'class="audit"><button type="button">audit: escape</button></th>' in page
     # ("broken" has no column; "escape" sorts before "offline")
     rows = report_viewer.rows_html(study / "report")
     assert 'data-f-audit-0="-"' in rows and 'data-f-audit-0="findings"' not in rows
@@ -401,7 +402,8 @@ def test_audit_study_arms_and_shared_bundles_are_shown(plain: Path, tmp_path: Pa
     write_report(study, resamples=100)
 
     page = (study / "report" / "episodes.html").read_text(encoding="utf-8")
-    heads = re.findall(r'<th data-sort class="audit">audit: ([^<]+)</th>', page)
+    heads = re.findall(r'<th data-sort="audit-\d+" class="audit"><button type="button">'
+                       r'audit: ([^<]+)</button></th>', page)
     assert heads == ["offline", "shared", "audit/offline", "audit-study/offline"]
     cohort = json.loads((study / "audit-study" / COHORT).read_text(encoding="utf-8"))
     members = {(study / m["trace"]).resolve(): m for m in cohort["members"]}

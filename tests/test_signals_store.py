@@ -313,3 +313,89 @@ def test_a_refused_target_creates_no_store(tmp_path: Path) -> None:
     proc = run_eairc("signals", "update", "empty", "--store", "s.sqlite", cwd=tmp_path)
     assert proc.returncode == 1 and "holds no audit" in proc.stderr
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_report_shows_each_remediation_once_and_no_absolute_path(ws: Path,
+                                                                   tmp_path: Path) -> None:
+    """A repair plan that several Signals share is written once, in the page's Remediations,
+    with the Signals it applies to; each Signal's section links to it (R1, …) instead of
+    repeating its text. The page names no absolute local path: its links are relative to
+    its folder, so it reads the same moved, copied or opened on another machine."""
+    import re
+
+    with _store(tmp_path) as store:
+        store.update(ws / "runs/s1")
+        store.update(ws / "runs/s2")
+        views = ranked_views(store, everything=True)
+        out = tmp_path / "page" / "signals.html"
+        write_report(store, out, everything=True)
+        page = out.read_text(encoding="utf-8")
+    from html import escape
+
+    users: dict[str, dict[str, None]] = {}  # objective -> the Signals proposing it, in order
+    for v in views:
+        for a in v.actions:
+            users.setdefault(a.objective, {})[v.id] = None
+    assert users and max(len(ids) for ids in users.values()) > 1, users  # a shared plan
+    for objective, ids in users.items():
+        assert page.count(escape(objective, quote=True)) == 1, objective
+        entry = page.split(escape(objective, quote=True))[1].split("</div>")[0]
+        assert f"applies to {len(ids)} Signal(s)" in entry
+        assert [f"#{sid}" for sid in ids] == re.findall(r"href='(#SIG-\d+)'", entry)
+    sections = page.split("<section ")[1:]
+    assert len(sections) == len(views)
+    for v, section in zip(views, sections, strict=True):
+        plans = {(a.objective, repr(a.requirements), repr(a.must_not_change)) for a in v.actions}
+        assert len(re.findall(r"href='#remediation-\d+'", section)) == len(plans)
+    # a study's audit copied out of its study: its sessions' ids are the traces' absolute
+    # paths, which the page shows from its own folder
+    loose = tmp_path / "loose" / "s1"
+    shutil.copytree(ws / "runs/s1", loose)
+    (loose / "results.sqlite").unlink()
+    with _store(tmp_path, "loose.sqlite") as store:
+        store.update(loose / "audit" / "offline")
+        sessions = {o.session for sid in store.signal_ids() for o, _ in store.occurrences(sid)}
+        write_report(store, out, everything=True)
+        outside = out.read_text(encoding="utf-8")
+    assert sessions and all(s.startswith(str(loose.resolve())) for s in sessions)
+    for html in (page, outside):
+        for prefix in {str(tmp_path.resolve()), str(tmp_path), str(ws.resolve()), str(ws)}:
+            assert prefix not in html
+        hrefs = re.findall(r'href="([^"#]+)', html)
+        assert hrefs and all(not h.startswith(("/", "file:")) for h in hrefs)
+    assert ">../loose/s1/traces/" in outside and 'href="../loose/s1/traces/' in outside
+
+
+def test_a_plan_proposed_for_several_surfaces_is_written_once() -> None:
+    """D1's delegation fix is proposed once per read tool (`tool finance_read`, `tool
+    hr_read`, …): the same objective and requirements three times over. The page writes the
+    plan once, its shared surfaces once and each occurrence group's own surface beside the
+    Signals and occurrence counts that proposed it."""
+    from eairdsl.signals.html import _Remediations
+    from eairdsl.signals.remediation import Action, SignalView
+
+    req = [{"id": "principal-bound", "text": "The call carries the requester", "check": "Retest"}]
+
+    def plan(tool: str, n: int, repaired: str | None = None) -> Action:
+        return Action(objective="Bind the requester's principal", categories=["instructions"],
+                      surfaces=["participant specialist", f"tool {tool}"], requirements=req,
+                      must_not_change=["the task"], occurrences=n, repaired_by=repaired)
+
+    other = Action(objective="Warn the reviewer", categories=["context"], occurrences=1)
+    views = [SignalView.model_construct(id="SIG-1", actions=[plan("finance_read", 25),
+                                                             plan("hr_read", 24), other]),
+             SignalView.model_construct(id="SIG-4", actions=[plan("hr_read", 2, "rep-1")])]
+    r = _Remediations()
+    r.collect(views)
+    page = r.html()
+    assert page.count("Bind the requester&#x27;s principal") == 1
+    assert page.count("The call carries the requester") == 1
+    first = page.split("id='remediation-2'")[0]
+    assert ("applies to 2 Signal(s): <a href='#SIG-1'>SIG-1</a> (49 occurrence(s)); "
+            "<a href='#SIG-4'>SIG-4</a> (2 occurrence(s), repaired by rep-1)") in first
+    assert ("may change: <code>participant specialist</code> and, by occurrence:</p>"
+            "<ul class='surfaces'><li><code>tool finance_read</code> (SIG-1: 25)</li>"
+            "<li><code>tool hr_read</code> (SIG-1: 24, SIG-4: 2)</li></ul>") in first
+    assert "id='remediation-2'" in page and "Warn the reviewer" in page.split(
+        "id='remediation-2'")[1]
+    assert [r.number(a) for a in views[0].actions] == [1, 1, 2]

@@ -14,6 +14,7 @@ reports, which are untrusted input.
 
 from __future__ import annotations
 
+import json
 import os
 from html import escape
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 from eairdsl.errors import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
-from eairdsl.signals.remediation import SignalView, signal_view
+from eairdsl.signals.remediation import Action, SignalView, signal_view
 from eairdsl.signals.store import SignalsStore
 from eairdsl.source import write_atomic
 
@@ -197,10 +198,27 @@ class _Links:
                 self.viewers[s.study_dir] = viewer_links(Path(s.study_dir))
             target = self.viewers[s.study_dir].get(s.rel_path)
             if target:
-                page = Path(s.study_dir) / REPORT_DIR / VIEWER_PAGE
-                rel = Path(os.path.relpath(page, self.out_dir)).as_posix()
-                return f"{rel}#{target}" + (f":{step}" if step else "")
-        return Path(os.path.relpath(s.trace_path, self.out_dir)).as_posix()
+                rel = self.relative(Path(s.study_dir) / REPORT_DIR / VIEWER_PAGE)
+                if rel is not None:
+                    return f"{rel}#{target}" + (f":{step}" if step else "")
+        return self.relative(Path(s.trace_path))
+
+    def relative(self, path: Path) -> str | None:
+        """`path` from the page's folder: the page names no absolute local path, so it
+        reads the same when the folder is moved or copied; None when there is no relative
+        path (another drive on Windows)."""
+        try:
+            return Path(os.path.relpath(path, self.out_dir)).as_posix()
+        except ValueError:
+            return None
+
+    def label(self, s: Session | None, session: str) -> str:
+        """How the page names a session: its id (`study:path inside the study`), or, for a
+        trace outside any study (whose id is its absolute path), the path from the page's
+        folder, else the file's name."""
+        if s is None or s.rel_path:
+            return session
+        return self.relative(Path(s.trace_path)) or Path(s.trace_path).name
 
 
 _CSS = """
@@ -228,7 +246,89 @@ def _badge(v: SignalView) -> str:
     return f'<span class="{_e(v.severity.level)}">{v.severity.score} {_e(v.severity.level)}</span>'
 
 
-def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
+class _Remediations:
+    """The page's remediations, each once. A plan is its objective, requirements and what
+    must not change; occurrences that propose it for different surfaces (the same fix of
+    `tool finance_read`, of `tool hr_read`, …) and Signals that share it are listed under
+    it, instead of the same text in every Signal's section and once per surface. Numbered
+    in the order the ranked Signals first name them, so the page is the same for the same
+    store."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, int] = {}
+        self.plans: list[Action] = []
+        #: per plan: its surface variants in first-seen order, each with (Signal, Action)s
+        self.variants: list[dict[tuple[str, ...], list[tuple[str, Action]]]] = []
+
+    @staticmethod
+    def _key(a: Action) -> str:
+        return json.dumps([a.objective, a.requirements, a.must_not_change], sort_keys=True,
+                          default=str)
+
+    def number(self, a: Action) -> int:
+        """R<number> of `a`'s plan (1-based), given when first seen."""
+        key = self._key(a)
+        if key not in self.keys:
+            self.keys[key] = len(self.plans) + 1
+            self.plans.append(a)
+            self.variants.append({})
+        return self.keys[key]
+
+    def collect(self, views: list[SignalView]) -> None:
+        """Number every plan of `views` and note which Signal uses it, in page order."""
+        for v in views:
+            for a in v.actions:
+                n = self.number(a)
+                self.variants[n - 1].setdefault(tuple(a.surfaces), []).append((v.id, a))
+
+    def _entry(self, n: int) -> str:
+        a, variants = self.plans[n - 1], self.variants[n - 1]
+        users: dict[str, list[Action]] = {}
+        for uses in variants.values():
+            for sid, u in uses:
+                users.setdefault(sid, []).append(u)
+        cats = sorted({c for uses in variants.values() for _, u in uses for c in u.categories})
+        applies = "; ".join(
+            f"<a href='#{_e(sid)}'>{_e(sid)}</a> ({sum(u.occurrences for u in us)} "
+            "occurrence(s)" + "".join(f", repaired by {_e(r)}" for r in
+                                      sorted({u.repaired_by for u in us if u.repaired_by}))
+            + ")" for sid, us in users.items())
+        shared = [s for s in next(iter(variants)) if all(s in v for v in variants)]
+        head = [f"<b>R{n}</b> <b>[{_e(', '.join(cats))}]</b> {_e(a.objective)}",
+                f"applies to {len(users)} Signal(s): {applies}"]
+        surfaces = ""  # a list of the occurrence groups' own surfaces, when they differ
+        if len(variants) > 1:
+            head.append("may change: " + (f"<code>{_e(', '.join(shared))}</code> and, by "
+                                          "occurrence:" if shared else "by occurrence:"))
+            surfaces = "<ul class='surfaces'>" + "".join(
+                f"<li><code>{_e(', '.join(s for s in own if s not in shared) or '—')}</code> ("
+                + ", ".join(f"{_e(sid)}: {u.occurrences}" for sid, u in uses) + ")</li>"
+                for own, uses in variants.items()) + "</ul>"
+        elif shared:
+            head.append(f"may change: <code>{_e(', '.join(shared))}</code>")
+        tail = (f"<p>must not change: <code>{_e(', '.join(a.must_not_change))}</code></p>"
+                if a.must_not_change else "")
+        h = [f"<div class='remediation' id='remediation-{n}'><p>" + "<br>".join(head)
+             + f"</p>{surfaces}{tail}" + ("<ul>" if a.requirements else "")]
+        for r in a.requirements:
+            h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
+                     + (f" <span class='muted'>check: {_e(r['check'])}</span>"
+                        if r.get("check") else "") + "</li>")
+        h.append(("</ul>" if a.requirements else "") + "</div>")
+        return "\n".join(h)
+
+    def html(self) -> str:
+        if not self.plans:
+            return ""
+        return "\n".join([f"<h2 id='remediations'>Remediations</h2><p class='muted'>"
+                           f"{len(self.plans)} distinct repair plan(s) among the occurrences, "
+                           "each with the Signals it applies to and, when occurrences "
+                           "proposed it for different surfaces, each surface.</p>",
+                           *(self._entry(n) for n in range(1, len(self.plans) + 1))])
+
+
+def _signal_section(store: SignalsStore, v: SignalView, links: _Links,
+                    remediations: _Remediations) -> str:
     h = [f'<section id="{_e(v.id)}"><h2>{_e(v.id)} {_badge(v)} <small>{_e(_status(v))}'
          f"</small></h2>",
          f"<p>{_e(v.component)} · worlds {_e(', '.join(v.worlds))} · types "
@@ -257,16 +357,16 @@ def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
     h.append("<h3>Remediations</h3>")
     if not v.actions:
         h.append('<p class="muted">no repair plan among the occurrences</p>')
-    for a in v.actions:
-        h.append(f"<p><b>[{_e(', '.join(a.categories))}]</b> {_e(a.objective)} <span "
-                 f"class='muted'>({a.occurrences} occurrence(s)"
-                 + (f"; repaired by {_e(a.repaired_by)}" if a.repaired_by else "")
-                 + ")</span>" + (f"<br>may change: <code>{_e(', '.join(a.surfaces))}</code>"
-                                 if a.surfaces else "") + "</p><ul>")
-        for r in a.requirements:
-            h.append(f"<li><code>{_e(r.get('id'))}</code> {_e(r.get('text'))}"
-                     + (f" <span class='muted'>check: {_e(r['check'])}</span>"
-                        if r.get("check") else "") + "</li>")
+    else:
+        mine: dict[int, list[Action]] = {}
+        for a in v.actions:
+            mine.setdefault(remediations.number(a), []).append(a)
+        h.append("<ul>")
+        for n, acts in mine.items():
+            repaired = sorted({a.repaired_by for a in acts if a.repaired_by})
+            h.append(f"<li><a href='#remediation-{n}'>R{n}</a> <span class='muted'>"
+                     f"({sum(a.occurrences for a in acts)} occurrence(s)"
+                     + "".join(f"; repaired by {_e(r)}" for r in repaired) + ")</span></li>")
         h.append("</ul>")
     h.append("<h3>Checks</h3><table><tr><th>cohort</th><th>cases</th><th>status</th>"
              "<th>detail</th></tr>")
@@ -286,7 +386,8 @@ def _signal_section(store: SignalsStore, v: SignalView, links: _Links) -> str:
     for o, _seq in pairs:
         s = sessions.get(o.session)
         trace = links.href(s, None)
-        session = (f'<a href="{_e(trace)}">{_e(o.session)}</a>' if trace else _e(o.session))
+        name = links.label(s, o.session)
+        session = f'<a href="{_e(trace)}">{_e(name)}</a>' if trace else _e(name)
         steps = []
         for step in _step_ref(o).split():
             if step == "—":
@@ -316,7 +417,10 @@ def write_report(store: SignalsStore, out: Path, everything: bool = False) -> in
         head.append(f"<tr><td><a href='#{_e(v.id)}'>{_e(v.id)}</a></td><td>{_badge(v)}</td>"
                     + "".join(f"<td>{_e(row[c])}</td>" for c in LIST_COLUMNS[2:]) + "</tr>")
     head.append("</table>")
-    body = [_signal_section(store, v, links) for v in views]
+    remediations = _Remediations()
+    remediations.collect(views)
+    body = [remediations.html(), *(_signal_section(store, v, links, remediations)
+                                   for v in views)]
     if out.is_dir():
         # a folder given as the page (`-o reports/`) was an IsADirectoryError, with the
         # temporary page left beside it
