@@ -11,12 +11,17 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Iterator
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel
 
 from eairdsl.source import Span
 
-__all__ = ["Severity", "Diagnostic", "Diagnostics", "did_you_mean", "render", "render_all"]
+__all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "Severity", "Diagnostic", "Diagnostics", "as_data",
+           "did_you_mean", "render", "render_all", "sarif_log"]
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 class Severity(str, Enum):
@@ -144,3 +149,51 @@ def render_all(diagnostics: Iterable[Diagnostic], source_lines: dict[str, list[s
     if len(items) > limit:
         shown.append(f"... and {len(items) - limit} more")
     return "\n\n".join(shown)
+
+
+def as_data(diagnostic: Diagnostic) -> dict[str, Any]:
+    """One diagnostic as plain data (`eairc check --format json`): code, severity, message,
+    hint, file and range (1-based lines and columns, end exclusive), None where absent."""
+    s = diagnostic.span
+    return {"code": diagnostic.code, "severity": diagnostic.severity.value,
+            "message": diagnostic.message, "hint": diagnostic.hint,
+            "file": s.file if s else None,
+            "range": {"start": {"line": s.line, "col": s.col},
+                      "end": {"line": s.end_line, "col": s.end_col}} if s else None}
+
+
+def sarif_log(diagnostics: Iterable[Diagnostic], version: str) -> dict[str, Any]:
+    """Diagnostics as a SARIF 2.1.0 log (`eairc check --format sarif`), so GitHub code
+    scanning and editors read them: one run of the tool `eairc`, one rule per code (its
+    entry in docs/errors.md as its help), one result per diagnostic with its region; the
+    hint is the result's `properties.hint` and follows the message after a blank line."""
+    items = list(diagnostics)
+    codes = sorted({d.code for d in items})
+    index = {code: i for i, code in enumerate(codes)}
+    # no helpUri: the project has no published address; the catalogue ships in the repo
+    rules = [{"id": code, "name": code,
+              "shortDescription": {"text": f"eairc diagnostic {code}"},
+              "help": {"text": f"docs/errors.md, section {code}"}}
+             for code in codes]
+    results: list[dict[str, Any]] = []
+    for d in items:
+        text = d.message + (f"\n\nhint: {d.hint}" if d.hint else "")
+        result: dict[str, Any] = {
+            "ruleId": d.code, "ruleIndex": index[d.code],
+            "level": "error" if d.is_error else "warning", "message": {"text": text}}
+        if d.span is not None:
+            s = d.span
+            result["locations"] = [{"physicalLocation": {
+                "artifactLocation": {"uri": s.file.replace("\\", "/")},
+                "region": {"startLine": s.line, "startColumn": s.col,
+                           "endLine": max(s.end_line, s.line),
+                           "endColumn": max(s.end_col, s.col + 1 if s.end_line <= s.line
+                                            else s.end_col)}}}]
+        if d.hint:
+            result["properties"] = {"hint": d.hint}
+        results.append(result)
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION,
+            "runs": [{"tool": {"driver": {"name": "eairc", "version": version,
+                                          "rules": rules}},
+                      "columnKind": "unicodeCodePoints",
+                      "results": results}]}

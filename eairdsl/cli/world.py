@@ -43,20 +43,43 @@ def check(
     worlds: Annotated[list[Path] | None, typer.Argument(
         help="World files (default: worlds/*.eair).")] = None,
     max_errors: Annotated[int, typer.Option(
-        min=0, help="Show at most this many diagnostics.")] = 20,
+        min=0, help="Show at most this many diagnostics (text format).")] = 20,
+    format_: Annotated[str, typer.Option(
+        "--format", metavar="text|json|sarif", help="text (for people), json (one object "
+        "per world with its diagnostics as data) or sarif (SARIF 2.1.0, for code scanning "
+        "and editors); the exit code is the same.")] = "text",
 ) -> None:
     """Report diagnostics for worlds without writing anything."""
+    from eairdsl import __version__
     from eairdsl.compiler import compile_world
+    from eairdsl.diagnostics import as_data, sarif_log
 
+    if format_ not in ("text", "json", "sarif"):
+        fail(f"error: unknown format '{format_}'; choose text, json or sarif", EXIT_USAGE)
     failed = False
+    found: list[dict[str, object]] = []
+    everything = []
     for path in world_paths(worlds or []):
         result = compile_world(path)
-        report_diagnostics(result, max_errors)
-        if not result.ok:
-            failed = True
-            err(f"{path}: {len(result.diagnostics.errors)} error(s)")
-        else:
-            typer.echo(f"{path}: ok ({len(result.diagnostics)} warning(s))")
+        failed = failed or not result.ok
+        if format_ == "text":
+            report_diagnostics(result, max_errors)
+            if not result.ok:
+                err(f"{path}: {len(result.diagnostics.errors)} error(s)")
+            else:
+                typer.echo(f"{path}: ok ({len(result.diagnostics)} warning(s))")
+            continue
+        ordered = result.diagnostics.sorted()
+        everything += ordered
+        found.append({"path": str(path), "ok": result.ok,
+                      "errors": len(result.diagnostics.errors),
+                      "warnings": len(ordered) - len(result.diagnostics.errors),
+                      "diagnostics": [as_data(d) for d in ordered]})
+    if format_ == "json":
+        typer.echo(json.dumps({"worlds": found}, indent=2, ensure_ascii=False))
+    elif format_ == "sarif":
+        typer.echo(json.dumps(sarif_log(everything, __version__), indent=2,
+                              ensure_ascii=False))
     raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
 
 
@@ -129,10 +152,18 @@ def fmt(
     check_only: Annotated[bool, typer.Option(
         "--check", help="Fail if a file is not formatted; write nothing.")] = False,
 ) -> None:
-    """Rewrite .eair files in the one canonical layout (comments kept)."""
+    """Rewrite .eair files in the one canonical layout (comments kept); `eairc fmt -`
+    reads standard input and writes the formatted text to standard output (for editors'
+    format-on-save)."""
     from eairdsl.diagnostics import render_all
     from eairdsl.source import SourceError, read_source, write_source
     from eairdsl.syntax.fmt import FormatterError, format_text
+
+    if paths and any(str(p) == "-" for p in paths):
+        if len(paths) > 1:
+            fail("error: `-` (standard input) is formatted on its own, not with files",
+                 EXIT_USAGE)
+        _fmt_stdin(check_only)
 
     defaults = [p for p in (Path("worlds"), Path("eairdsl/stdlib")) if p.exists()]
     if not paths and not defaults:  # `fmt --check` in the wrong folder passed, vacuously
@@ -175,6 +206,36 @@ def fmt(
         typer.echo(f"{len(targets)} file(s) checked, {changed} "
                    f"{'need formatting' if check_only else 'reformatted'}")
     raise typer.Exit(EXIT_INPUT if failed else EXIT_OK)
+
+
+def _fmt_stdin(check_only: bool) -> None:
+    """`eairc fmt -`: the formatted text on stdout, or the diagnostics on stderr and exit 1
+    with nothing on stdout (an editor then keeps the buffer as it was)."""
+    import sys
+
+    from eairdsl.diagnostics import render_all
+    from eairdsl.syntax.fmt import FormatterError, format_text
+
+    raw = sys.stdin.buffer.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"<stdin>: error[E102]: not valid UTF-8 (byte {exc.start})", EXIT_INPUT)
+    try:
+        formatted, diagnostics = format_text(text, "<stdin>")
+    except FormatterError as exc:
+        fail(f"<stdin>: internal formatter error, nothing written: {exc}", EXIT_INPUT)
+    if formatted is None:
+        err(render_all(diagnostics.sorted(), {"<stdin>": text.split("\n")}))
+        raise typer.Exit(EXIT_INPUT)
+    if check_only:
+        if formatted != text:
+            err("<stdin>: not formatted")
+            raise typer.Exit(EXIT_INPUT)
+        raise typer.Exit(EXIT_OK)
+    sys.stdout.write(formatted)
+    sys.stdout.flush()
+    raise typer.Exit(EXIT_OK)
 
 
 def diff(
