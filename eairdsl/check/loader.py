@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +30,8 @@ from eairdsl.source import (
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
-__all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path"]
+__all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path",
+           "source_overlay"]
 
 
 def stdlib_root() -> Path:
@@ -110,7 +114,43 @@ MAX_MODULES = 500
 MAX_PROGRAM_BYTES = 16 * 1024 * 1024
 
 
+#: Texts that stand in for files on disk, by resolved path (`source_overlay`).
+_OVERLAY: ContextVar[Mapping[Path, str] | None] = ContextVar("eair_source_overlay", default=None)
+
+
+@contextmanager
+def source_overlay(texts: Mapping[Path, str]) -> Iterator[None]:
+    """Within the block, the modules at these paths are read from `texts`, not the disk.
+
+    A language server checks the buffer an editor holds, which is often unsaved;
+    writing it to a file beside the user's would touch their folder. Imports and
+    data files still resolve relative to the path, as they will once it is saved.
+    """
+    resolved = {p.resolve(): text for p, text in texts.items()}
+    token = _OVERLAY.set(resolved)
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
+def _overlaid(path: Path) -> SourceFile | None:
+    """The overlay's text for `path` as `read_source` would decode it, or None."""
+    texts = _OVERLAY.get()
+    if not texts:
+        return None
+    key = real_path(path)
+    text = texts.get(key) if key is not None else None
+    if text is None:
+        return None
+    return SourceFile(name=display_name(path), path=str(path),
+                      text=text.removeprefix("\ufeff").replace("\r\n", "\n"))
+
+
 def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile | None:
+    overlaid = _overlaid(path)
+    if overlaid is not None:
+        return overlaid
     try:
         return read_source(path)
     except SourceError as err:
