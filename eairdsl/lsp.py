@@ -209,9 +209,21 @@ def build_server() -> LanguageServer:
     def text_of(uri: str) -> str:
         return server.workspace.get_text_document(uri).source
 
+    def to_client(text: str, where: T.Range) -> T.Range:
+        """Our columns count code points; the client's count the negotiated encoding's
+        units (UTF-16 unless it said otherwise), which differ past the first emoji."""
+        return server.workspace.position_codec.range_to_client_units(text.split("\n"), where)
+
+    def located(uri: str) -> list[T.Diagnostic]:
+        text = text_of(uri)
+        found = diagnostics_for(path_of(uri), text)
+        for diagnostic in found:
+            diagnostic.range = to_client(text, diagnostic.range)
+        return found
+
     def publish(uri: str) -> None:
         none: list[T.Diagnostic] = []
-        found = _safely(none, lambda: diagnostics_for(path_of(uri), text_of(uri)))
+        found = _safely(none, lambda: located(uri))
         server.text_document_publish_diagnostics(
             T.PublishDiagnosticsParams(uri=uri, diagnostics=found))
 
@@ -237,23 +249,31 @@ def build_server() -> LanguageServer:
             formatted, _ = format_text(text, display_name(path_of(uri)))
             if formatted is None or formatted == text:
                 return []
-            return [T.TextEdit(range=_whole(text), new_text=formatted)]
+            return [T.TextEdit(range=to_client(text, _whole(text)), new_text=formatted)]
         return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def symbols(ls: LanguageServer,
                 params: T.DocumentSymbolParams) -> list[T.DocumentSymbol]:
         uri = params.text_document.uri
-        return _safely([], lambda: document_symbols(text_of(uri),
-                                                    display_name(path_of(uri))))
+
+        def work() -> list[T.DocumentSymbol]:
+            text = text_of(uri)
+            found = document_symbols(text, display_name(path_of(uri)))
+            for symbol in found:
+                symbol.range = symbol.selection_range = to_client(text, symbol.range)
+            return found
+        return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     def hover(ls: LanguageServer, params: T.HoverParams) -> T.Hover | None:
         uri = params.text_document.uri
 
         def work() -> T.Hover | None:
-            shown = hover_text(text_of(uri), display_name(path_of(uri)),
-                               params.position.line, params.position.character)
+            text = text_of(uri)
+            at = server.workspace.position_codec.position_from_client_units(
+                text.split("\n"), params.position)
+            shown = hover_text(text, display_name(path_of(uri)), at.line, at.character)
             if shown is None:
                 return None
             return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=shown))

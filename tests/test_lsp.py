@@ -232,3 +232,14 @@ def test_prefixes_of_a_world_never_break_the_server(client: Client) -> None:
     assert client.close() == 0
     assert client.stderr_path is not None
     assert "request failed" not in client.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+def test_columns_are_utf16_units(client: Client) -> None:
+    """LSP counts UTF-16 code units by default: after an emoji, one more than code points."""
+    text = 'world w {\n  title "\U0001f60b" oops\n}\n'
+    uri = client.open(D1, text)
+    found = client.diagnostics(uri)
+    assert found
+    line = text.split("\n")[1]
+    assert found[0]["range"]["start"] == {
+        "line": 1, "character": len(line[:line.index("oops")].encode("utf-16-le")) // 2}
