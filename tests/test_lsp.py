@@ -243,3 +243,9 @@ def test_columns_are_utf16_units(client: Client) -> None:
     line = text.split("\n")[1]
     assert found[0]["range"]["start"] == {
         "line": 1, "character": len(line[:line.index("oops")].encode("utf-16-le")) // 2}
+
+
+def test_a_binary_buffer_is_refused_as_a_binary_file(client: Client) -> None:
+    """The in-memory buffer gets the checks a file on disk does (here: NUL bytes, E101)."""
+    uri = client.open(D1, "world w {\x00}\n")
+    assert [d["code"] for d in client.diagnostics(uri)] == ["E101"]

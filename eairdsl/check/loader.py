@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import (
+    MAX_SOURCE_BYTES,
     SourceError,
     SourceFile,
     Span,
@@ -135,7 +136,8 @@ def source_overlay(texts: Mapping[Path, str]) -> Iterator[None]:
 
 
 def _overlaid(path: Path) -> SourceFile | None:
-    """The overlay's text for `path` as `read_source` would decode it, or None."""
+    """The overlay's text for `path` as `read_source` would decode it (None when it has
+    none), refused with the same SourceError a file on disk would be (too large, NUL)."""
     texts = _OVERLAY.get()
     if not texts:
         return None
@@ -143,15 +145,24 @@ def _overlaid(path: Path) -> SourceFile | None:
     text = texts.get(key) if key is not None else None
     if text is None:
         return None
-    return SourceFile(name=display_name(path), path=str(path),
+    name = display_name(path)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:  # as read_source refuses the file on disk
+        limit = f"{MAX_SOURCE_BYTES // (1024 * 1024)} MB"
+        raise SourceError("E209", f"{name} is too large ({size:,} bytes; the limit is {limit})",
+                          f"a .eair file may hold at most {limit}")
+    if "\x00" in text[:8192]:
+        raise SourceError("E101", f"{name} looks like a binary file (it contains NUL bytes)",
+                          "world files are UTF-8 text")
+    return SourceFile(name=name, path=str(path),
                       text=text.removeprefix("\ufeff").replace("\r\n", "\n"))
 
 
 def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile | None:
-    overlaid = _overlaid(path)
-    if overlaid is not None:
-        return overlaid
     try:
+        overlaid = _overlaid(path)
+        if overlaid is not None:
+            return overlaid
         return read_source(path)
     except SourceError as err:
         where = span
