@@ -99,9 +99,19 @@ def _whole(text: str) -> T.Range:
 # ------------------------------------------------------------------ diagnostics
 
 
-def _to_lsp(diagnostic: Diagnostic, here: str) -> T.Diagnostic:
-    """One compiler diagnostic as LSP shows it; one located in another file (an import)
-    is shown at the top of this one, its own place named in the message."""
+def _import_spans(text: str, name: str) -> dict[str, Span]:
+    """This file's `import` declarations by the file name each names (empty when the
+    text does not parse): where a problem inside an imported module is shown."""
+    module, _ = parse_text(text, name)
+    if module is None:
+        return {}
+    return {Path(d.path).name: d.span for d in module.decls if isinstance(d, A.ImportDecl)}
+
+
+def _to_lsp(diagnostic: Diagnostic, here: str, imports: dict[str, Span]) -> T.Diagnostic:
+    """One compiler diagnostic as LSP shows it. One located in another file is shown on
+    the import of that file (else at the top), its own place named in the message:
+    an editor shows only the open file's diagnostics."""
     message = diagnostic.message
     if diagnostic.hint:
         message += f"\nhint: {diagnostic.hint}"
@@ -109,10 +119,11 @@ def _to_lsp(diagnostic: Diagnostic, here: str) -> T.Diagnostic:
     if span is not None and span.file == here:
         where = _range(span)
     else:
+        at = imports.get(Path(span.file).name) if span is not None else None
         if span is not None:
             message = f"{span}: {message}"
-        where = T.Range(start=T.Position(line=0, character=0),
-                        end=T.Position(line=0, character=0))
+        where = _range(at) if at is not None else T.Range(
+            start=T.Position(line=0, character=0), end=T.Position(line=0, character=0))
     return T.Diagnostic(range=where, message=message, code=diagnostic.code, source=SOURCE,
                         severity=_SEVERITY.get(diagnostic.severity,
                                                T.DiagnosticSeverity.Information))
@@ -124,7 +135,9 @@ def diagnostics_for(path: Path, text: str) -> list[T.Diagnostic]:
     with source_overlay({path: text}):
         result = compile_world(path)
     here = display_name(path)
-    return [_to_lsp(d, here) for d in result.diagnostics]
+    elsewhere = any(d.span is None or d.span.file != here for d in result.diagnostics)
+    imports = _import_spans(text, here) if elsewhere else {}
+    return [_to_lsp(d, here, imports) for d in result.diagnostics]
 
 
 # ------------------------------------------------------------------ outline and hover

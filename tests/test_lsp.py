@@ -249,3 +249,23 @@ def test_a_binary_buffer_is_refused_as_a_binary_file(client: Client) -> None:
     """The in-memory buffer gets the checks a file on disk does (here: NUL bytes, E101)."""
     uri = client.open(D1, "world w {\x00}\n")
     assert [d["code"] for d in client.diagnostics(uri)] == ["E101"]
+
+
+def test_without_pygls_lsp_is_a_usage_error_naming_the_extra() -> None:
+    """The extra is optional: without it `eairc lsp` says how to install it and exits 2."""
+    hide = ("import sys; sys.modules['pygls'] = None; sys.argv = ['eairc', 'lsp']; "
+            "from eairdsl.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", hide], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=GUARD,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert "eairdsl[lsp]" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_problem_in_an_import_is_shown_on_its_import(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "lib.eair").write_text("enum colour { red, green }\n", encoding="utf-8")
+    text = 'world w {\n  title "x"\n}\n\nimport "lib.eair"\n'
+    uri = client.open(tmp_path / "w.eair", text)  # never saved: only the import is on disk
+    found = [d for d in client.diagnostics(uri) if "lib.eair" in d["message"]]
+    assert found and all(d["range"]["start"]["line"] == 4 for d in found)
+    assert not (tmp_path / "w.eair").exists()
