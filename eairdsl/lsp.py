@@ -28,9 +28,9 @@ from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from eairdsl import __version__
-from eairdsl.check.loader import source_overlay
+from eairdsl.check.loader import load_program, source_overlay
 from eairdsl.compiler import compile_world
-from eairdsl.diagnostics import Diagnostic, Severity
+from eairdsl.diagnostics import Diagnostic, Diagnostics, Severity
 from eairdsl.runtime.builtins import BUILTINS, BuiltinDef
 from eairdsl.source import Span, display_name
 from eairdsl.syntax import ast as A
@@ -184,9 +184,11 @@ def _word_at(text: str, line: int, character: int) -> str | None:
     return None
 
 
-def hover_text(text: str, name: str, line: int, character: int) -> str | None:
+def hover_text(text: str, name: str, line: int, character: int,
+               path: Path | None = None) -> str | None:
     """Markdown for the word under the cursor: a builtin's signature and doc, else the
-    kind of the declaration of that name in this file."""
+    kind of the declaration of that name in this file or (given its `path`, so imports
+    resolve) in a module it imports."""
     word = _word_at(text, line, character)
     if word is None:
         return None
@@ -199,6 +201,21 @@ def hover_text(text: str, name: str, line: int, character: int) -> str | None:
     for decl in module.decls:
         if getattr(decl, "name", None) == word:
             return f"`{_label(decl)}`"
+    return _imported(path, text, word)
+
+
+def _imported(path: Path | None, text: str, word: str) -> str | None:
+    """The kind of `word` declared in a module this file imports, and which module."""
+    if path is None:
+        return None
+    with source_overlay({path: text}):
+        program = load_program(path, Diagnostics())
+    if program is None:
+        return None
+    for loaded in program.modules:
+        for decl in loaded.module.decls:
+            if getattr(decl, "name", None) == word:
+                return f"`{_label(decl)}` (from `{loaded.ref}`)"
     return None
 
 
@@ -286,7 +303,8 @@ def build_server() -> LanguageServer:
             text = text_of(uri)
             at = server.workspace.position_codec.position_from_client_units(
                 text.split("\n"), params.position)
-            shown = hover_text(text, display_name(path_of(uri)), at.line, at.character)
+            path = path_of(uri)
+            shown = hover_text(text, display_name(path), at.line, at.character, path)
             if shown is None:
                 return None
             return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=shown))

@@ -269,3 +269,17 @@ def test_a_problem_in_an_import_is_shown_on_its_import(client: Client, tmp_path:
     found = [d for d in client.diagnostics(uri) if "lib.eair" in d["message"]]
     assert found and all(d["range"]["start"]["line"] == 4 for d in found)
     assert not (tmp_path / "w.eair").exists()
+
+
+def test_hover_on_a_name_an_import_declares(client: Client) -> None:
+    """`propagation = true` in D1 sets a lever that stdlib/delegation.eair declares."""
+    text = D1.read_text(encoding="utf-8")
+    uri = client.open(D1, text)
+    lines = text.split("\n")
+    line = next(i for i, row in enumerate(lines) if row.strip() == "propagation = true")
+    shown = client.request("textDocument/hover", {
+        "textDocument": {"uri": uri},
+        "position": {"line": line, "character": lines[line].index("propagation") + 1}})
+    assert shown is not None
+    assert "lever propagation" in shown["contents"]["value"]
+    assert "stdlib/delegation.eair" in shown["contents"]["value"]
