@@ -163,8 +163,23 @@ def document_symbols(text: str, name: str) -> list[T.DocumentSymbol]:
         where = _range(decl.span)
         symbols.append(T.DocumentSymbol(
             name=_label(decl), kind=_SYMBOL_KIND.get(decl.decl, T.SymbolKind.Object),
-            range=where, selection_range=where))
+            range=where, selection_range=where, children=_members(decl) or None))
     return symbols
+
+
+def _members(decl: Any) -> list[T.DocumentSymbol]:
+    """A record's fields and groups, nested under it in the outline."""
+    if not isinstance(decl, A.RecordDecl):
+        return []
+    members = []
+    for item in decl.items:
+        where = _range(item.span)
+        grouped = isinstance(item, A.GroupDecl)
+        members.append(T.DocumentSymbol(
+            name=f"group {item.name}" if grouped else item.name,
+            kind=T.SymbolKind.Array if grouped else T.SymbolKind.Field,
+            range=where, selection_range=where))
+    return members
 
 
 def _signature(builtin: BuiltinDef) -> str:
@@ -290,8 +305,11 @@ def build_server() -> LanguageServer:
         def work() -> list[T.DocumentSymbol]:
             text = text_of(uri)
             found = document_symbols(text, display_name(path_of(uri)))
-            for symbol in found:
+            pending = list(found)
+            while pending:
+                symbol = pending.pop()
                 symbol.range = symbol.selection_range = to_client(text, symbol.range)
+                pending.extend(symbol.children or ())
             return found
         return _safely([], work)
 

@@ -192,6 +192,12 @@ def test_document_symbols_list_roles(client: Client) -> None:
         if s["name"] in roles:
             start = s["range"]["start"]
             assert lines[start["line"]][start["character"]:].startswith(s["name"])
+    employee = next(s for s in symbols if s["name"] == "record employee")
+    members = [c["name"] for c in employee["children"]]
+    assert "rating" in members and "group restricted" in members
+    for child in employee["children"]:
+        start = child["range"]["start"]
+        assert lines[start["line"]][start["character"]:].startswith(child["name"])
 
 
 def test_hover_on_a_builtin_and_a_declared_name(client: Client) -> None:
