@@ -55,6 +55,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("external", ("eairdsl.external",)),
     # what a folder of results holds (`eairc ls`): it names every stage's folders
     ("inventory", ("eairdsl.inventory",)),
+    # the language server for editors: the checker, formatter and builtins at a cursor
+    ("lsp", ("eairdsl.lsp",)),
 )
 
 

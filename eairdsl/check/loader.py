@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import (
+    MAX_SOURCE_BYTES,
     SourceError,
     SourceFile,
     Span,
@@ -27,7 +31,8 @@ from eairdsl.source import (
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
-__all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path"]
+__all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path",
+           "source_overlay"]
 
 
 def stdlib_root() -> Path:
@@ -110,8 +115,54 @@ MAX_MODULES = 500
 MAX_PROGRAM_BYTES = 16 * 1024 * 1024
 
 
+#: Texts that stand in for files on disk, by resolved path (`source_overlay`).
+_OVERLAY: ContextVar[Mapping[Path, str] | None] = ContextVar("eair_source_overlay", default=None)
+
+
+@contextmanager
+def source_overlay(texts: Mapping[Path, str]) -> Iterator[None]:
+    """Within the block, the modules at these paths are read from `texts`, not the disk.
+
+    A language server checks the buffer an editor holds, which is often unsaved;
+    writing it to a file beside the user's would touch their folder. Imports and
+    data files still resolve relative to the path, as they will once it is saved.
+    """
+    resolved = {p.resolve(): text for p, text in texts.items()}
+    token = _OVERLAY.set(resolved)
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
+def _overlaid(path: Path) -> SourceFile | None:
+    """The overlay's text for `path` as `read_source` would decode it (None when it has
+    none), refused with the same SourceError a file on disk would be (too large, NUL)."""
+    texts = _OVERLAY.get()
+    if not texts:
+        return None
+    key = real_path(path)
+    text = texts.get(key) if key is not None else None
+    if text is None:
+        return None
+    name = display_name(path)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:  # as read_source refuses the file on disk
+        limit = f"{MAX_SOURCE_BYTES // (1024 * 1024)} MB"
+        raise SourceError("E209", f"{name} is too large ({size:,} bytes; the limit is {limit})",
+                          f"a .eair file may hold at most {limit}")
+    if "\x00" in text[:8192]:
+        raise SourceError("E101", f"{name} looks like a binary file (it contains NUL bytes)",
+                          "world files are UTF-8 text")
+    return SourceFile(name=name, path=str(path),
+                      text=text.removeprefix("\ufeff").replace("\r\n", "\n"))
+
+
 def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile | None:
     try:
+        overlaid = _overlaid(path)
+        if overlaid is not None:
+            return overlaid
         return read_source(path)
     except SourceError as err:
         where = span

@@ -17,7 +17,19 @@ from typing import Annotated
 
 import typer
 
-from eairdsl.cli import audit, bundle, external, graph, repair, results, run, signals, study, world
+from eairdsl.cli import (
+    audit,
+    bundle,
+    external,
+    graph,
+    lsp,
+    repair,
+    results,
+    run,
+    signals,
+    study,
+    world,
+)
 from eairdsl.cli.output import err
 
 __all__ = ["app", "main"]
@@ -45,7 +57,7 @@ def _root(
 
 
 #: Every command, in the order of `eairc --help`: the language, episodes, studies and
-#: their results, audits, repair (then the `signals` group).
+#: their results, audits, repair, the language server (then the `signals` group).
 _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("check", world.check), ("compile", world.compile), ("fmt", world.fmt),
     ("graph", graph.graph), ("diff", world.diff),
@@ -56,7 +68,7 @@ _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("check-report", bundle.check_report), ("bundle", bundle.bundle),
     ("import", external.import_command), ("import-eval", external.import_eval),
     ("audit", audit.audit), ("audit-study", audit.audit_study_command),
-    ("repair", repair.repair),
+    ("repair", repair.repair), ("lsp", lsp.lsp),
 )
 for _name, _command in _COMMANDS:
     app.command(_name)(_command)
