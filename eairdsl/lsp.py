@@ -65,7 +65,7 @@ _SYMBOL_KIND = {
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-R = TypeVar("R")
+Answer = TypeVar("Answer")
 
 
 def path_of(uri: str) -> Path:
@@ -237,7 +237,7 @@ def _imported(path: Path | None, text: str, word: str) -> str | None:
 # ------------------------------------------------------------------ the server
 
 
-def _safely(default: R, work: Callable[[], R]) -> R:
+def _safely(default: Answer, work: Callable[[], Answer]) -> Answer:
     """Run a handler's work; on any failure log it and answer `default`, never raise."""
     try:
         return work()
