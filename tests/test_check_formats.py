@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -40,12 +41,17 @@ def _invoke(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _check_as(fmt: str, bad: Path) -> Any:
+    """`eairc check BAD worlds/f1.eair --format FMT` (one error, one warning): exit 1 and
+    the output parsed."""
+    code, out, _ = _invoke("check", str(bad), str(ROOT / "worlds" / "f1.eair"), "--format", fmt)
+    assert code == 1
+    return json.loads(out)
+
+
 def test_json_carries_what_the_text_shows(tmp_path: Path) -> None:
     bad = _broken(tmp_path)
-    code, out, _ = _invoke("check", str(bad), str(ROOT / "worlds" / "f1.eair"),
-                           "--format", "json")
-    assert code == 1
-    data = json.loads(out)
+    data = _check_as("json", bad)
     first, second = data["worlds"]
     assert first["path"] == str(bad) and first["ok"] is False and first["errors"] >= 1
     d = first["diagnostics"][0]
@@ -62,18 +68,14 @@ def test_json_carries_what_the_text_shows(tmp_path: Path) -> None:
 
 def test_sarif_is_a_2_1_0_log_of_the_same_diagnostics(tmp_path: Path) -> None:
     bad = _broken(tmp_path)
-    code, out, _ = _invoke("check", str(bad), str(ROOT / "worlds" / "f1.eair"),
-                           "--format", "sarif")
-    assert code == 1
-    log = json.loads(out)
+    log = _check_as("sarif", bad)
     assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-2.1.0.json")
     (run,) = log["runs"]
     driver = run["tool"]["driver"]
     assert driver["name"] == "eairc" and driver["version"]
     rules = [r["id"] for r in driver["rules"]]
     assert rules == sorted(set(rules))
-    data = json.loads(_invoke("check", str(bad), str(ROOT / "worlds" / "f1.eair"),
-                              "--format", "json")[1])
+    data = _check_as("json", bad)
     want = [d for w in data["worlds"] for d in w["diagnostics"]]
     assert len(run["results"]) == len(want)
     for result, d in zip(run["results"], want, strict=True):

@@ -37,7 +37,8 @@ from eairdsl.external.otlp_transport import RetryPolicy, env_headers, read_delim
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "openai/gpt-4o-mini"
 NOW = 1_900_000_000 * 10**9  # an export time the tests choose
-FAST = RetryPolicy(attempts=4, base=0.001, ceiling=0.01, budget=1.0, timeout=5.0)
+# short backoffs (retries are counted, not timed); the request timeout only a hang guard
+FAST = RetryPolicy(attempts=4, base=0.001, ceiling=0.01, budget=1.0, timeout=120.0)
 
 
 def spans_of(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -31,11 +31,11 @@ def episodes(study_dir: str | Path) -> Any:
     cell's rates use). Needs pandas (`pip install 'eairdsl[pandas]'`); raises
     ImportError saying so otherwise, and StoreError if the folder holds no study.
     """
-    from eairdsl.study.store import STORE_FILE, Store, episodes_frame
+    from eairdsl.study.frames import open_study
+    from eairdsl.study.store import episodes_frame
 
-    folder = Path(study_dir)
-    path = folder if folder.suffix == ".sqlite" else folder / STORE_FILE
-    with Store.open(path, create=False) as store:
+    _, store = open_study(study_dir)
+    with store:
         return episodes_frame(store)
 
 
