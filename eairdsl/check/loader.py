@@ -32,7 +32,7 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
 __all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path",
-           "source_overlay"]
+           "source_overlay", "resolve_import"]
 
 
 def stdlib_root() -> Path:
@@ -226,7 +226,7 @@ class _Loader:
             if top.next < len(top.imports):
                 decl = top.imports[top.next]
                 top.next += 1
-                target = _resolve_import(top.path, decl, self.stdlib, self.diagnostics)
+                target = resolve_import(top.path, decl, self.stdlib, self.diagnostics)
                 if target is None:
                     self.ok = False
                     continue
@@ -307,7 +307,7 @@ class _Loader:
         self.ok = False
 
 
-def _resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
+def resolve_import(importer: Path, decl: A.ImportDecl, stdlib: Path,
                     diagnostics: Diagnostics) -> Path | None:
     """The file an import names: next to the importer, else in stdlib/.
 

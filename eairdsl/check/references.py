@@ -22,12 +22,12 @@ from eairdsl.vocabulary import (
     TRAITS,
 )
 
-__all__ = ["check_references", "RISKS", "TRAITS", "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS",
-           "CLOCK_UNITS"]
+__all__ = ["check_references", "INDUCER_CLAUSES", "PARTY_CLAUSES", "RISKS", "TRAITS",
+           "INDUCER_KINDS", "TOOL_KINDS", "MODEL_BINDINGS", "CLOCK_UNITS"]
 
 _Clauses = tuple[type[A.ClauseNode], ...]
 _EVERY_INDUCER: _Clauses = (A.RolesClause, A.WhenClause, A.TextClause, A.ShiftClause)
-_INDUCER_CLAUSES: dict[str, _Clauses] = {
+INDUCER_CLAUSES: dict[str, _Clauses] = {
     "prompt_clause": _EVERY_INDUCER,
     "dashboard": _EVERY_INDUCER,
     "warning": (*_EVERY_INDUCER, A.AtClause, A.EveryClause, A.FromClause, A.OnClause,
@@ -37,7 +37,7 @@ _INDUCER_CLAUSES: dict[str, _Clauses] = {
     "power": (*_EVERY_INDUCER, A.PointsClause, A.FromClause),
     "incentive": _EVERY_INDUCER,
 }
-_PARTY_CLAUSES: dict[str, _Clauses] = {
+PARTY_CLAUSES: dict[str, _Clauses] = {
     "role": (A.ModelClause, A.CardClause, A.KpiClause, A.MemoryClause, A.AuthorityClause,
              A.ToolsClause, A.TraitClause, A.DescriptionClause, A.ObjectiveClause,
              A.DisplayClause),
@@ -111,7 +111,7 @@ def _check_world_block(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 
 def _check_inducers(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for inducer in world.inducers.values():
-        allowed = _INDUCER_CLAUSES.get(inducer.kind)
+        allowed = INDUCER_CLAUSES.get(inducer.kind)
         if allowed is None:
             diagnostics.error("E505", f"unknown inducer kind '{inducer.kind}'", inducer.span,
                               did_you_mean(inducer.kind, INDUCER_KINDS) or
@@ -225,7 +225,7 @@ def _check_tools(world: CheckedWorld, diagnostics: Diagnostics) -> None:
 
 def _check_parties(world: CheckedWorld, diagnostics: Diagnostics) -> None:
     for party in world.parties.values():
-        allowed = _PARTY_CLAUSES[party.kind]
+        allowed = PARTY_CLAUSES[party.kind]
         for clause in party.clauses:
             if not isinstance(clause, allowed):
                 diagnostics.error("E506",

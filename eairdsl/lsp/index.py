@@ -1,0 +1,369 @@
+"""What a buffer declares and uses: the index behind go-to-definition, references,
+hover, completion and semantic tokens.
+
+An editor's buffer is usually half typed, so the index is built from a *tolerant*
+parse: when the text does not parse, the top-level declaration around each syntax
+error is blanked (spaces, newlines kept, so every position stays true) and the rest
+is parsed again; the buffer's imports are then loaded as the compiler loads them
+(`load_program`, the same resolution into `stdlib/`).
+
+Declarations come from the AST; *uses* are the identifiers of the text (`text.words`),
+resolved by name, since clause names (`tools a, b`, `on TOOL`) carry no span of their
+own. Resolution prefers the closest meaning: a parameter inside its tool or `let`, a
+record's field after `.`, then a top-level declaration, an enum member, a field.
+Bound variables (`for x in ...`) are not declarations and resolve to nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eairdsl.check.loader import load_program, resolve_import, source_overlay, stdlib_root
+from eairdsl.diagnostics import Diagnostics
+from eairdsl.source import Span, display_name
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
+from eairdsl.lsp.text import Word, span_contains, words
+
+__all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_text",
+           "imported_paths"]
+
+#: how many declarations around syntax errors are blanked before giving up
+_ROUNDS = 12
+_TOP = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
+
+#: containers whose fields `X.field` and `for r in X` reach
+_FIELDED = (A.RecordDecl, A.SchemaDecl)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A declared name: what it is, where its name is written, what it declares."""
+
+    name: str
+    kind: str
+    path: Path
+    word: Word
+    span: Span
+    header: str
+    doc: str | None = None
+    container: str | None = None
+    module: str = ""
+
+    @property
+    def label(self) -> str:
+        """`record employee`, `field rating of employee`, `parameter amount of refund`."""
+        of = f" of {self.container}" if self.container else ""
+        return f"{self.kind} {self.name}{of}"
+
+
+@dataclass
+class ModuleIndex:
+    """One file of the program: its text (the buffer's, for the open one), what it
+    declares, and its identifiers."""
+
+    path: Path
+    ref: str
+    text: str
+    module: A.Module
+    definitions: list[Definition] = field(default_factory=list)
+    scopes: list[tuple[Span, dict[str, Definition]]] = field(default_factory=list)
+    imports: list[tuple[A.ImportDecl, Path | None]] = field(default_factory=list)
+
+    @property
+    def words(self) -> tuple[Word, ...]:
+        return words(self.text)
+
+
+@dataclass
+class ProgramIndex:
+    """The open file and every module it imports, with one table of names."""
+
+    entry: Path
+    modules: list[ModuleIndex]
+    by_name: dict[str, list[Definition]] = field(default_factory=dict)
+
+    def module_of(self, path: Path) -> ModuleIndex | None:
+        return next((m for m in self.modules if m.path == path), None)
+
+    @property
+    def main(self) -> ModuleIndex | None:
+        return self.module_of(self.entry)
+
+    def definitions(self) -> Iterator[Definition]:
+        for module in self.modules:
+            yield from module.definitions
+
+    def top_level(self, name: str) -> list[Definition]:
+        return [d for d in self.by_name.get(name, ()) if d.container is None]
+
+    def resolve(self, module: ModuleIndex, word: Word) -> list[Definition]:
+        """What `word`, written in `module`, names (several when it cannot be told apart,
+        none for a keyword, a bound variable or a misspelling)."""
+        named = self.by_name.get(word.name, [])
+        if not named:
+            return []
+        if word.dotted:
+            return self._field(module, word, named)
+        for span, params in module.scopes:
+            if word.within(span) and word.name in params:
+                return [params[word.name]]
+        for kinds in (_TOPS, ("enum member",), ("field", "group"), ("measure",)):
+            found = [d for d in named if d.kind in kinds and d.kind != "parameter"]
+            if found:
+                return found
+        return []
+
+    def _field(self, module: ModuleIndex, word: Word, named: list[Definition]) -> list[Definition]:
+        """`obj.name`: a field of obj's record when obj names one (or is a variable bound
+        over one, `for r in obj`), else every field so named."""
+        fields = [d for d in named if d.kind in ("field", "group")]
+        container = word.obj
+        if container is not None and not self.top_level(container):
+            container = _bound_over(module.text, word, container)
+        if container is not None:
+            own = [d for d in fields if d.container == container]
+            if own:
+                return own
+        return fields
+
+    def at(self, path: Path, line: int, col: int) -> tuple[ModuleIndex, Word] | None:
+        """The module and identifier at a 0-based position of `path`."""
+        module = self.module_of(path)
+        if module is None:
+            return None
+        for word in module.words:
+            if word.line == line and word.col <= col <= word.end:
+                return module, word
+            if word.line > line:
+                break
+        return None
+
+    def references(self, target: Definition) -> list[tuple[ModuleIndex, Word]]:
+        """Every identifier of the program that names `target`, its declaration included."""
+        found = []
+        for module in self.modules:
+            for word in module.words:
+                if word.name == target.name and target in self.resolve(module, word):
+                    found.append((module, word))
+        return found
+
+    def import_at(self, path: Path, line: int, col: int) -> Path | None:
+        """The file an `import "..."` under the cursor names, when it resolves."""
+        module = self.module_of(path)
+        if module is None:
+            return None
+        for decl, target in module.imports:
+            if target is not None and span_contains(decl.span, line, col):
+                return target
+        return None
+
+
+#: kinds of top-level declarations (what a bare name names first)
+_TOPS = ("world", "enum", "schema", "record", "table", "ledger", "state", "document",
+         "policy", "lever", "condition", "inducer", "tool", "role", "actor", "simulator",
+         "instance", "let", "study measure")
+
+
+def _bound_over(text: str, word: Word, variable: str) -> str | None:
+    """The collection `variable` is bound over before `word` (`for v in X`, `all v in X`,
+    `exists v in X`), on the same or earlier lines: the container of `v.field`."""
+    lines = text.split("\n")
+    before = "\n".join(lines[max(0, word.line - 20):word.line] + [lines[word.line][:word.col]])
+    found = None
+    for match in re.finditer(rf"\b{re.escape(variable)}\s+in\s+([A-Za-z_][A-Za-z0-9_]*)", before):
+        found = match.group(1)
+    return found
+
+
+# ------------------------------------------------------------------ tolerant parsing
+
+
+def tolerant_text(text: str, name: str) -> str | None:
+    """`text` with each top-level declaration that holds a syntax error blanked, so the
+    rest parses; None when no blanking makes it parse."""
+    for _ in range(_ROUNDS):
+        module, diagnostics = parse_text(text, name)
+        if module is not None:
+            return text
+        lines = sorted({d.span.line for d in diagnostics if d.span is not None})
+        if not lines:
+            return None
+        text = _blank_around(text, lines)
+    return None
+
+
+def _blank_around(text: str, lines: list[int]) -> str:
+    """Blank the top-level declarations holding these 1-based lines (keep newlines)."""
+    starts = [text.count("\n", 0, m.start()) + 1 for m in _TOP.finditer(text)]
+    rows = text.split("\n")
+    for line in lines:
+        first = max((s for s in starts if s <= line), default=1)
+        if first == line:  # an unclosed declaration above fails on the next one's keyword
+            first = max((s for s in starts if s < line), default=first)
+        last = min((s for s in starts if s > line), default=len(rows) + 1)
+        for row in range(first - 1, min(last - 1, len(rows))):
+            rows[row] = " " * len(rows[row])
+    return "\n".join(rows)
+
+
+def _parsed(text: str, name: str) -> A.Module | None:
+    good = tolerant_text(text, name)
+    return None if good is None else parse_text(good, name)[0]
+
+
+# ------------------------------------------------------------------ building
+
+
+def index_program(path: Path, text: str, overlay: Mapping[Path, str] | None = None
+                  ) -> ProgramIndex:
+    """The index of the buffer `text` of `path` and of what it imports (read from disk,
+    or from `overlay`, the other open buffers)."""
+    name = display_name(path)
+    good = tolerant_text(text, name)
+    index = ProgramIndex(entry=path, modules=[])
+    if good is None:
+        return index
+    program = None
+    with source_overlay({**(overlay or {}), path: good}):
+        program = load_program(path, Diagnostics())
+    if program is not None:
+        for loaded in program.modules:
+            own = loaded.path == path
+            index.modules.append(_module_index(
+                loaded.path, loaded.ref, text if own else loaded.source.text, loaded.module))
+    else:
+        module, _ = parse_text(good, name)
+        if module is not None:
+            index.modules.append(_module_index(path, name, text, module))
+    for module in index.modules:
+        for definition in module.definitions:
+            index.by_name.setdefault(definition.name, []).append(definition)
+        for span, params in module.scopes:
+            for definition in params.values():
+                index.by_name.setdefault(definition.name, []).append(definition)
+    return index
+
+
+def _module_index(path: Path, ref: str, text: str, module: A.Module) -> ModuleIndex:
+    index = ModuleIndex(path=path, ref=ref, text=text, module=module)
+    found = _Finder(index)
+    stdlib = stdlib_root()
+    for decl in module.decls:
+        match decl:
+            case A.ImportDecl():
+                try:
+                    target = resolve_import(path, decl, stdlib, Diagnostics())
+                except OSError:
+                    target = None
+                index.imports.append((decl, target))
+            case A.RecordDecl() | A.SchemaDecl():
+                owner = found.declare(decl, _kind(decl))
+                items = decl.items if isinstance(decl, A.RecordDecl) else decl.fields
+                for item in items:
+                    kind = "group" if isinstance(item, A.GroupDecl) else "field"
+                    found.declare(item, kind, container=decl.name, after=owner)
+            case A.InstancesDecl():
+                for item in decl.fields:
+                    found.declare(item, "field", container="instances")
+            case A.EnumDecl():
+                owner = found.declare(decl, "enum")
+                for member in decl.members:
+                    found.member(decl, member, owner)
+            case A.ToolDecl() | A.LetDecl():
+                owner = found.declare(decl, _kind(decl))
+                params = {}
+                for param in decl.params:
+                    made = found.declare(param, "parameter", container=decl.name, after=owner,
+                                         keep=False)
+                    if made is not None:
+                        params[param.name] = made
+                index.scopes.append((decl.span, params))
+            case A.MeasureDecl():
+                for item in decl.items:
+                    found.declare(item, "metric" if item.metric else "measure")
+            case _:
+                if isinstance(getattr(decl, "name", None), str):
+                    found.declare(decl, _kind(decl))
+    return index
+
+
+def _kind(decl: A.Decl) -> str:
+    """The word a declaration is written with: `table`, `role`, `study measure`, ..."""
+    match decl:
+        case A.RecordDecl() | A.PartyDecl():
+            return decl.kind
+        case A.StudyMeasureDecl():
+            return "study measure"
+        case _:
+            return str(decl.decl)
+
+
+@dataclass
+class _Finder:
+    """Locates declared names in a module's text and records their definitions."""
+
+    index: ModuleIndex
+
+    def _word(self, span: Span, name: str, after: Word | None = None) -> Word | None:
+        for word in self.index.words:
+            if word.name == name and word.within(span) and (
+                    after is None or (word.line, word.col) > (after.line, after.col)):
+                return word
+        return None
+
+    def declare(self, node: A.Node, kind: str, container: str | None = None,
+                after: Definition | None = None, keep: bool = True) -> Definition | None:
+        name = getattr(node, "name", None)
+        if not isinstance(name, str):
+            return None
+        word = self._word(node.span, name, after.word if after is not None else None)
+        if word is None:
+            return None
+        definition = Definition(
+            name=name, kind=kind, path=self.index.path, word=word, span=node.span,
+            header=_header(self.index.text, node.span), doc=_doc(self.index, node),
+            container=container, module=self.index.ref)
+        if keep:
+            self.index.definitions.append(definition)
+        return definition
+
+    def member(self, decl: A.EnumDecl, member: str, owner: Definition | None) -> None:
+        word = self._word(decl.span, member, owner.word if owner is not None else None)
+        if word is None:
+            return
+        self.index.definitions.append(Definition(
+            name=member, kind="enum member", path=self.index.path, word=word, span=decl.span,
+            header=_header(self.index.text, decl.span), container=decl.name,
+            module=self.index.ref))
+
+
+def _header(text: str, span: Span) -> str:
+    """The first line of a declaration as written (what hover shows as its signature)."""
+    lines = text.split("\n")
+    if not 0 < span.line <= len(lines):
+        return ""
+    line = lines[span.line - 1][span.col - 1:] if span.col > 0 else lines[span.line - 1]
+    return line.rstrip().removesuffix("{").rstrip()
+
+
+def _doc(index: ModuleIndex, node: A.Node) -> str | None:
+    """A declaration's doc: its `doc` string, else the `//` comment lines right above it."""
+    doc = getattr(node, "doc", None)
+    if isinstance(doc, str) and doc:
+        return doc
+    comments = {c.line: c.text for c in index.module.comments if c.col <= node.span.col}
+    lines: list[str] = []
+    line = node.span.line - 1
+    while line in comments:
+        lines.insert(0, comments[line].removeprefix("//").strip())
+        line -= 1
+    return "\n".join(lines) or None
+
+
+def imported_paths(index: ProgramIndex) -> Iterable[Path]:
+    """The files this buffer's program reads (itself included)."""
+    return [m.path for m in index.modules]
