@@ -117,7 +117,8 @@ def client(tmp_path: Path) -> Any:
     c = Client(ROOT, stderr)
     c.stderr_path = tmp_path / "stderr"
     result = c.request("initialize", {"processId": os.getpid(), "rootUri": ROOT.as_uri(),
-                                      "capabilities": {}})
+                                      "capabilities": {},
+                                      "initializationOptions": {"diagnosticsDelay": 0}})
     caps = result["capabilities"]
     assert caps["documentFormattingProvider"] and caps["hoverProvider"]
     assert caps["documentSymbolProvider"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from eairdsl.check.loader import load_program, resolve_import, source_overlay, stdlib_root
@@ -26,6 +27,7 @@ from eairdsl.diagnostics import Diagnostics
 from eairdsl.source import Span, display_name
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
+from eairdsl.syntax.textmate import grammar_keywords
 from eairdsl.lsp.text import Word, span_contains, words
 
 __all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_text",
@@ -34,6 +36,8 @@ __all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolera
 #: how many declarations around syntax errors are blanked before giving up
 _ROUNDS = 12
 _TOP = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
+
+_RULE = re.compile(r"^[-=*#~_ ]*[-=*#~_]{4}")
 
 #: containers whose fields `X.field` and `for r in X` reach
 _FIELDED = (A.RecordDecl, A.SchemaDecl)
@@ -77,6 +81,10 @@ class ModuleIndex:
     def words(self) -> tuple[Word, ...]:
         return words(self.text)
 
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
+
 
 @dataclass
 class ProgramIndex:
@@ -104,10 +112,10 @@ class ProgramIndex:
         """What `word`, written in `module`, names (several when it cannot be told apart,
         none for a keyword, a bound variable or a misspelling)."""
         named = self.by_name.get(word.name, [])
-        if not named:
+        if not named or _keyword_here(module.lines, word):
             return []
         if word.dotted:
-            return self._field(module, word, named)
+            return self.field_of(module, word, named)
         for span, params in module.scopes:
             if word.within(span) and word.name in params:
                 return [params[word.name]]
@@ -117,7 +125,8 @@ class ProgramIndex:
                 return found
         return []
 
-    def _field(self, module: ModuleIndex, word: Word, named: list[Definition]) -> list[Definition]:
+    def field_of(self, module: ModuleIndex, word: Word,
+                 named: list[Definition]) -> list[Definition]:
         """`obj.name`: a field of obj's record when obj names one (or is a variable bound
         over one, `for r in obj`), else every field so named."""
         fields = [d for d in named if d.kind in ("field", "group")]
@@ -166,6 +175,25 @@ class ProgramIndex:
 _TOPS = ("world", "enum", "schema", "record", "table", "ledger", "state", "document",
          "policy", "lever", "condition", "inducer", "tool", "role", "actor", "simulator",
          "instance", "let", "study measure")
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> frozenset[str]:
+    """The language's clause and declaration keywords (the parser's word terminals)."""
+    return frozenset(grammar_keywords()["keywords"])
+
+
+def _keyword_here(lines: list[str], word: Word) -> bool:
+    """Is `word` written as a keyword: first on its line, followed by neither `:` (a field
+    declaration) nor `=`, `.`, `(` or `,` (a use)? A record may have a field named like a
+    clause (`text`, `record`), but the clause's keyword is never a reference to it."""
+    if word.name not in _keywords():
+        return False
+    row = lines[word.line] if word.line < len(lines) else ""
+    if row[:word.col].strip():
+        return False
+    rest = row[word.end:].lstrip()
+    return not rest[:1] or rest[:1] not in ":=.(,"
 
 
 def _bound_over(text: str, word: Word, variable: str) -> str | None:
@@ -359,7 +387,10 @@ def _doc(index: ModuleIndex, node: A.Node) -> str | None:
     lines: list[str] = []
     line = node.span.line - 1
     while line in comments:
-        lines.insert(0, comments[line].removeprefix("//").strip())
+        said = comments[line].removeprefix("//").strip()
+        if _RULE.match(said):  # a section rule (`// ---- tools`) is no one's doc
+            break
+        lines.insert(0, said)
         line -= 1
     return "\n".join(lines) or None
 

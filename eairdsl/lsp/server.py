@@ -1,69 +1,49 @@
-"""`eairc lsp`: a language server for `.eair` files over stdio (issue 30, item 2).
+"""The pygls wiring: open buffers, debounced diagnostics, and one handler per request.
 
-Editors get what `eairc check` and `eairc fmt` already know, at the cursor:
-diagnostics as the buffer changes, whole-document formatting, the outline of a
-world's declarations, and hover for builtins and declared names. The server
-holds no language knowledge of its own: it checks the editor's (often unsaved)
-text through the compiler with `source_overlay`, so it never writes into the
-user's folder, and every answer is built from the compiler's own diagnostics,
-AST and builtins table.
+Every answer is computed by a plain function of the buffer (`diagnose`, `outline`,
+`hover`, `complete`, `tokens`, `actions`, `cards`); this module only turns the
+protocol's positions into ours and back (the client counts UTF-16 units unless it
+negotiated otherwise; our columns count code points) and keeps the session's state:
+the open buffers (checked instead of the files on disk, so unsaved imports count),
+one index per buffer text, the pending diagnostics timers, and which open buffers
+read which files (an edit to an imported module re-checks its importers).
 
 A half-typed file is the normal case in an editor, so every handler answers
-(possibly with nothing) rather than raising: an exception in a handler would
-reach the client as an error message on every keystroke.
-
-pygls is an optional dependency (the `lsp` extra); only this module imports it.
+(possibly with nothing) rather than raising: an exception in a handler would reach
+the client as an error message on every keystroke.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from eairdsl import __version__
-from eairdsl.check.loader import load_program, source_overlay
-from eairdsl.compiler import compile_world
-from eairdsl.diagnostics import Diagnostic, Diagnostics, Severity
-from eairdsl.runtime.builtins import BUILTINS, BuiltinDef
-from eairdsl.source import Span, display_name
-from eairdsl.syntax import ast as A
+from eairdsl.lsp.actions import quick_fixes
+from eairdsl.lsp.complete import completions
+from eairdsl.lsp.diagnose import diagnostics_for
+from eairdsl.lsp.hover import hover_markdown
+from eairdsl.lsp.index import Definition, ProgramIndex, index_program
+from eairdsl.lsp.outline import document_symbols
+from eairdsl.lsp.text import whole_range
+from eairdsl.lsp.tokens import LEGEND, semantic_tokens
+from eairdsl.source import display_name
 from eairdsl.syntax.fmt import format_text
-from eairdsl.syntax.parser import parse_text
 
-__all__ = ["build_server", "diagnostics_for", "serve"]
+__all__ = ["build_server", "diagnostics_for", "serve", "path_of", "DEFAULT_DELAY"]
 
 _log = logging.getLogger(__name__)
 
-#: The `source` every published diagnostic names, so editors can tell ours apart.
-SOURCE = "eairc"
-
-_SEVERITY = {
-    Severity.ERROR: T.DiagnosticSeverity.Error,
-    Severity.WARNING: T.DiagnosticSeverity.Warning,
-}
-
-#: Outline kinds: the closest LSP symbol kind for each declaration (by its `decl` tag).
-_SYMBOL_KIND = {
-    "world": T.SymbolKind.Module, "import": T.SymbolKind.File, "enum": T.SymbolKind.Enum,
-    "schema": T.SymbolKind.Interface, "record": T.SymbolKind.Struct,
-    "state": T.SymbolKind.Variable, "document": T.SymbolKind.File,
-    "authorization": T.SymbolKind.Object, "policy": T.SymbolKind.Object,
-    "lever": T.SymbolKind.Boolean, "condition": T.SymbolKind.Event,
-    "inducer": T.SymbolKind.Event, "tool": T.SymbolKind.Function,
-    "party": T.SymbolKind.Class, "channel": T.SymbolKind.Operator,
-    "instances": T.SymbolKind.Array, "instance": T.SymbolKind.Object,
-    "measure": T.SymbolKind.Property, "study_measure": T.SymbolKind.Property,
-    "let": T.SymbolKind.Constant, "protected": T.SymbolKind.Key,
-}
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: seconds of quiet after an edit before the buffer is checked (initializationOptions
+#: `diagnosticsDelay` overrides it): typing does not queue one check per keystroke
+DEFAULT_DELAY = 0.25
 
 Answer = TypeVar("Answer")
 
@@ -77,166 +57,6 @@ def path_of(uri: str) -> Path:
     return Path.cwd() / (Path(unquote(parsed.path)).name or "untitled.eair")
 
 
-# ------------------------------------------------------------------ positions
-
-
-def _range(span: Span) -> T.Range:
-    """Our spans are 1-based with an exclusive end; LSP positions are 0-based."""
-    start = T.Position(line=max(span.line - 1, 0), character=max(span.col - 1, 0))
-    end = T.Position(line=max(span.end_line - 1, 0), character=max(span.end_col - 1, 0))
-    if (end.line, end.character) < (start.line, start.character):
-        end = start
-    return T.Range(start=start, end=end)
-
-
-def _whole(text: str) -> T.Range:
-    """The range of all of `text` (for a whole-document edit)."""
-    lines = text.split("\n")
-    return T.Range(start=T.Position(line=0, character=0),
-                   end=T.Position(line=len(lines) - 1, character=len(lines[-1])))
-
-
-# ------------------------------------------------------------------ diagnostics
-
-
-def _import_spans(text: str, name: str) -> dict[str, Span]:
-    """This file's `import` declarations by the file name each names (empty when the
-    text does not parse): where a problem inside an imported module is shown."""
-    module, _ = parse_text(text, name)
-    if module is None:
-        return {}
-    return {Path(d.path).name: d.span for d in module.decls if isinstance(d, A.ImportDecl)}
-
-
-def _to_lsp(diagnostic: Diagnostic, here: str, imports: dict[str, Span]) -> T.Diagnostic:
-    """One compiler diagnostic as LSP shows it. One located in another file is shown on
-    the import of that file (else at the top), its own place named in the message:
-    an editor shows only the open file's diagnostics."""
-    message = diagnostic.message
-    if diagnostic.hint:
-        message += f"\nhint: {diagnostic.hint}"
-    span = diagnostic.span
-    if span is not None and span.file == here:
-        where = _range(span)
-    else:
-        at = imports.get(Path(span.file).name) if span is not None else None
-        if span is not None:
-            message = f"{span}: {message}"
-        where = _range(at) if at is not None else T.Range(
-            start=T.Position(line=0, character=0), end=T.Position(line=0, character=0))
-    return T.Diagnostic(range=where, message=message, code=diagnostic.code, source=SOURCE,
-                        severity=_SEVERITY.get(diagnostic.severity,
-                                               T.DiagnosticSeverity.Information))
-
-
-def diagnostics_for(path: Path, text: str) -> list[T.Diagnostic]:
-    """Check `text` as the file at `path` (its imports and data read from disk) and return
-    what `eairc check` would report, as LSP diagnostics."""
-    with source_overlay({path: text}):
-        result = compile_world(path)
-    here = display_name(path)
-    elsewhere = any(d.span is None or d.span.file != here for d in result.diagnostics)
-    imports = _import_spans(text, here) if elsewhere else {}
-    return [_to_lsp(d, here, imports) for d in result.diagnostics]
-
-
-# ------------------------------------------------------------------ outline and hover
-
-
-def _label(decl: Any) -> str:
-    """How the outline names a declaration: its kind word and its name, when it has one."""
-    kind = getattr(decl, "kind", None) if isinstance(decl, A.RecordDecl | A.PartyDecl) else None
-    kind = kind or str(getattr(decl, "decl", "declaration")).replace("_", " ")
-    name = getattr(decl, "name", None)
-    if isinstance(decl, A.ImportDecl):
-        name = getattr(decl, "path", None)
-    return f"{kind} {name}" if isinstance(name, str) and name else str(kind)
-
-
-def document_symbols(text: str, name: str) -> list[T.DocumentSymbol]:
-    """The module's declarations, in order, with their spans (none when it does not parse)."""
-    module, _ = parse_text(text, name)
-    if module is None:
-        return []
-    symbols = []
-    for decl in module.decls:
-        where = _range(decl.span)
-        symbols.append(T.DocumentSymbol(
-            name=_label(decl), kind=_SYMBOL_KIND.get(decl.decl, T.SymbolKind.Object),
-            range=where, selection_range=where, children=_members(decl) or None))
-    return symbols
-
-
-def _members(decl: Any) -> list[T.DocumentSymbol]:
-    """A record's fields and groups, nested under it in the outline."""
-    if not isinstance(decl, A.RecordDecl):
-        return []
-    members = []
-    for item in decl.items:
-        where = _range(item.span)
-        grouped = isinstance(item, A.GroupDecl)
-        members.append(T.DocumentSymbol(
-            name=f"group {item.name}" if grouped else item.name,
-            kind=T.SymbolKind.Array if grouped else T.SymbolKind.Field,
-            range=where, selection_range=where))
-    return members
-
-
-def _signature(builtin: BuiltinDef) -> str:
-    """`name(param: type, optional?: type) -> result`, as the hover shows a builtin."""
-    params = ", ".join(f"{p.name}{'?' if p.optional else ''}: {p.type}" for p in builtin.params)
-    return f"{builtin.name}({params}) -> {builtin.result}"
-
-
-def _word_at(text: str, line: int, character: int) -> str | None:
-    """The identifier under a 0-based position, or None."""
-    lines = text.split("\n")
-    if not 0 <= line < len(lines):
-        return None
-    for match in _WORD.finditer(lines[line]):
-        if match.start() <= character <= match.end():
-            return match.group()
-    return None
-
-
-def hover_text(text: str, name: str, line: int, character: int,
-               path: Path | None = None) -> str | None:
-    """Markdown for the word under the cursor: a builtin's signature and doc, else the
-    kind of the declaration of that name in this file or (given its `path`, so imports
-    resolve) in a module it imports."""
-    word = _word_at(text, line, character)
-    if word is None:
-        return None
-    builtin = BUILTINS.get(word)
-    if builtin is not None:
-        return f"```\n{_signature(builtin)}\n```\n\n{builtin.doc}"
-    module, _ = parse_text(text, name)
-    if module is None:
-        return None
-    for decl in module.decls:
-        if getattr(decl, "name", None) == word:
-            return f"`{_label(decl)}`"
-    return _imported(path, text, word)
-
-
-def _imported(path: Path | None, text: str, word: str) -> str | None:
-    """The kind of `word` declared in a module this file imports, and which module."""
-    if path is None:
-        return None
-    with source_overlay({path: text}):
-        program = load_program(path, Diagnostics())
-    if program is None:
-        return None
-    for loaded in program.modules:
-        for decl in loaded.module.decls:
-            if getattr(decl, "name", None) == word:
-                return f"`{_label(decl)}` (from `{loaded.ref}`)"
-    return None
-
-
-# ------------------------------------------------------------------ the server
-
-
 def _safely(default: Answer, work: Callable[[], Answer]) -> Answer:
     """Run a handler's work; on any failure log it and answer `default`, never raise."""
     try:
@@ -246,91 +66,301 @@ def _safely(default: Answer, work: Callable[[], Answer]) -> Answer:
         return default
 
 
-def build_server() -> LanguageServer:
-    """A pygls server with the handlers registered (full text sync: a world is small)."""
-    server = LanguageServer("eairc", __version__,
-                            text_document_sync_kind=T.TextDocumentSyncKind.Full)
+class EairServer(LanguageServer):
+    """The session: open `.eair` buffers by URI, their indexes and check timers."""
 
-    def text_of(uri: str) -> str:
-        return server.workspace.get_text_document(uri).source
+    def __init__(self) -> None:
+        super().__init__("eairc", __version__,
+                         text_document_sync_kind=T.TextDocumentSyncKind.Full)
+        self.delay = DEFAULT_DELAY
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.reads: dict[str, set[Path]] = {}  # open buffer -> the files its check read
+        self.indexes: dict[str, tuple[str, ProgramIndex]] = {}
 
-    def to_client(text: str, where: T.Range) -> T.Range:
+    # ---------------------------------------------------------------- buffers
+
+    def text_of(self, uri: str) -> str:
+        return self.workspace.get_text_document(uri).source
+
+    def open_eair(self) -> list[str]:
+        return [uri for uri in self.workspace.text_documents if uri.endswith(".eair")]
+
+    def overlay(self) -> dict[Path, str]:
+        """Every open `.eair` buffer by its path: what is checked instead of the disk."""
+        return {path_of(uri): self.text_of(uri) for uri in self.open_eair()}
+
+    def index(self, uri: str) -> ProgramIndex:
+        """The index of the buffer as it is now (rebuilt only when its text changed)."""
+        text = self.text_of(uri)
+        kept = self.indexes.get(uri)
+        if kept is not None and kept[0] == text:
+            return kept[1]
+        built = index_program(path_of(uri), text, self.overlay())
+        self.indexes[uri] = (text, built)
+        return built
+
+    # ---------------------------------------------------------------- positions
+
+    def to_ours(self, text: str, position: T.Position) -> T.Position:
+        return self.workspace.position_codec.position_from_client_units(
+            text.split("\n"), position)
+
+    def to_client(self, text: str, where: T.Range) -> T.Range:
         """Our columns count code points; the client's count the negotiated encoding's
         units (UTF-16 unless it said otherwise), which differ past the first emoji."""
-        return server.workspace.position_codec.range_to_client_units(text.split("\n"), where)
+        return self.workspace.position_codec.range_to_client_units(text.split("\n"), where)
 
-    def located(uri: str) -> list[T.Diagnostic]:
-        text = text_of(uri)
-        found = diagnostics_for(path_of(uri), text)
-        for diagnostic in found:
-            diagnostic.range = to_client(text, diagnostic.range)
-        return found
+    def location(self, path: Path, text: str, where: T.Range) -> T.Location:
+        return T.Location(uri=path.as_uri(), range=self.to_client(text, where))
 
-    def publish(uri: str) -> None:
-        none: list[T.Diagnostic] = []
-        found = _safely(none, lambda: located(uri))
-        server.text_document_publish_diagnostics(
-            T.PublishDiagnosticsParams(uri=uri, diagnostics=found))
+    # ---------------------------------------------------------------- diagnostics
+
+    def publish(self, uri: str) -> None:
+        """Check the buffer and send its diagnostics (none when it is closed)."""
+        self.timers.pop(uri, None)
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            return
+        text = document.source
+
+        def work() -> list[T.Diagnostic]:
+            found = diagnostics_for(path_of(uri), text, self.overlay())
+            for diagnostic in found:
+                diagnostic.range = self.to_client(text, diagnostic.range)
+            self.reads[uri] = {m.path for m in self.index(uri).modules}
+            return found
+        self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(
+            uri=uri, version=document.version, diagnostics=_safely([], work)))
+
+    def schedule(self, uri: str, now: bool = False) -> None:
+        """Check `uri` after `delay` seconds of quiet (at once when `now` or no delay)."""
+        pending = self.timers.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        if now or self.delay <= 0:
+            self.publish(uri)
+            return
+        self.timers[uri] = asyncio.get_running_loop().call_later(self.delay, self.publish, uri)
+
+    def dependents(self, changed: Path) -> list[str]:
+        """The other open buffers whose last check read `changed`."""
+        return [uri for uri, read in self.reads.items()
+                if changed in read and path_of(uri) != changed
+                and uri in self.workspace.text_documents]
+
+    # ---------------------------------------------------------------- definitions
+
+    def definitions_at(self, uri: str, position: T.Position
+                       ) -> tuple[ProgramIndex, list[Definition]] | None:
+        text = self.text_of(uri)
+        at = self.to_ours(text, position)
+        index = self.index(uri)
+        found = index.at(path_of(uri), at.line, at.character)
+        if found is None:
+            return None
+        return index, index.resolve(*found)
+
+
+def build_server() -> LanguageServer:
+    """A pygls server with the handlers registered (full text sync: a world is small)."""
+    server = EairServer()
+
+    @server.feature(T.INITIALIZE)
+    def initialize(ls: EairServer, params: T.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict):
+            delay = options.get("diagnosticsDelay")
+            if isinstance(delay, int | float) and 0 <= delay <= 10:
+                server.delay = float(delay)
 
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: LanguageServer, params: T.DidOpenTextDocumentParams) -> None:
-        publish(params.text_document.uri)
+    def did_open(ls: EairServer, params: T.DidOpenTextDocumentParams) -> None:
+        server.schedule(params.text_document.uri, now=True)
 
     @server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: LanguageServer, params: T.DidChangeTextDocumentParams) -> None:
-        publish(params.text_document.uri)
+    def did_change(ls: EairServer, params: T.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        server.schedule(uri)
+        for other in server.dependents(path_of(uri)):
+            server.schedule(other)
+
+    @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: EairServer, params: T.DidSaveTextDocumentParams) -> None:
+        for uri in server.open_eair():  # a saved data file or card may change any check
+            server.schedule(uri)
+
+    @server.feature(T.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched(ls: EairServer, params: T.DidChangeWatchedFilesParams) -> None:
+        server.indexes.clear()
+        for uri in server.open_eair():
+            server.schedule(uri)
 
     @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: LanguageServer, params: T.DidCloseTextDocumentParams) -> None:
+    def did_close(ls: EairServer, params: T.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        pending = server.timers.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        server.reads.pop(uri, None)
+        server.indexes.pop(uri, None)
         server.text_document_publish_diagnostics(
-            T.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+            T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(T.TEXT_DOCUMENT_FORMATTING)
-    def formatting(ls: LanguageServer,
-                   params: T.DocumentFormattingParams) -> list[T.TextEdit]:
+    def formatting(ls: EairServer, params: T.DocumentFormattingParams) -> list[T.TextEdit]:
         def work() -> list[T.TextEdit]:
             uri = params.text_document.uri
-            text = text_of(uri)
+            text = server.text_of(uri)
             formatted, _ = format_text(text, display_name(path_of(uri)))
             if formatted is None or formatted == text:
                 return []
-            return [T.TextEdit(range=to_client(text, _whole(text)), new_text=formatted)]
+            return [T.TextEdit(range=server.to_client(text, whole_range(text)),
+                               new_text=formatted)]
         return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def symbols(ls: LanguageServer,
-                params: T.DocumentSymbolParams) -> list[T.DocumentSymbol]:
+    def symbols(ls: EairServer, params: T.DocumentSymbolParams) -> list[T.DocumentSymbol]:
         uri = params.text_document.uri
 
         def work() -> list[T.DocumentSymbol]:
-            text = text_of(uri)
+            text = server.text_of(uri)
             found = document_symbols(text, display_name(path_of(uri)))
             pending = list(found)
             while pending:
                 symbol = pending.pop()
-                symbol.range = symbol.selection_range = to_client(text, symbol.range)
+                symbol.range = symbol.selection_range = server.to_client(text, symbol.range)
                 pending.extend(symbol.children or ())
             return found
         return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
-    def hover(ls: LanguageServer, params: T.HoverParams) -> T.Hover | None:
+    def hover(ls: EairServer, params: T.HoverParams) -> T.Hover | None:
         uri = params.text_document.uri
 
         def work() -> T.Hover | None:
-            text = text_of(uri)
-            at = server.workspace.position_codec.position_from_client_units(
-                text.split("\n"), params.position)
-            path = path_of(uri)
-            shown = hover_text(text, display_name(path), at.line, at.character, path)
+            text = server.text_of(uri)
+            at = server.to_ours(text, params.position)
+            shown = hover_markdown(server.index(uri), path_of(uri), at.line, at.character)
             if shown is None:
                 return None
             return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=shown))
         return _safely(None, work)
 
+    @server.feature(T.TEXT_DOCUMENT_DEFINITION)
+    def definition(ls: EairServer, params: T.DefinitionParams) -> list[T.Location]:
+        uri = params.text_document.uri
+
+        def work() -> list[T.Location]:
+            text = server.text_of(uri)
+            at = server.to_ours(text, params.position)
+            index = server.index(uri)
+            target = index.import_at(path_of(uri), at.line, at.character)
+            if target is not None:
+                start = T.Position(line=0, character=0)
+                return [T.Location(uri=target.as_uri(), range=T.Range(start=start, end=start))]
+            found = server.definitions_at(uri, params.position)
+            if found is None:
+                return []
+            index, resolved = found
+            return [server.location(d.path, _text(index, d.path), d.word.range())
+                    for d in resolved]
+        return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_REFERENCES)
+    def references(ls: EairServer, params: T.ReferenceParams) -> list[T.Location]:
+        uri = params.text_document.uri
+
+        def work() -> list[T.Location]:
+            found = server.definitions_at(uri, params.position)
+            if found is None:
+                return []
+            index, resolved = found
+            include = params.context.include_declaration
+            out: list[T.Location] = []
+            for target in resolved:
+                for module, word in index.references(target):
+                    if not include and word == target.word and module.path == target.path:
+                        continue
+                    out.append(server.location(module.path, module.text, word.range()))
+            return out
+        return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
+    def highlight(ls: EairServer, params: T.DocumentHighlightParams
+                  ) -> list[T.DocumentHighlight]:
+        uri = params.text_document.uri
+
+        def work() -> list[T.DocumentHighlight]:
+            found = server.definitions_at(uri, params.position)
+            if found is None:
+                return []
+            index, resolved = found
+            here = path_of(uri)
+            return [T.DocumentHighlight(range=server.to_client(module.text, word.range()))
+                    for target in resolved for module, word in index.references(target)
+                    if module.path == here]
+        return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_COMPLETION,
+                    T.CompletionOptions(trigger_characters=["."]))
+    def complete(ls: EairServer, params: T.CompletionParams) -> T.CompletionList:
+        uri = params.text_document.uri
+
+        def work() -> T.CompletionList:
+            text = server.text_of(uri)
+            at = server.to_ours(text, params.position)
+            items = completions(server.index(uri), text, at.line, at.character)
+            return T.CompletionList(is_incomplete=False, items=items)
+        return _safely(T.CompletionList(is_incomplete=False, items=[]), work)
+
+    @server.feature(T.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
+    def tokens(ls: EairServer, params: T.SemanticTokensParams) -> T.SemanticTokens:
+        uri = params.text_document.uri
+
+        def work() -> T.SemanticTokens:
+            index = server.index(uri)
+            data = semantic_tokens(index, path_of(uri))
+            return T.SemanticTokens(data=_client_columns(server, server.text_of(uri), data))
+        return _safely(T.SemanticTokens(data=[]), work)
+
+    @server.feature(T.TEXT_DOCUMENT_CODE_ACTION,
+                    T.CodeActionOptions(code_action_kinds=[T.CodeActionKind.QuickFix]))
+    def actions(ls: EairServer, params: T.CodeActionParams) -> list[T.CodeAction]:
+        uri = params.text_document.uri
+        return _safely([], lambda: quick_fixes(uri, list(params.context.diagnostics)))
+
     return server
+
+
+def _text(index: ProgramIndex, path: Path) -> str:
+    module = index.module_of(path)
+    return module.text if module is not None else ""
+
+
+def _client_columns(server: EairServer, text: str, data: list[int]) -> list[int]:
+    """Semantic tokens in the client's column units (only lines with a wide character
+    differ; names themselves are ASCII, so a token's length never changes)."""
+    lines = text.split("\n")
+    if all(line.isascii() for line in lines):
+        return data
+    out: list[int] = []
+    line = col = 0
+    previous_line = previous_col = 0
+    for at in range(0, len(data), 5):
+        delta_line, delta_col, length, kind, modifiers = data[at:at + 5]
+        line += delta_line
+        col = col + delta_col if delta_line == 0 else delta_col
+        start = server.to_client(text, T.Range(start=T.Position(line=line, character=col),
+                                               end=T.Position(line=line, character=col)))
+        client_col = start.start.character
+        out.extend((line - previous_line,
+                    client_col - previous_col if line == previous_line else client_col,
+                    length, kind, modifiers))
+        previous_line, previous_col = line, client_col
+    return out
 
 
 def serve() -> None:
     """Speak LSP on stdin/stdout until the client says exit."""
     build_server().start_io()
+

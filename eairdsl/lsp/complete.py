@@ -1,0 +1,187 @@
+"""Completion: what may be written at the cursor.
+
+The context is read from the text before the cursor (the buffer is usually half
+typed and does not parse), the names from the tolerant index:
+
+- after `obj.`: the fields and groups of obj's record (or of the record a bound
+  variable ranges over), else every field;
+- first word of a line at the top level: the declaration keywords; inside a block:
+  the clause keywords that block takes (the checker's own tables), the levers of a
+  `condition`, the fields of an `instance`;
+- after a clause keyword that names a declaration (`tools`, `roles`, `on`, `ensure`,
+  `append`, `set`, `source`, `extends`, `route`): the declarations of that kind;
+- anywhere else in an expression: the declared names in scope, the builtins and the
+  word operators and constants.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import get_args
+
+from lsprotocol import types as T
+
+from eairdsl.check.references import INDUCER_CLAUSES, PARTY_CLAUSES
+from eairdsl.lsp.hover import describe, signature
+from eairdsl.lsp.index import Definition, ProgramIndex
+from eairdsl.lsp.text import Word, line_prefix
+from eairdsl.runtime.builtins import BUILTINS
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS
+from eairdsl.syntax.textmate import grammar_keywords
+from eairdsl.vocabulary import INDUCER_KINDS, TOOL_KINDS
+
+__all__ = ["completions"]
+
+_KIND = {
+    "record": T.CompletionItemKind.Struct, "table": T.CompletionItemKind.Struct,
+    "ledger": T.CompletionItemKind.Struct, "schema": T.CompletionItemKind.Interface,
+    "enum": T.CompletionItemKind.Enum, "enum member": T.CompletionItemKind.EnumMember,
+    "field": T.CompletionItemKind.Field, "group": T.CompletionItemKind.Field,
+    "tool": T.CompletionItemKind.Method, "let": T.CompletionItemKind.Function,
+    "lever": T.CompletionItemKind.Variable, "state": T.CompletionItemKind.Variable,
+    "parameter": T.CompletionItemKind.Variable, "role": T.CompletionItemKind.Class,
+    "actor": T.CompletionItemKind.Class, "simulator": T.CompletionItemKind.Class,
+    "condition": T.CompletionItemKind.Event, "inducer": T.CompletionItemKind.Event,
+    "policy": T.CompletionItemKind.Reference, "document": T.CompletionItemKind.File,
+}
+
+#: the clause keywords of each block, by the word the block starts with
+_BLOCK_CLAUSES: dict[str, tuple[type[A.ClauseNode], ...]] = {
+    "world": get_args(get_args(A.WorldClause)[0]),
+    "policy": get_args(get_args(A.PolicyClause)[0]),
+    "tool": get_args(get_args(A.ToolClause)[0]),
+    **PARTY_CLAUSES,
+}
+_PARTIES = ("role", "actor", "simulator")
+#: clause keywords followed by the name of a declaration of these kinds
+_NAMES_AFTER: dict[str, tuple[str, ...]] = {
+    "tools": ("tool",), "on": ("tool",), "roles": _PARTIES, "from": _PARTIES,
+    "delegates": _PARTIES, "ensure": ("policy",), "append": ("ledger",), "set": ("state",),
+    "source": ("document",), "extends": ("condition",), "route": ("tool", *_PARTIES),
+}
+_VALUE_KINDS = ("lever", "state", "let", "parameter", "enum member", "record", "table",
+                "ledger", "document")
+_AFTER_DOT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?\s*\.\s*[A-Za-z_0-9]*$")
+_LIST_AFTER = re.compile(r"^\s*(?:\w+\s+)*?(\w+)\s+(?:[A-Za-z_]\w*\s*,\s*)*[A-Za-z_0-9]*$")
+_TOP_WORD = re.compile(r"^([A-Za-z_]+)\b[^:\n]*?(?::\s*([A-Za-z_]+))?")
+
+
+def _item(label: str, kind: T.CompletionItemKind, detail: str | None = None,
+          doc: str | None = None) -> T.CompletionItem:
+    return T.CompletionItem(
+        label=label, kind=kind, detail=detail,
+        documentation=T.MarkupContent(kind=T.MarkupKind.Markdown, value=doc) if doc else None)
+
+
+def _of(definition: Definition) -> T.CompletionItem:
+    return _item(definition.name, _KIND.get(definition.kind, T.CompletionItemKind.Text),
+                 definition.label, describe(definition))
+
+
+def _unique(items: list[T.CompletionItem]) -> list[T.CompletionItem]:
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        if item.label not in seen:
+            seen.add(item.label)
+            kept.append(item)
+    return kept
+
+
+def _block(lines: list[str], line: int) -> tuple[str, str | None] | None:
+    """The top-level block the cursor's line is in: its first word and, for `inducer X:
+    kind`, the kind. None at the top level (after a closing `}` at column 0)."""
+    for row in reversed(lines[:line]):
+        if not row.strip() or row.lstrip().startswith("//"):
+            continue
+        if row[:1].isspace():
+            continue
+        if row.startswith("}"):
+            return None
+        match = _TOP_WORD.match(row)
+        if match is None:
+            return None
+        return match.group(1), match.group(2)
+    return None
+
+
+def _keywords(block: tuple[str, str | None]) -> list[str]:
+    first, kind = block
+    if first == "inducer":
+        allowed = INDUCER_CLAUSES.get(kind or "", ())
+        if not allowed:
+            allowed = tuple({c for v in INDUCER_CLAUSES.values() for c in v})
+    else:
+        allowed = _BLOCK_CLAUSES.get(first, ())
+    return sorted({cls.key for cls in allowed})
+
+
+def completions(index: ProgramIndex, text: str, line: int, col: int) -> list[T.CompletionItem]:
+    """What may be written at the 0-based position (line, col) of the buffer `text`."""
+    prefix = line_prefix(text, line, col)
+    lines = text.split("\n")
+    dotted = _AFTER_DOT.search(prefix)
+    if dotted is not None:
+        return _fields(index, text, line, col, dotted.group(1))
+    if re.fullmatch(r"\s*[A-Za-z_]*", prefix):
+        block = _block(lines, line) if prefix[:1].isspace() else None
+        if block is None:
+            return [_item(k, T.CompletionItemKind.Keyword) for k in TOP_LEVEL_KEYWORDS]
+        return _in_block(index, block)
+    listed = _LIST_AFTER.match(prefix)
+    if listed is not None and listed.group(1) in _NAMES_AFTER:
+        kinds = _NAMES_AFTER[listed.group(1)]
+        return _unique([_of(d) for d in index.definitions()
+                        if d.kind in kinds and d.container is None])
+    if re.search(r"\belse\s+[a-z]*$", prefix):
+        return [_item(k, T.CompletionItemKind.Keyword) for k in ("reject", "route")]
+    if re.search(r"^\s*kind\s+[a-z_]*$", prefix):
+        block = _block(lines, line)
+        vocabulary = INDUCER_KINDS if block is not None and block[0] == "inducer" else TOOL_KINDS
+        return [_item(k, T.CompletionItemKind.EnumMember) for k in sorted(vocabulary)]
+    return _expression(index, line, col)
+
+
+def _in_block(index: ProgramIndex, block: tuple[str, str | None]) -> list[T.CompletionItem]:
+    first = block[0]
+    if first == "condition":
+        return _unique([_of(d) for d in index.definitions() if d.kind == "lever"])
+    if first == "instance":
+        return _unique([_of(d) for d in index.definitions()
+                        if d.kind == "field" and d.container == "instances"])
+    return [_item(k, T.CompletionItemKind.Keyword) for k in _keywords(block)]
+
+
+def _fields(index: ProgramIndex, text: str, line: int, col: int,
+            obj: str | None) -> list[T.CompletionItem]:
+    fields = [d for d in index.definitions() if d.kind in ("field", "group")]
+    if obj is not None:
+        main = index.main
+        probe = Word(name="_", line=line, col=col, dotted=True, obj=obj)
+        owner = obj if index.top_level(obj) else None
+        if owner is None and main is not None:
+            from_index = index.field_of(main, probe, fields)  # a variable bound over a record
+            own = {d.container for d in from_index}
+            owner = own.pop() if len(own) == 1 and len(from_index) < len(fields) else None
+        mine = [d for d in fields if d.container == owner] if owner else []
+        if mine:
+            return _unique([_of(d) for d in mine])
+    return _unique([_of(d) for d in fields])
+
+
+def _expression(index: ProgramIndex, line: int, col: int) -> list[T.CompletionItem]:
+    items: list[T.CompletionItem] = []
+    main = index.main
+    if main is not None:
+        for span, params in main.scopes:
+            if span.line - 1 <= line < span.end_line:
+                items.extend(_of(d) for d in params.values())
+    items.extend(_of(d) for d in index.definitions()
+                 if d.kind in _VALUE_KINDS and d.kind != "parameter")
+    items.extend(_item(b.name, T.CompletionItemKind.Function, signature(b), b.doc)
+                 for b in BUILTINS.values())
+    words = grammar_keywords()
+    items.extend(_item(w, T.CompletionItemKind.Keyword)
+                 for w in (*words["operators"], *words["constants"]))
+    return _unique(items)

@@ -1,0 +1,124 @@
+"""Diagnostics for a buffer: what `eairc check` reports, as the editor shows it.
+
+The buffer is checked through the compiler with `source_overlay`, so unsaved text
+(of this buffer and of the other open ones it imports) is what is checked and
+nothing is written into the user's folder. A diagnostic in another file is shown
+on the `import` that brings that file in, its own place named in the message.
+A diagnostic whose hint names one replacement ("did you mean 'x'?") carries the
+edit in its `data`, for the quick fix (`actions`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from lsprotocol import types as T
+
+from eairdsl.compiler import compile_world
+from eairdsl.check.loader import source_overlay
+from eairdsl.diagnostics import Diagnostic, Severity
+from eairdsl.lsp.text import lsp_range, words
+from eairdsl.source import Span, display_name
+from eairdsl.syntax import ast as A
+from eairdsl.syntax.parser import parse_text
+
+__all__ = ["SOURCE", "ERRORS_DOC", "diagnostics_for", "replacement"]
+
+#: The `source` every published diagnostic names, so editors can tell ours apart.
+SOURCE = "eairc"
+#: where each code is explained, a section per code (present in a checkout, not in a wheel)
+ERRORS_DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
+_HEADING = re.compile(r"^### ([EWV]\d{3}) — (.*)$", re.M)
+
+_SEVERITY = {
+    Severity.ERROR: T.DiagnosticSeverity.Error,
+    Severity.WARNING: T.DiagnosticSeverity.Warning,
+}
+_DID_YOU_MEAN = re.compile(r"did you mean '([A-Za-z_][A-Za-z0-9_]*)'\?")
+_QUOTED = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'")
+
+
+def _import_spans(text: str, name: str) -> dict[str, Span]:
+    """This file's `import` declarations by the file name each names (empty when the
+    text does not parse): where a problem inside an imported module is shown."""
+    module, _ = parse_text(text, name)
+    if module is None:
+        return {}
+    return {Path(d.path).name: d.span for d in module.decls if isinstance(d, A.ImportDecl)}
+
+
+@lru_cache(maxsize=1)
+def _doc_links() -> dict[str, str]:
+    """Each code's section of docs/errors.md as a `file:` URI with the anchor Markdown
+    viewers give its heading; empty when the document is not installed (a wheel)."""
+    try:
+        text = ERRORS_DOC.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    uri = ERRORS_DOC.as_uri()
+    links = {}
+    for match in _HEADING.finditer(text):
+        heading = f"{match.group(1)} — {match.group(2)}".lower()
+        slug = re.sub(r"[^\w\- ]", "", heading).replace(" ", "-")
+        links[match.group(1)] = f"{uri}#{slug}"
+    return links
+
+
+def replacement(diagnostic: Diagnostic, text: str) -> tuple[T.Range, str] | None:
+    """The one edit a diagnostic's hint names: the misspelt word (quoted in its message,
+    found inside its span) and the declared spelling. None when there is no such hint."""
+    if diagnostic.span is None or not diagnostic.hint:
+        return None
+    suggested = _DID_YOU_MEAN.search(diagnostic.hint)
+    wrong = _QUOTED.search(diagnostic.message)
+    if suggested is None or wrong is None:
+        return None
+    span = diagnostic.span
+    for word in words(text):
+        if word.name == wrong.group(1) and word.within(span):
+            return word.range(), suggested.group(1)
+    return None
+
+
+def _to_lsp(diagnostic: Diagnostic, here: str, text: str,
+            imports: dict[str, Span]) -> T.Diagnostic:
+    message = diagnostic.message
+    if diagnostic.hint:
+        message += f"\nhint: {diagnostic.hint}"
+    span = diagnostic.span
+    data = None
+    if span is not None and span.file == here:
+        where = lsp_range(span)
+        fix = replacement(diagnostic, text)
+        if fix is not None:
+            data = {"range": {"start": {"line": fix[0].start.line,
+                                        "character": fix[0].start.character},
+                              "end": {"line": fix[0].end.line, "character": fix[0].end.character}},
+                    "newText": fix[1]}
+    else:
+        at = imports.get(Path(span.file).name) if span is not None else None
+        if span is not None:
+            message = f"{span}: {message}"
+        where = lsp_range(at) if at is not None else T.Range(
+            start=T.Position(line=0, character=0), end=T.Position(line=0, character=0))
+    link = _doc_links().get(diagnostic.code)
+    return T.Diagnostic(
+        range=where, message=message, code=diagnostic.code, source=SOURCE,
+        code_description=T.CodeDescription(href=link) if link else None,
+        severity=_SEVERITY.get(diagnostic.severity, T.DiagnosticSeverity.Information),
+        data=data)
+
+
+def diagnostics_for(path: Path, text: str,
+                    overlay: Mapping[Path, str] | None = None) -> list[T.Diagnostic]:
+    """Check `text` as the file at `path` (its imports and data read from disk, or from
+    `overlay`, the other open buffers) and return what `eairc check` would report."""
+    with source_overlay({**(overlay or {}), path: text}):
+        result = compile_world(path)
+    here = display_name(path)
+    elsewhere = any(d.span is None or d.span.file != here for d in result.diagnostics)
+    imports = _import_spans(text, here) if elsewhere else {}
+    return [_to_lsp(d, here, text, imports) for d in result.diagnostics]
