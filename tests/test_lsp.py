@@ -7,128 +7,24 @@ instead of stalling the suite.
 
 from __future__ import annotations
 
-import json
-import os
-import queue
 import re
 import subprocess
 import sys
-import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 
 pytest.importorskip("pygls")
 
+from lsp_client import D1, GUARD, ROOT, Client, started
+
 from eairdsl.syntax.fmt import format_text
-
-ROOT = Path(__file__).resolve().parents[1]
-D1 = ROOT / "worlds" / "d1.eair"
-GUARD = 120.0  # seconds; only against a hung server
-
-
-class Client:
-    """A minimal LSP client: sends requests and notifications, collects what comes back."""
-
-    def __init__(self, cwd: Path, stderr: IO[bytes]) -> None:
-        env = {**os.environ, "LITELLM_OFFLINE_MODE": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "eairdsl.cli", "lsp"], cwd=cwd, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.next_id = 0
-        self.stderr_path: Path | None = None
-        self.kept: list[dict[str, Any]] = []  # messages read while waiting for another
-        assert self.proc.stdout is not None
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-
-    def _read(self, stream: IO[bytes]) -> None:
-        """Split the server's stdout into messages by their Content-Length headers."""
-        while True:
-            length = None
-            while True:
-                line = stream.readline()
-                if not line:
-                    self.inbox.put(None)
-                    return
-                line = line.strip()
-                if not line:
-                    break
-                name, _, value = line.decode("ascii").partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            assert length is not None
-            self.inbox.put(json.loads(stream.read(length)))
-
-    def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
-    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self.send({"method": method, **({"params": params} if params is not None else {})})
-
-    def receive(self) -> dict[str, Any]:
-        message = self.inbox.get(timeout=GUARD)
-        assert message is not None, "the server closed its output"
-        return message
-
-    def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Send a request and wait for its response (notifications meanwhile are kept)."""
-        self.next_id += 1
-        ident = self.next_id
-        self.send({"id": ident, "method": method,
-                   **({"params": params} if params is not None else {})})
-        while True:
-            message = self.receive()
-            if message.get("id") == ident and "method" not in message:
-                assert "error" not in message, message
-                return message.get("result")
-            self.kept.append(message)
-
-    def diagnostics(self, uri: str) -> list[dict[str, Any]]:
-        """Wait for the next publishDiagnostics for `uri`."""
-        while True:
-            for at, message in enumerate(self.kept):
-                if (message.get("method") == "textDocument/publishDiagnostics"
-                        and message["params"]["uri"] == uri):
-                    del self.kept[at]
-                    return list(message["params"]["diagnostics"])
-            self.kept.append(self.receive())
-
-    def open(self, path: Path, text: str) -> str:
-        uri = path.as_uri()
-        self.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "eair", "version": 1, "text": text}})
-        return uri
-
-    def close(self) -> int:
-        """shutdown, exit; the server's exit code."""
-        assert self.request("shutdown") is None
-        self.notify("exit")
-        return self.proc.wait(timeout=GUARD)
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Any:
-    stderr = (tmp_path / "stderr").open("wb")
-    c = Client(ROOT, stderr)
-    c.stderr_path = tmp_path / "stderr"
-    result = c.request("initialize", {"processId": os.getpid(), "rootUri": ROOT.as_uri(),
-                                      "capabilities": {},
-                                      "initializationOptions": {"diagnosticsDelay": 0}})
-    caps = result["capabilities"]
-    assert caps["documentFormattingProvider"] and caps["hoverProvider"]
-    assert caps["documentSymbolProvider"]
-    c.notify("initialized", {})
-    yield c
-    if c.proc.poll() is None:
-        c.proc.kill()
-        c.proc.wait(timeout=GUARD)
-    stderr.close()
-
+def client(tmp_path: Path) -> Iterator[Client]:
+    yield from started(tmp_path)
 
 def test_lifecycle(client: Client) -> None:
     assert client.close() == 0
@@ -236,6 +132,10 @@ def test_prefixes_of_a_world_never_break_the_server(client: Client) -> None:
         assert isinstance(client.request("textDocument/formatting", {
             **doc, "options": {"tabSize": 2, "insertSpaces": True}}), list)
         client.request("textDocument/hover", {**doc, "position": where})
+        assert isinstance(client.request("textDocument/definition",
+                                         {**doc, "position": where}), list)
+        assert client.request("textDocument/completion",
+                              {**doc, "position": where})["items"] is not None
     assert client.close() == 0
     assert client.stderr_path is not None
     assert "request failed" not in client.stderr_path.read_text(encoding="utf-8", errors="replace")

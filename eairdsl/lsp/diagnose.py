@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lsprotocol import types as T
 
-from eairdsl.compiler import compile_world
 from eairdsl.check.loader import source_overlay
+from eairdsl.compiler import compile_world
 from eairdsl.diagnostics import Diagnostic, Severity
 from eairdsl.lsp.text import lsp_range, words
 from eairdsl.source import Span, display_name

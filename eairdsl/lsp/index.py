@@ -24,11 +24,11 @@ from pathlib import Path
 
 from eairdsl.check.loader import load_program, resolve_import, source_overlay, stdlib_root
 from eairdsl.diagnostics import Diagnostics
+from eairdsl.lsp.text import Word, span_contains, words
 from eairdsl.source import Span, display_name
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
 from eairdsl.syntax.textmate import grammar_keywords
-from eairdsl.lsp.text import Word, span_contains, words
 
 __all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_text",
            "imported_paths"]
@@ -132,7 +132,7 @@ class ProgramIndex:
         fields = [d for d in named if d.kind in ("field", "group")]
         container = word.obj
         if container is not None and not self.top_level(container):
-            container = _bound_over(module.text, word, container)
+            container = _bound_over(module.lines, word, container)
         if container is not None:
             own = [d for d in fields if d.container == container]
             if own:
@@ -196,11 +196,11 @@ def _keyword_here(lines: list[str], word: Word) -> bool:
     return not rest[:1] or rest[:1] not in ":=.(,"
 
 
-def _bound_over(text: str, word: Word, variable: str) -> str | None:
+def _bound_over(lines: list[str], word: Word, variable: str) -> str | None:
     """The collection `variable` is bound over before `word` (`for v in X`, `all v in X`,
     `exists v in X`), on the same or earlier lines: the container of `v.field`."""
-    lines = text.split("\n")
-    before = "\n".join(lines[max(0, word.line - 20):word.line] + [lines[word.line][:word.col]])
+    here = lines[word.line][:word.col] if word.line < len(lines) else ""
+    before = "\n".join([*lines[max(0, word.line - 20):word.line], here])
     found = None
     for match in re.finditer(rf"\b{re.escape(variable)}\s+in\s+([A-Za-z_][A-Za-z0-9_]*)", before):
         found = match.group(1)
@@ -267,10 +267,10 @@ def index_program(path: Path, text: str, overlay: Mapping[Path, str] | None = No
         module, _ = parse_text(good, name)
         if module is not None:
             index.modules.append(_module_index(path, name, text, module))
-    for module in index.modules:
-        for definition in module.definitions:
+    for indexed in index.modules:
+        for definition in indexed.definitions:
             index.by_name.setdefault(definition.name, []).append(definition)
-        for span, params in module.scopes:
+        for _, params in indexed.scopes:
             for definition in params.values():
                 index.by_name.setdefault(definition.name, []).append(definition)
     return index
@@ -311,8 +311,8 @@ def _module_index(path: Path, ref: str, text: str, module: A.Module) -> ModuleIn
                         params[param.name] = made
                 index.scopes.append((decl.span, params))
             case A.MeasureDecl():
-                for item in decl.items:
-                    found.declare(item, "metric" if item.metric else "measure")
+                for measured in decl.items:
+                    found.declare(measured, "metric" if measured.metric else "measure")
             case _:
                 if isinstance(getattr(decl, "name", None), str):
                     found.declare(decl, _kind(decl))

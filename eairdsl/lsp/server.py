@@ -102,8 +102,9 @@ class EairServer(LanguageServer):
     # ---------------------------------------------------------------- positions
 
     def to_ours(self, text: str, position: T.Position) -> T.Position:
-        return self.workspace.position_codec.position_from_client_units(
+        at = self.workspace.position_codec.position_from_client_units(
             text.split("\n"), position)
+        return T.Position(line=at.line, character=at.character)
 
     def to_client(self, text: str, where: T.Range) -> T.Range:
         """Our columns count code points; the client's count the negotiated encoding's
