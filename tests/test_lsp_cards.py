@@ -347,3 +347,23 @@ def test_whitespace_control_keeps_positions(shop: tuple[Path, Path, str]) -> Non
     for needle in ("levers.discount", "levers['discount']"):
         line, col = position(text, needle, into=9)
         assert located(card_definition(card, text, line, col), world) == expected, needle
+
+
+def test_a_lever_no_world_declares(shop: tuple[Path, Path, str]) -> None:
+    _, card, _ = shop
+    text = "{{ levers.nope }}"
+    shown = card_hover(card, text, 0, 12)
+    assert shown is not None and "declare none" in shown and "`clerk`" in shown
+    assert card_definition(card, text, 0, 12) == []
+
+
+def test_a_macro_argument_shadows_only_inside_the_macro(shop: tuple[Path, Path, str]) -> None:
+    world, card, _ = shop
+    text = "{% macro show(role, levers=1) %}{{ role }}{{ levers.discount }}{% endmacro %}\n" \
+           "{{ role.name }} {{ show(role=1) }}"
+    for needle in ("role }}", "levers.discount", "role=1"):
+        line, col = position(text, needle)
+        assert card_definition(card, text, line, col) == [], needle
+    line, col = position(text, "role.name", into=7)
+    assert located(card_definition(card, text, line, col), world) == [
+        declared_at(world, r"^role (clerk)\b")]
