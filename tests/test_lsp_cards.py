@@ -13,8 +13,8 @@ from lsprotocol import types as T
 
 from eairdsl.check.cards import CARD_VARIABLES
 from eairdsl.lsp.cards import (
-    ROLE_DOCS,
-    VARIABLE_DOCS,
+    _ROLE_DOCS,
+    _VARIABLE_DOCS,
     card_definition,
     card_hover,
     is_card,
@@ -61,9 +61,9 @@ def test_a_card_is_a_jinja2_file() -> None:
 
 
 def test_the_docs_cover_every_card_variable() -> None:
-    assert set(VARIABLE_DOCS) == set(CARD_VARIABLES)
+    assert set(_VARIABLE_DOCS) == set(CARD_VARIABLES)
     language = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
-    for name in [*CARD_VARIABLES, *ROLE_DOCS]:
+    for name in [*CARD_VARIABLES, *_ROLE_DOCS]:
         assert f"`{name}`" in language
 
 

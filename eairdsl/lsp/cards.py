@@ -49,7 +49,7 @@ _MAX_ENTRIES = 10_000
 _ROUNDS = 200
 
 #: one line of what each card variable holds (docs/language.md, "Card templates")
-VARIABLE_DOCS: dict[str, str] = {
+_VARIABLE_DOCS: dict[str, str] = {
     "role": "this participant: `name`, `kind` (`role` or `simulator`), `kpi` and "
             "`objective` (text or none), `authority`, `display`",
     "condition": "the name of the condition the card is rendered under",
@@ -65,7 +65,7 @@ VARIABLE_DOCS: dict[str, str] = {
 }
 
 #: what each attribute of `role` holds
-ROLE_DOCS: dict[str, str] = {
+_ROLE_DOCS: dict[str, str] = {
     "name": "the participant's name",
     "kind": "`role` or `simulator`",
     "kpi": "the participant's `kpi` text, or none",
@@ -600,9 +600,9 @@ def _cursor_use(text: str, line: int, col: int) -> _Use | None:
 def _variable_doc(use: _Use) -> str:
     """The variable as written and its one-line doc (the role attribute's, for `role.X`)."""
     shown = use.root + "".join(f".{k}" for k in use.keys[:1])
-    if use.root == "role" and use.keys and use.keys[0] in ROLE_DOCS:
-        return f"`{shown}` (card variable): {ROLE_DOCS[use.keys[0]]}"
-    return f"`{shown}` (card variable): {VARIABLE_DOCS[use.root]}"
+    if use.root == "role" and use.keys and use.keys[0] in _ROLE_DOCS:
+        return f"`{shown}` (card variable): {_ROLE_DOCS[use.keys[0]]}"
+    return f"`{shown}` (card variable): {_VARIABLE_DOCS[use.root]}"
 
 
 def _declared(use: _Use, worlds: list[_World]) -> list[str]:
