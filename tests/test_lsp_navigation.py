@@ -324,3 +324,28 @@ def test_every_request_on_prefixes_of_every_world_answers(client: Client) -> Non
     assert client.stderr_path is not None
     assert "request failed" not in client.stderr_path.read_text(encoding="utf-8",
                                                                 errors="replace")
+
+
+def test_a_card_gets_its_worlds_diagnostics_hover_and_definition(client: Client) -> None:
+    """An unsaved card: the world that uses it reports the card's problem on the card;
+    `levers.X` in it hovers and goes to the lever in the stdlib module declaring it."""
+    card = ROOT / "worlds" / "a1" / "billing.md.j2"
+    saved = card.read_text(encoding="utf-8")
+    text = saved + "\n{{ level_of_trust }}\n"
+    uri = client.open(card, text)
+    found = client.diagnostics(uri)
+    assert [d["code"] for d in found] == ["E602"]
+    assert "level_of_trust" in found[0]["message"]
+    assert found[0]["range"]["start"]["line"] == text.count("\n") - 1
+    where = _doc(uri, _at(text, "levers.self_approval_limit", len("levers.") + 2))
+    shown = client.request("textDocument/hover", where)
+    assert shown is not None and "self_approval_limit" in shown["contents"]["value"]
+    (target,) = client.request("textDocument/definition", where)
+    module = Path(target["uri"].removeprefix("file://"))
+    assert module.suffix == ".eair"
+    assert _start_of(target, module).startswith("self_approval_limit")
+    # the fix, unsaved, clears it; the card on disk is untouched
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                             "contentChanges": [{"text": saved}]})
+    assert client.diagnostics(uri) == []
+    assert card.read_text(encoding="utf-8") == saved

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eairdsl.check import types as T
-from eairdsl.check.loader import LoadedModule, resolve_data_path
+from eairdsl.check.loader import LoadedModule, overlay_bytes, resolve_data_path
 from eairdsl.check.world import CheckedWorld
 from eairdsl.diagnostics import Diagnostics, did_you_mean
 from eairdsl.source import MAX_DATA_BYTES, SourceError, Span, read_bounded
@@ -45,6 +45,10 @@ def read_world_file(world: CheckedWorld, path: Path, span: Span, diagnostics: Di
     that does not fit is read. Nothing past the budget is read: the file's size is looked
     at first (`read_bounded`)."""
     remaining = max(world.limits.data_bytes - world.data_loaded, 0)
+    overlaid = overlay_bytes(path)  # an editor's unsaved buffer of this file
+    if overlaid is not None and len(overlaid) <= min(limit, remaining):
+        world.data_loaded += len(overlaid)
+        return overlaid
     try:
         data = read_bounded(path, min(limit, remaining), what)
     except SourceError as err:

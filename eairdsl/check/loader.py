@@ -32,7 +32,7 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
 __all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path",
-           "source_overlay", "resolve_import"]
+           "source_overlay", "resolve_import", "overlay_bytes"]
 
 
 def stdlib_root() -> Path:
@@ -156,6 +156,17 @@ def _overlaid(path: Path) -> SourceFile | None:
                           "world files are UTF-8 text")
     return SourceFile(name=name, path=str(path),
                       text=text.removeprefix("\ufeff").replace("\r\n", "\n"))
+
+
+def overlay_bytes(path: Path) -> bytes | None:
+    """The overlay's text for another file a world names (a card, a data file), as the
+    UTF-8 bytes the file would hold once saved; None when the overlay has none."""
+    texts = _OVERLAY.get()
+    if not texts:
+        return None
+    key = real_path(path)
+    text = texts.get(key) if key is not None else None
+    return None if text is None else text.encode("utf-8", "surrogatepass")
 
 
 def _read(path: Path, diagnostics: Diagnostics, span: Span | None) -> SourceFile | None:

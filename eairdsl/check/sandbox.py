@@ -50,6 +50,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.visitor import NodeTransformer
 
+from eairdsl.check.loader import overlay_bytes
 from eairdsl.source import BadName, SourceError, name_problem, read_bounded, real_path
 
 __all__ = ["CardEnvironment", "CardLoader", "CardEscape", "CardFileError", "CardLimit",
@@ -233,8 +234,8 @@ class CardLoader(jinja2.BaseLoader):
         if not resolved.is_relative_to(self.root.resolve()):
             raise CardEscape(template, "template path is a symlink to outside the world's "
                                        "folder")
-        try:
-            data = read_bounded(resolved, 4 * MAX_SOURCE, "template")
+        try:  # an editor's unsaved buffer of the partial stands in for the file
+            data = overlay_bytes(resolved) or read_bounded(resolved, 4 * MAX_SOURCE, "template")
         except SourceError as err:
             if err.code == "E201":
                 raise jinja2.TemplateNotFound(template) from None

@@ -25,7 +25,7 @@ from eairdsl.source import Span, display_name
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_text
 
-__all__ = ["SOURCE", "ERRORS_DOC", "diagnostics_for", "replacement"]
+__all__ = ["SOURCE", "ERRORS_DOC", "diagnostics_for", "card_diagnostics", "replacement"]
 
 #: The `source` every published diagnostic names, so editors can tell ours apart.
 SOURCE = "eairc"
@@ -122,3 +122,23 @@ def diagnostics_for(path: Path, text: str,
     elsewhere = any(d.span is None or d.span.file != here for d in result.diagnostics)
     imports = _import_spans(text, here) if elsewhere else {}
     return [_to_lsp(d, here, text, imports) for d in result.diagnostics]
+
+
+def card_diagnostics(card: Path, text: str, worlds: list[Path],
+                     overlay: Mapping[Path, str] | None = None) -> list[T.Diagnostic]:
+    """What checking the worlds that use a card reports inside it (a misspelt variable,
+    a forbidden word), each problem once however many worlds or conditions find it."""
+    here = display_name(card)
+    found: list[T.Diagnostic] = []
+    seen: set[tuple[str, str, int, int]] = set()
+    with source_overlay({**(overlay or {}), card: text}):
+        for world in worlds:
+            for diagnostic in compile_world(world).diagnostics:
+                span = diagnostic.span
+                if span is None or span.file != here:
+                    continue
+                key = (diagnostic.code, diagnostic.message, span.line, span.col)
+                if key not in seen:
+                    seen.add(key)
+                    found.append(_to_lsp(diagnostic, here, text, {}))
+    return found

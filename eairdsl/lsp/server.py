@@ -27,8 +27,9 @@ from pygls.lsp.server import LanguageServer
 
 from eairdsl import __version__
 from eairdsl.lsp.actions import quick_fixes
+from eairdsl.lsp.cards import card_definition, card_hover, is_card, worlds_using
 from eairdsl.lsp.complete import completions
-from eairdsl.lsp.diagnose import diagnostics_for
+from eairdsl.lsp.diagnose import card_diagnostics, diagnostics_for
 from eairdsl.lsp.hover import hover_markdown
 from eairdsl.lsp.index import Definition, ProgramIndex, index_program
 from eairdsl.lsp.outline import document_symbols
@@ -86,12 +87,15 @@ class EairServer(LanguageServer):
         return [uri for uri in self.workspace.text_documents if uri.endswith(".eair")]
 
     def overlay(self) -> dict[Path, str]:
-        """Every open `.eair` buffer by its path: what is checked instead of the disk."""
-        return {path_of(uri): self.text_of(uri) for uri in self.open_eair()}
+        """Every open buffer (worlds, modules, cards) by its path: what is checked
+        instead of the disk."""
+        return {path_of(uri): self.text_of(uri) for uri in self.workspace.text_documents}
 
     def index(self, uri: str) -> ProgramIndex:
         """The index of the buffer as it is now (rebuilt only when its text changed)."""
         text = self.text_of(uri)
+        if is_card(path_of(uri)):  # a template, not a module: `cards` answers for it
+            return ProgramIndex(entry=path_of(uri), modules=[])
         kept = self.indexes.get(uri)
         if kept is not None and kept[0] == text:
             return kept[1]
@@ -125,10 +129,16 @@ class EairServer(LanguageServer):
         text = document.source
 
         def work() -> list[T.Diagnostic]:
-            found = diagnostics_for(path_of(uri), text, self.overlay())
+            path = path_of(uri)
+            if is_card(path):
+                worlds = worlds_using(path, self.overlay())
+                found = card_diagnostics(path, text, worlds, self.overlay())
+                self.reads[uri] = set(worlds)
+            else:
+                found = diagnostics_for(path, text, self.overlay())
+                self.reads[uri] = {m.path.resolve() for m in self.index(uri).modules}
             for diagnostic in found:
                 diagnostic.range = self.to_client(text, diagnostic.range)
-            self.reads[uri] = {m.path for m in self.index(uri).modules}
             return found
         self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(
             uri=uri, version=document.version, diagnostics=_safely([], work)))
@@ -143,11 +153,16 @@ class EairServer(LanguageServer):
             return
         self.timers[uri] = asyncio.get_running_loop().call_later(self.delay, self.publish, uri)
 
-    def dependents(self, changed: Path) -> list[str]:
-        """The other open buffers whose last check read `changed`."""
-        return [uri for uri, read in self.reads.items()
-                if changed in read and path_of(uri) != changed
-                and uri in self.workspace.text_documents]
+    def dependents(self, uri: str) -> list[str]:
+        """The other open buffers to check again after `uri` changed: those whose last
+        check read it, and for a card, the open worlds that use it."""
+        changed = path_of(uri).resolve()
+        found = [other for other, read in self.reads.items()
+                 if changed in read and other != uri]
+        if is_card(changed):
+            found += [world.as_uri() for world in self.reads.get(uri, ())]
+        return [other for other in dict.fromkeys(found)
+                if other in self.workspace.text_documents and other != uri]
 
     # ---------------------------------------------------------------- definitions
 
@@ -182,18 +197,18 @@ def build_server() -> LanguageServer:
     def did_change(ls: EairServer, params: T.DidChangeTextDocumentParams) -> None:
         uri = params.text_document.uri
         server.schedule(uri)
-        for other in server.dependents(path_of(uri)):
+        for other in server.dependents(uri):
             server.schedule(other)
 
     @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: EairServer, params: T.DidSaveTextDocumentParams) -> None:
-        for uri in server.open_eair():  # a saved data file or card may change any check
+        for uri in server.workspace.text_documents:  # a saved file may change any check
             server.schedule(uri)
 
     @server.feature(T.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched(ls: EairServer, params: T.DidChangeWatchedFilesParams) -> None:
-        server.indexes.clear()
-        for uri in server.open_eair():
+        server.indexes.clear()  # a module or data file changed on disk
+        for uri in server.workspace.text_documents:
             server.schedule(uri)
 
     @server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
@@ -241,7 +256,11 @@ def build_server() -> LanguageServer:
         def work() -> T.Hover | None:
             text = server.text_of(uri)
             at = server.to_ours(text, params.position)
-            shown = hover_markdown(server.index(uri), path_of(uri), at.line, at.character)
+            path = path_of(uri)
+            if is_card(path):
+                shown = card_hover(path, text, at.line, at.character, server.overlay())
+            else:
+                shown = hover_markdown(server.index(uri), path, at.line, at.character)
             if shown is None:
                 return None
             return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=shown))
@@ -254,6 +273,10 @@ def build_server() -> LanguageServer:
         def work() -> list[T.Location]:
             text = server.text_of(uri)
             at = server.to_ours(text, params.position)
+            if is_card(path_of(uri)):
+                return [server.location(path, _disk_or_open(server, path), where)
+                        for path, where in card_definition(path_of(uri), text, at.line,
+                                                           at.character, server.overlay())]
             index = server.index(uri)
             target = index.import_at(path_of(uri), at.line, at.character)
             if target is not None:
@@ -331,6 +354,17 @@ def build_server() -> LanguageServer:
         return _safely([], lambda: quick_fixes(uri, list(params.context.diagnostics)))
 
     return server
+
+
+def _disk_or_open(server: EairServer, path: Path) -> str:
+    """A file's text as the editor has it (open buffer) or as it is on disk."""
+    for uri in server.workspace.text_documents:
+        if path_of(uri).resolve() == path.resolve():
+            return server.text_of(uri)
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _text(index: ProgramIndex, path: Path) -> str:
