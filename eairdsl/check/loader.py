@@ -32,7 +32,7 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import parse_source
 
 __all__ = ["LoadedModule", "Program", "load_program", "stdlib_root", "resolve_data_path",
-           "source_overlay", "resolve_import", "overlay_bytes"]
+           "source_overlay", "resolve_import", "overlay_bytes", "module_ref"]
 
 
 def stdlib_root() -> Path:
@@ -158,6 +158,16 @@ def _overlaid(path: Path) -> SourceFile | None:
                       text=text.removeprefix("\ufeff").replace("\r\n", "\n"))
 
 
+def module_ref(path: Path, entry: Path, stdlib: Path) -> str:
+    """A module's stable name: `stdlib/...`, else relative to the entry's folder."""
+    if _within(path, stdlib):
+        return "stdlib/" + path.resolve().relative_to(stdlib.resolve()).as_posix()
+    try:
+        return path.resolve().relative_to(entry.parent.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path.name
+
+
 def overlay_bytes(path: Path) -> bytes | None:
     """The overlay's text for another file a world names (a card, a data file), as the
     UTF-8 bytes the file would hold once saved; None when the overlay has none."""
@@ -253,13 +263,7 @@ class _Loader:
                 module=top.module, is_stdlib=_within(top.path, self.stdlib)))
 
     def ref_of(self, path: Path) -> str:
-        """A module's stable name: `stdlib/...`, else relative to the entry's folder."""
-        if _within(path, self.stdlib):
-            return "stdlib/" + path.resolve().relative_to(self.stdlib.resolve()).as_posix()
-        try:
-            return path.resolve().relative_to(self.program.entry.parent.resolve()).as_posix()
-        except (ValueError, OSError):
-            return path.name
+        return module_ref(path, self.program.entry, self.stdlib)
 
     def open_module(self, path: Path, span: Span | None) -> _Open | None:
         """Read and parse a module the chain reaches, unless it is done already or

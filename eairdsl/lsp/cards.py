@@ -31,11 +31,16 @@ from lsprotocol import types as T
 from eairdsl.check.cards import CARD_VARIABLES
 from eairdsl.check.loader import resolve_data_path
 from eairdsl.diagnostics import Diagnostics
-from eairdsl.lsp.index import Definition, ModuleIndex, ProgramIndex, index_program, tolerant_text
+from eairdsl.lsp.index import (
+    Definition,
+    ModuleIndex,
+    ProgramIndex,
+    index_program,
+    tolerant_module,
+)
 from eairdsl.lsp.text import lsp_range
 from eairdsl.source import SourceError, Span, name_problem, read_source, real_path
 from eairdsl.syntax import ast as A
-from eairdsl.syntax.parser import parse_text
 
 __all__ = ["is_card", "worlds_using", "card_hover", "card_definition"]
 
@@ -198,10 +203,7 @@ def _names_card(world: Path, text: str | None, card: Path) -> bool:
 def _card_paths(text: str, name: str) -> tuple[str, ...]:
     """The `card "..."` paths written in a world's text (parsed tolerantly; cached by
     text, since every hover of a card asks again)."""
-    good = tolerant_text(text, name)
-    module = parse_text(good, name)[0] if good is not None else None
-    if module is None:
-        return ()
+    module = tolerant_module(text, name)
     return tuple(card.text for _, card in _parties_with_cards(module))
 
 

@@ -2,10 +2,11 @@
 hover, completion and semantic tokens.
 
 An editor's buffer is usually half typed, so the index is built from a *tolerant*
-parse: when the text does not parse, the top-level declaration around each syntax
-error is blanked (spaces, newlines kept, so every position stays true) and the rest
-is parsed again; the buffer's imports are then loaded as the compiler loads them
-(`load_program`, the same resolution into `stdlib/`).
+parse: each top-level declaration is parsed on its own, at its own lines (so every
+position stays true), and one with a syntax error is left out; parsed declarations
+are kept by their text, so a keystroke re-parses only the declaration it is in. The
+buffer's imports are loaded as the compiler loads them (`load_program`, the same
+resolution into `stdlib/`).
 
 Declarations come from the AST; *uses* are the identifiers of the text (`text.words`),
 resolved by name, since clause names (`tools a, b`, `on TOOL`) carry no span of their
@@ -17,12 +18,19 @@ Bound variables (`for x in ...`) are not declarations and resolve to nothing.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from eairdsl.check.loader import load_program, resolve_import, source_overlay, stdlib_root
+from eairdsl.check.loader import (
+    load_program,
+    module_ref,
+    resolve_import,
+    source_overlay,
+    stdlib_root,
+)
 from eairdsl.diagnostics import Diagnostics
 from eairdsl.lsp.text import Word, span_contains, words
 from eairdsl.source import Span, display_name
@@ -30,11 +38,9 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
 from eairdsl.syntax.textmate import grammar_keywords
 
-__all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_text",
+__all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_module",
            "imported_paths"]
 
-#: how many declarations around syntax errors are blanked before giving up
-_ROUNDS = 12
 _TOP = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
 _RULE = re.compile(r"^[-=*#~_ ]*[-=*#~_]{4}")
@@ -209,38 +215,42 @@ def _bound_over(lines: list[str], word: Word, variable: str) -> str | None:
 
 # ------------------------------------------------------------------ tolerant parsing
 
+#: parsed declarations by (file name, first line, text of the declaration): an edit
+#: re-parses only the declaration it is in (and those after it, when it adds a line)
+_CHUNKS: OrderedDict[tuple[str, int, str], A.Module | None] = OrderedDict()
+_CHUNKS_KEPT = 8192
 
-def tolerant_text(text: str, name: str) -> str | None:
-    """`text` with each top-level declaration that holds a syntax error blanked, so the
-    rest parses; None when no blanking makes it parse."""
-    for _ in range(_ROUNDS):
-        module, diagnostics = parse_text(text, name)
+
+def _chunk(name: str, line: int, text: str) -> A.Module | None:
+    key = (name, line, text)
+    if key in _CHUNKS:
+        _CHUNKS.move_to_end(key)
+        return _CHUNKS[key]
+    module, _ = parse_text("\n" * line + text, name)  # parsed where it is: spans stay true
+    _CHUNKS[key] = module
+    while len(_CHUNKS) > _CHUNKS_KEPT:
+        _CHUNKS.popitem(last=False)
+    return module
+
+
+def tolerant_module(text: str, name: str) -> A.Module:
+    """The declarations of `text` that parse, each parsed on its own (a top-level keyword
+    at the start of a line begins one), at its own lines; a declaration with a syntax
+    error is left out, the rest kept. Comments come along for doc comments."""
+    starts = [m.start() for m in _TOP.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    decls: list[A.Decl] = []
+    comments: list[A.Comment] = []
+    line = 0
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        piece = text[start:end]
+        module = _chunk(name, line, piece)
         if module is not None:
-            return text
-        lines = sorted({d.span.line for d in diagnostics if d.span is not None})
-        if not lines:
-            return None
-        text = _blank_around(text, lines)
-    return None
-
-
-def _blank_around(text: str, lines: list[int]) -> str:
-    """Blank the top-level declarations holding these 1-based lines (keep newlines)."""
-    starts = [text.count("\n", 0, m.start()) + 1 for m in _TOP.finditer(text)]
-    rows = text.split("\n")
-    for line in lines:
-        first = max((s for s in starts if s <= line), default=1)
-        if first == line:  # an unclosed declaration above fails on the next one's keyword
-            first = max((s for s in starts if s < line), default=first)
-        last = min((s for s in starts if s > line), default=len(rows) + 1)
-        for row in range(first - 1, min(last - 1, len(rows))):
-            rows[row] = " " * len(rows[row])
-    return "\n".join(rows)
-
-
-def _parsed(text: str, name: str) -> A.Module | None:
-    good = tolerant_text(text, name)
-    return None if good is None else parse_text(good, name)[0]
+            decls.extend(module.decls)
+            comments.extend(module.comments)
+        line += piece.count("\n")
+    return A.Module(file=name, decls=decls, comments=comments)
 
 
 # ------------------------------------------------------------------ building
@@ -249,24 +259,29 @@ def _parsed(text: str, name: str) -> A.Module | None:
 def index_program(path: Path, text: str, overlay: Mapping[Path, str] | None = None
                   ) -> ProgramIndex:
     """The index of the buffer `text` of `path` and of what it imports (read from disk,
-    or from `overlay`, the other open buffers)."""
+    or from `overlay`, the other open buffers). The buffer itself is parsed tolerantly,
+    one declaration at a time; each import is loaded as the compiler loads it."""
     name = display_name(path)
-    good = tolerant_text(text, name)
+    module = tolerant_module(text, name)
     index = ProgramIndex(entry=path, modules=[])
-    if good is None:
-        return index
-    program = None
-    with source_overlay({**(overlay or {}), path: good}):
-        program = load_program(path, Diagnostics())
-    if program is not None:
-        for loaded in program.modules:
-            own = loaded.path == path
-            index.modules.append(_module_index(
-                loaded.path, loaded.ref, text if own else loaded.source.text, loaded.module))
-    else:
-        module, _ = parse_text(good, name)
-        if module is not None:
-            index.modules.append(_module_index(path, name, text, module))
+    stdlib = stdlib_root()
+    seen = {path.resolve()}
+    with source_overlay(overlay or {}):
+        for decl in module.decls:
+            if not isinstance(decl, A.ImportDecl):
+                continue
+            try:
+                target = resolve_import(path, decl, stdlib, Diagnostics())
+            except OSError:
+                target = None
+            program = load_program(target, Diagnostics()) if target is not None else None
+            for loaded in program.modules if program is not None else ():
+                if loaded.path.resolve() not in seen:
+                    seen.add(loaded.path.resolve())
+                    index.modules.append(_module_index(
+                        loaded.path, module_ref(loaded.path, path, stdlib),
+                        loaded.source.text, loaded.module))
+    index.modules.append(_module_index(path, module_ref(path, path, stdlib), text, module))
     for indexed in index.modules:
         for definition in indexed.definitions:
             index.by_name.setdefault(definition.name, []).append(definition)
