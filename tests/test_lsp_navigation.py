@@ -349,3 +349,14 @@ def test_a_card_gets_its_worlds_diagnostics_hover_and_definition(client: Client)
                                              "contentChanges": [{"text": saved}]})
     assert client.diagnostics(uri) == []
     assert card.read_text(encoding="utf-8") == saved
+
+
+def test_a_problem_two_imports_deep_is_shown_on_the_import_that_leads_to_it(
+        client: Client, tmp_path: Path) -> None:
+    (tmp_path / "b.eair").write_text("enum colour { red }\nenum colour { blue }\n",
+                                     encoding="utf-8")
+    (tmp_path / "a.eair").write_text('import "b.eair"\n', encoding="utf-8")
+    text = '// a world in the making\n\nimport "a.eair"\n'
+    uri = client.open(tmp_path / "w.eair", text)
+    deep = [d for d in client.diagnostics(uri) if "b.eair" in d["message"]]
+    assert deep and all(d["range"]["start"] == _at(text, 'import "a.eair"') for d in deep)

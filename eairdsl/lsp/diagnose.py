@@ -20,10 +20,9 @@ from lsprotocol import types as T
 from eairdsl.check.loader import source_overlay
 from eairdsl.compiler import compile_world
 from eairdsl.diagnostics import Diagnostic, Severity
+from eairdsl.lsp.index import ProgramIndex, index_program
 from eairdsl.lsp.text import lsp_range, words
 from eairdsl.source import Span, display_name
-from eairdsl.syntax import ast as A
-from eairdsl.syntax.parser import parse_text
 
 __all__ = ["SOURCE", "ERRORS_DOC", "diagnostics_for", "card_diagnostics", "replacement"]
 
@@ -41,13 +40,26 @@ _DID_YOU_MEAN = re.compile(r"did you mean '([A-Za-z_][A-Za-z0-9_]*)'\?")
 _QUOTED = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)'")
 
 
-def _import_spans(text: str, name: str) -> dict[str, Span]:
-    """This file's `import` declarations by the file name each names (empty when the
-    text does not parse): where a problem inside an imported module is shown."""
-    module, _ = parse_text(text, name)
-    if module is None:
+def _import_spans(index: ProgramIndex) -> dict[str, Span]:
+    """For every module the buffer reaches, the buffer's own `import` that brings it in
+    (directly or through other modules), by the file name its diagnostics carry: where
+    a problem inside it is shown, since an editor shows only the open file's problems."""
+    main = index.main
+    if main is None:
         return {}
-    return {Path(d.path).name: d.span for d in module.decls if isinstance(d, A.ImportDecl)}
+    shown: dict[str, Span] = {}
+    for decl, target in main.imports:
+        pending = [target] if target is not None else []
+        while pending:
+            path = pending.pop()
+            name = display_name(path)
+            if name in shown:
+                continue
+            shown[name] = decl.span
+            module = index.module_of(path)
+            if module is not None:
+                pending.extend(t for _, t in module.imports if t is not None)
+    return shown
 
 
 @lru_cache(maxsize=1)
@@ -99,7 +111,7 @@ def _to_lsp(diagnostic: Diagnostic, here: str, text: str,
                               "end": {"line": fix[0].end.line, "character": fix[0].end.character}},
                     "newText": fix[1]}
     else:
-        at = imports.get(Path(span.file).name) if span is not None else None
+        at = imports.get(span.file) if span is not None else None
         if span is not None:
             message = f"{span}: {message}"
         where = lsp_range(at) if at is not None else T.Range(
@@ -112,15 +124,15 @@ def _to_lsp(diagnostic: Diagnostic, here: str, text: str,
         data=data)
 
 
-def diagnostics_for(path: Path, text: str,
-                    overlay: Mapping[Path, str] | None = None) -> list[T.Diagnostic]:
+def diagnostics_for(path: Path, text: str, overlay: Mapping[Path, str] | None = None,
+                    index: ProgramIndex | None = None) -> list[T.Diagnostic]:
     """Check `text` as the file at `path` (its imports and data read from disk, or from
     `overlay`, the other open buffers) and return what `eairc check` would report."""
     with source_overlay({**(overlay or {}), path: text}):
         result = compile_world(path)
     here = display_name(path)
     elsewhere = any(d.span is None or d.span.file != here for d in result.diagnostics)
-    imports = _import_spans(text, here) if elsewhere else {}
+    imports = _import_spans(index or index_program(path, text, overlay)) if elsewhere else {}
     return [_to_lsp(d, here, text, imports) for d in result.diagnostics]
 
 

@@ -135,8 +135,9 @@ class EairServer(LanguageServer):
                 found = card_diagnostics(path, text, worlds, self.overlay())
                 self.reads[uri] = set(worlds)
             else:
-                found = diagnostics_for(path, text, self.overlay())
-                self.reads[uri] = {m.path.resolve() for m in self.index(uri).modules}
+                index = self.index(uri)
+                found = diagnostics_for(path, text, self.overlay(), index)
+                self.reads[uri] = {m.path.resolve() for m in index.modules}
             for diagnostic in found:
                 diagnostic.range = self.to_client(text, diagnostic.range)
             return found
