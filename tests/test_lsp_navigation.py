@@ -360,3 +360,36 @@ def test_a_problem_two_imports_deep_is_shown_on_the_import_that_leads_to_it(
     uri = client.open(tmp_path / "w.eair", text)
     deep = [d for d in client.diagnostics(uri) if "b.eair" in d["message"]]
     assert deep and all(d["range"]["start"] == _at(text, 'import "a.eair"') for d in deep)
+
+
+def _apply(text: str, edits: list[dict[str, Any]]) -> str:
+    """Apply non-overlapping single-line edits (as an editor would), last first."""
+    rows = text.split("\n")
+    for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"],
+                                             e["range"]["start"]["character"]), reverse=True):
+        start, end = edit["range"]["start"], edit["range"]["end"]
+        row = rows[start["line"]]
+        rows[start["line"]] = row[:start["character"]] + edit["newText"] + row[end["character"]:]
+    return "\n".join(rows)
+
+
+def test_rename_a_lever_everywhere_it_is_used(client: Client, tmp_path: Path) -> None:
+    path = tmp_path / "shop.eair"
+    uri = client.open(path, SHOP)
+    where = _doc(uri, _at(SHOP, "<= cap", 3))
+    prepared = client.request("textDocument/prepareRename", where)
+    assert prepared["start"] == _at(SHOP, "cap else")
+    edit = client.request("textDocument/rename", {**where, "newName": "refund_cap"})
+    renamed = _apply(SHOP, edit["changes"][uri])
+    assert renamed == SHOP.replace("lever cap :", "lever refund_cap :").replace(
+        "<= cap", "<= refund_cap")
+    assert client.request("textDocument/rename", {**where, "newName": "tool"}) is None
+    assert client.request("textDocument/rename", {**where, "newName": "2cap"}) is None
+
+
+def test_a_name_a_stdlib_module_declares_is_not_renamed_from_a_world(client: Client) -> None:
+    text = D1.read_text(encoding="utf-8")
+    uri = client.open(D1, text)
+    where = _doc(uri, _at(text, "propagation = true"))
+    assert client.request("textDocument/prepareRename", where) is None
+    assert client.request("textDocument/rename", {**where, "newName": "carry"}) is None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -26,6 +27,7 @@ from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
 
 from eairdsl import __version__
+from eairdsl.check.loader import stdlib_root
 from eairdsl.lsp.actions import quick_fixes
 from eairdsl.lsp.cards import card_definition, card_hover, is_card, worlds_using
 from eairdsl.lsp.complete import completions
@@ -33,10 +35,11 @@ from eairdsl.lsp.diagnose import card_diagnostics, diagnostics_for
 from eairdsl.lsp.hover import hover_markdown
 from eairdsl.lsp.index import Definition, ProgramIndex, index_program
 from eairdsl.lsp.outline import document_symbols
-from eairdsl.lsp.text import whole_range
+from eairdsl.lsp.text import Word, whole_range
 from eairdsl.lsp.tokens import LEGEND, semantic_tokens
 from eairdsl.source import display_name
 from eairdsl.syntax.fmt import format_text
+from eairdsl.syntax.textmate import grammar_keywords
 
 __all__ = ["build_server", "diagnostics_for", "serve", "path_of", "DEFAULT_DELAY"]
 
@@ -47,6 +50,12 @@ _log = logging.getLogger(__name__)
 DEFAULT_DELAY = 0.25
 
 Answer = TypeVar("Answer")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def grammar_words() -> set[str]:
+    """Every word the grammar reserves (keywords, operators, constants)."""
+    return {w for words in grammar_keywords().values() for w in words}
 
 
 def path_of(uri: str) -> Path:
@@ -176,6 +185,31 @@ class EairServer(LanguageServer):
         if found is None:
             return None
         return index, index.resolve(*found)
+
+    def renameable(self, uri: str, position: T.Position
+                   ) -> tuple[ProgramIndex, Definition, Word] | None:
+        """The one declaration under the cursor, when every use of it is in a file the
+        user owns: a name a stdlib module declares or uses is not renamed from a world."""
+        text = self.text_of(uri)
+        at = self.to_ours(text, position)
+        index = self.index(uri)
+        found = index.at(path_of(uri), at.line, at.character)
+        if found is None:
+            return None
+        resolved = index.resolve(*found)
+        if len(resolved) != 1:
+            return None
+        target = resolved[0]
+        stdlib = stdlib_root().resolve()
+        if any(module.path.resolve().is_relative_to(stdlib)
+               for module, _ in index.references(target)):
+            return None
+        return index, target, found[1]
+
+
+def is_name(text: str) -> bool:
+    """Can `text` name a declaration (an identifier, not one of the language's words)?"""
+    return bool(_NAME.fullmatch(text)) and text not in grammar_words()
 
 
 def build_server() -> LanguageServer:
@@ -325,6 +359,33 @@ def build_server() -> LanguageServer:
                     for target in resolved for module, word in index.references(target)
                     if module.path == here]
         return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
+    def prepare_rename(ls: EairServer, params: T.PrepareRenameParams) -> T.Range | None:
+        uri = params.text_document.uri
+
+        def work() -> T.Range | None:
+            found = server.renameable(uri, params.position)
+            return None if found is None else server.to_client(server.text_of(uri),
+                                                              found[2].range())
+        return _safely(None, work)
+
+    @server.feature(T.TEXT_DOCUMENT_RENAME)
+    def rename(ls: EairServer, params: T.RenameParams) -> T.WorkspaceEdit | None:
+        uri = params.text_document.uri
+
+        def work() -> T.WorkspaceEdit | None:
+            found = server.renameable(uri, params.position)
+            if found is None or not is_name(params.new_name):
+                return None
+            index, target, _ = found
+            changes: dict[str, list[T.TextEdit]] = {}
+            for module, word in index.references(target):
+                changes.setdefault(module.path.as_uri(), []).append(T.TextEdit(
+                    range=server.to_client(module.text, word.range()),
+                    new_text=params.new_name))
+            return T.WorkspaceEdit(changes=changes)
+        return _safely(None, work)
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION,
                     T.CompletionOptions(trigger_characters=["."]))
