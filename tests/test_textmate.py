@@ -45,8 +45,10 @@ def test_the_keyword_lists_are_the_parsers_words() -> None:
     assert {"world", "role", "tool", "record", "policy", "condition"} <= set(kw["keywords"])
     assert set(kw["constants"]) == {"true", "false", "none"}
     package = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text("utf-8"))
-    (lang,) = package["contributes"]["languages"]
-    assert lang["extensions"] == [".eair"]
+    languages = {lang["id"]: lang for lang in package["contributes"]["languages"]}
+    assert languages["eair"]["extensions"] == [".eair"]
+    assert languages["eair-card"]["extensions"] == [".md.j2"]  # cards: hover, definition
+    assert sorted(package["activationEvents"]) == ["onLanguage:eair", "onLanguage:eair-card"]
     assert package["contributes"]["grammars"][0]["scopeName"] == "source.eair"
     config = json.loads((ROOT / "editors" / "vscode" / "language-configuration.json")
                         .read_text("utf-8"))
