@@ -393,3 +393,29 @@ def test_a_name_a_stdlib_module_declares_is_not_renamed_from_a_world(client: Cli
     where = _doc(uri, _at(text, "propagation = true"))
     assert client.request("textDocument/prepareRename", where) is None
     assert client.request("textDocument/rename", {**where, "newName": "carry"}) is None
+
+
+def test_signature_help_while_typing_arguments(client: Client, tmp_path: Path) -> None:
+    text = SHOP.replace("returns lookup(order, id).customer", "returns lookup(order, ")
+    uri = client.open(tmp_path / "shop.eair", text)
+    where = _at(text, "lookup(order, ", len("lookup(order, "))
+    shown = client.request("textDocument/signatureHelp", _doc(uri, where))
+    (signature,) = shown["signatures"]
+    assert signature["label"].startswith("lookup(rows: list[row], key: any)")
+    assert shown["activeParameter"] == 1
+    text = SHOP + "\nlet twice(n: int) = n * 2\nlet four() = twice(\n"
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                             "contentChanges": [{"text": text}]})
+    shown = client.request("textDocument/signatureHelp",
+                           _doc(uri, _at(text, "twice(\n", len("twice("))))
+    assert shown["signatures"][0]["label"].startswith("let twice(n: int)")
+    assert [p["label"] for p in shown["signatures"][0]["parameters"]] == ["n: int"]
+
+
+def test_workspace_symbols_search_the_open_worlds(client: Client, tmp_path: Path) -> None:
+    client.open(tmp_path / "shop.eair", SHOP)
+    client.open(D1, D1.read_text(encoding="utf-8"))
+    found = client.request("workspace/symbol", {"query": "refund"})
+    assert {s["name"] for s in found} >= {"refund"}
+    assert all("refund" in s["name"].lower() for s in found)
+    assert any(s["location"]["uri"] == (tmp_path / "shop.eair").as_uri() for s in found)

@@ -35,6 +35,7 @@ from eairdsl.lsp.diagnose import card_diagnostics, diagnostics_for
 from eairdsl.lsp.hover import hover_markdown
 from eairdsl.lsp.index import Definition, ProgramIndex, index_program
 from eairdsl.lsp.outline import document_symbols
+from eairdsl.lsp.signature import signature_help
 from eairdsl.lsp.text import Word, whole_range
 from eairdsl.lsp.tokens import LEGEND, semantic_tokens
 from eairdsl.source import display_name
@@ -51,6 +52,16 @@ DEFAULT_DELAY = 0.25
 
 Answer = TypeVar("Answer")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: the closest LSP symbol kind of each kind of declaration, for workspace symbols
+_SYMBOLS = {
+    "record": T.SymbolKind.Struct, "table": T.SymbolKind.Struct, "ledger": T.SymbolKind.Struct,
+    "schema": T.SymbolKind.Interface, "enum": T.SymbolKind.Enum,
+    "enum member": T.SymbolKind.EnumMember, "field": T.SymbolKind.Field,
+    "group": T.SymbolKind.Field, "tool": T.SymbolKind.Method, "let": T.SymbolKind.Function,
+    "role": T.SymbolKind.Class, "actor": T.SymbolKind.Class, "simulator": T.SymbolKind.Class,
+    "condition": T.SymbolKind.Event, "inducer": T.SymbolKind.Event,
+    "policy": T.SymbolKind.Object, "world": T.SymbolKind.Module,
+}
 
 
 def grammar_words() -> set[str]:
@@ -398,6 +409,38 @@ def build_server() -> LanguageServer:
             items = completions(server.index(uri), text, at.line, at.character)
             return T.CompletionList(is_incomplete=False, items=items)
         return _safely(T.CompletionList(is_incomplete=False, items=[]), work)
+
+    @server.feature(T.WORKSPACE_SYMBOL)
+    def workspace_symbols(ls: EairServer, params: T.WorkspaceSymbolParams
+                          ) -> list[T.WorkspaceSymbol]:
+        def work() -> list[T.WorkspaceSymbol]:
+            wanted = params.query.lower()
+            seen: set[tuple[str, str, int]] = set()
+            out: list[T.WorkspaceSymbol] = []
+            for uri in server.open_eair():  # the open worlds and what they import
+                index = server.index(uri)
+                for d in index.definitions():
+                    key = (str(d.path), d.name, d.word.line)
+                    if key in seen or wanted not in d.name.lower():
+                        continue
+                    seen.add(key)
+                    out.append(T.WorkspaceSymbol(
+                        name=d.name, kind=_SYMBOLS.get(d.kind, T.SymbolKind.Variable),
+                        container_name=d.container or d.module,
+                        location=server.location(d.path, _text(index, d.path), d.word.range())))
+            return out
+        return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_SIGNATURE_HELP,
+                    T.SignatureHelpOptions(trigger_characters=["(", ","]))
+    def signature(ls: EairServer, params: T.SignatureHelpParams) -> T.SignatureHelp | None:
+        uri = params.text_document.uri
+
+        def work() -> T.SignatureHelp | None:
+            text = server.text_of(uri)
+            at = server.to_ours(text, params.position)
+            return signature_help(server.index(uri), text, at.line, at.character)
+        return _safely(None, work)
 
     @server.feature(T.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
     def tokens(ls: EairServer, params: T.SemanticTokensParams) -> T.SemanticTokens:
