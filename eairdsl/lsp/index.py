@@ -125,7 +125,7 @@ class ProgramIndex:
         for span, params in module.scopes:
             if word.within(span) and word.name in params:
                 return [params[word.name]]
-        for kinds in (_TOPS, ("enum member",), ("field", "group"), ("measure",)):
+        for kinds in (_TOPS, ("enum member",), ("field", "group"), ("measure", "metric")):
             found = [d for d in named if d.kind in kinds and d.kind != "parameter"]
             if found:
                 return found
