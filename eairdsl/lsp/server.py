@@ -33,7 +33,7 @@ from eairdsl.lsp.cards import card_definition, card_hover, is_card, worlds_using
 from eairdsl.lsp.complete import completions
 from eairdsl.lsp.diagnose import card_diagnostics, diagnostics_for
 from eairdsl.lsp.hover import hover_markdown
-from eairdsl.lsp.index import Definition, ProgramIndex, index_program
+from eairdsl.lsp.index import Definition, ModuleIndex, ProgramIndex, index_program
 from eairdsl.lsp.outline import document_symbols
 from eairdsl.lsp.signature import signature_help
 from eairdsl.lsp.text import Word, whole_range
@@ -187,27 +187,42 @@ class EairServer(LanguageServer):
 
     # ---------------------------------------------------------------- definitions
 
-    def definitions_at(self, uri: str, position: T.Position
-                       ) -> tuple[ProgramIndex, list[Definition]] | None:
+    def name_at(self, uri: str, position: T.Position
+                ) -> tuple[ProgramIndex, ModuleIndex, Word] | None:
+        """The identifier under the client's cursor, with the index it is read in."""
         text = self.text_of(uri)
         at = self.to_ours(text, position)
         index = self.index(uri)
         found = index.at(path_of(uri), at.line, at.character)
+        return None if found is None else (index, *found)
+
+    def definitions_at(self, uri: str, position: T.Position
+                       ) -> tuple[ProgramIndex, list[Definition]] | None:
+        found = self.name_at(uri, position)
         if found is None:
             return None
-        return index, index.resolve(*found)
+        index, module, word = found
+        return index, index.resolve(module, word)
+
+    def uses_at(self, uri: str, position: T.Position
+                ) -> list[tuple[Definition, ModuleIndex, Word]]:
+        """Every use in the program of what the name under the cursor declares."""
+        found = self.definitions_at(uri, position)
+        if found is None:
+            return []
+        index, resolved = found
+        return [(target, module, word) for target in resolved
+                for module, word in index.references(target)]
 
     def renameable(self, uri: str, position: T.Position
                    ) -> tuple[ProgramIndex, Definition, Word] | None:
         """The one declaration under the cursor, when every use of it is in a file the
         user owns: a name a stdlib module declares or uses is not renamed from a world."""
-        text = self.text_of(uri)
-        at = self.to_ours(text, position)
-        index = self.index(uri)
-        found = index.at(path_of(uri), at.line, at.character)
+        found = self.name_at(uri, position)
         if found is None:
             return None
-        resolved = index.resolve(*found)
+        index, module, word = found
+        resolved = index.resolve(module, word)
         if len(resolved) != 1:
             return None
         target = resolved[0]
@@ -215,7 +230,7 @@ class EairServer(LanguageServer):
         if any(module.path.resolve().is_relative_to(stdlib)
                for module, _ in index.references(target)):
             return None
-        return index, target, found[1]
+        return index, target, word
 
 
 def is_name(text: str) -> bool:
@@ -341,18 +356,10 @@ def build_server() -> LanguageServer:
         uri = params.text_document.uri
 
         def work() -> list[T.Location]:
-            found = server.definitions_at(uri, params.position)
-            if found is None:
-                return []
-            index, resolved = found
             include = params.context.include_declaration
-            out: list[T.Location] = []
-            for target in resolved:
-                for module, word in index.references(target):
-                    if not include and word == target.word and module.path == target.path:
-                        continue
-                    out.append(server.location(module.path, module.text, word.range()))
-            return out
+            return [server.location(module.path, module.text, word.range())
+                    for target, module, word in server.uses_at(uri, params.position)
+                    if include or word != target.word or module.path != target.path]
         return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_DOCUMENT_HIGHLIGHT)
@@ -361,13 +368,9 @@ def build_server() -> LanguageServer:
         uri = params.text_document.uri
 
         def work() -> list[T.DocumentHighlight]:
-            found = server.definitions_at(uri, params.position)
-            if found is None:
-                return []
-            index, resolved = found
             here = path_of(uri)
             return [T.DocumentHighlight(range=server.to_client(module.text, word.range()))
-                    for target in resolved for module, word in index.references(target)
+                    for _, module, word in server.uses_at(uri, params.position)
                     if module.path == here]
         return _safely([], work)
 
