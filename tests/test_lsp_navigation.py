@@ -419,3 +419,24 @@ def test_workspace_symbols_search_the_open_worlds(client: Client, tmp_path: Path
     assert {s["name"] for s in found} >= {"refund"}
     assert all("refund" in s["name"].lower() for s in found)
     assert any(s["location"]["uri"] == (tmp_path / "shop.eair").as_uri() for s in found)
+
+
+def test_the_files_a_world_names_are_links(client: Client) -> None:
+    text = D1.read_text(encoding="utf-8")
+    uri = client.open(D1, text)
+    links = client.request("textDocument/documentLink", {"textDocument": {"uri": uri}})
+    rows = text.split("\n")
+    linked = {}
+    for link in links:
+        start, end = link["range"]["start"], link["range"]["end"]
+        linked[rows[start["line"]][start["character"]:end["character"]]] = link["target"]
+    written = re.findall(r'(?:import|from|card) "([^"]+)"', _code_strings_kept(text))
+    assert written and sorted(linked) == sorted(set(written))
+    for name, target in linked.items():
+        assert Path(target.removeprefix("file://")).is_file(), name
+    assert linked["stdlib/delegation.eair"] == (STDLIB / "delegation.eair").as_uri()
+
+
+def _code_strings_kept(text: str) -> str:
+    """`text` without its comments (strings kept: they are what is linked)."""
+    return re.sub(r"//[^\n]*", "", text)

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -99,7 +99,8 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.fmt import format_expr
 
 __all__ = ["WITHHELD", "GRADER_INDEX", "IMPORTED_WITHHELD", "BundledTrace", "bundle_files",
-           "bundle_run", "episode_identity", "find_world", "grader_labels",
+           "bundle_run", "episode_identity", "find_world", "grader_labels", "GraderIndex",
+           "read_grader_index",
            "imported_bundle_files", "trace_files", "write_bundle", "materialize_bundles",
            "write_imported_bundle"]
 
@@ -929,17 +930,10 @@ def _update_index(out: Path, new: dict[str, list[Path]],
     """Merge entries into `out/grader-index.json`, dropping ids whose folder is gone, with
     the label of each trace (`labels`, kept from the file for traces it already had)."""
     path = out / GRADER_INDEX
-    episodes: dict[str, set[str]] = {}
-    try:
-        old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
-        old = {}
-    if isinstance(old, dict) and isinstance(old.get("episodes"), dict):
-        for key, traces in old["episodes"].items():
-            if isinstance(traces, list) and bundle_store.is_bundle(out / str(key)):
-                episodes[str(key)] = {str(t) for t in traces}
-    kept = old.get("labels") if isinstance(old, dict) else None
-    known: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
+    old = read_grader_index(out)
+    episodes = {key: set(traces) for key, traces in old.episodes.items()
+                if bundle_store.is_bundle(out / key)}
+    known: dict[str, Any] = {t: label.model_dump(mode="json") for t, label in old.labels.items()}
     base = out.resolve()
     for key, traces in new.items():
         episodes.setdefault(key, set()).update(
@@ -1076,49 +1070,69 @@ def materialize_bundles(path: Path, out_dir: Path) -> list[Path]:
             written.append(bundle_store.materialize(folder, manifest.files, out_dir))
         except (OSError, ValueError) as exc:
             raise UsageError(f"{folder}: not a readable bundle ({exc})") from None
-    traces = _grader_entries(folders[0].parent)
-    chosen = {f.name: traces[f.name] for f in folders if f.name in traces}
     source = folders[0].parent
-    labels = {source / rel: label for rel, label in grader_labels(source).items()}
+    index = read_grader_index(source)
+    traces = {k: [source / t for t in v] for k, v in index.episodes.items()}
+    chosen = {f.name: traces[f.name] for f in folders if f.name in traces}
+    labels = {source / rel: label for rel, label in index.labels.items()}
     _update_index(out_dir, chosen, {t: labels[t] for ts in chosen.values() for t in ts
                                     if t in labels})
     return written
 
 
-def grader_labels(bundles: Path) -> dict[str, TraceLabel]:
-    """A bundles folder's grader index as trace path (relative to `bundles`, as the index
-    names it) -> its label; empty when the index has none (written before labels were kept) or
-    cannot be read, and a label that is not one is left out: the reader falls back to
-    the trace itself (`read_trace_label`)."""
+@dataclass(frozen=True)
+class GraderIndex:
+    """What a bundles folder's `grader-index.json` holds: each opaque episode id's trace
+    paths and each trace's label, the paths relative to the resolved bundles folder (as
+    `_update_index` writes them). The one reader of the file (`read_grader_index`)."""
+
+    episodes: dict[str, list[str]]
+    labels: dict[str, TraceLabel]
+
+
+_EPISODES: TypeAdapter[dict[str, list[str]]] = TypeAdapter(dict[str, list[str]])
+_LABELS: TypeAdapter[dict[str, TraceLabel]] = TypeAdapter(dict[str, TraceLabel])
+_V = TypeVar("_V")
+
+
+def read_grader_index(bundles: Path, strict: bool = False) -> GraderIndex:
+    """A bundles folder's grader index. A missing file is an empty index; one that is not
+    JSON is empty too, or with `strict` raises its `ValueError` (the audit's own readers
+    want to know). An entry that is not one (an id without a list of paths, a label that
+    is not a `TraceLabel`) is left out: labels of an index written before they were kept
+    are read from the traces instead (`read_trace_label`)."""
+    path = Path(bundles) / GRADER_INDEX
     try:
-        data = json.loads((bundles / GRADER_INDEX).read_text(encoding="utf-8"))
-        found = data.get("labels") if isinstance(data, dict) else None
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
-        return {}
+        if strict:
+            raise
+        data = {}
+    if not isinstance(data, dict):
+        return GraderIndex(episodes={}, labels={})
+    return GraderIndex(episodes=_valid(data.get("episodes"), _EPISODES),
+                       labels=_valid(data.get("labels"), _LABELS))
+
+
+def _valid(found: Any, adapter: TypeAdapter[dict[str, _V]]) -> dict[str, _V]:
+    """`found` validated all at once (the common case: 6,000 labels one by one cost 10x),
+    else entry by entry, dropping those that are not valid."""
     if not isinstance(found, dict):
         return {}
-    try:  # all at once (the common case: 6,000 labels one by one cost 10x)
-        return _LABELS.validate_python(found)
+    try:
+        return adapter.validate_python(found)
     except ValueError:
         pass
-    out: dict[str, TraceLabel] = {}
-    for rel, label in found.items():
+    out: dict[str, _V] = {}
+    for key, value in found.items():
         try:
-            out[str(rel)] = TraceLabel.model_validate(label)
+            out.update(adapter.validate_python({str(key): value}))
         except ValueError:
             continue
     return out
 
 
-_LABELS: TypeAdapter[dict[str, TraceLabel]] = TypeAdapter(dict[str, TraceLabel])
-
-
-def _grader_entries(bundles: Path) -> dict[str, list[Path]]:
-    """A bundles folder's grader index as episode -> trace paths (empty when it has none
-    or it cannot be read: the bundles are what is asked for)."""
-    try:
-        data = json.loads((bundles / GRADER_INDEX).read_text(encoding="utf-8"))
-        return {str(k): [bundles / str(t) for t in v] for k, v in data["episodes"].items()
-                if isinstance(v, list)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+def grader_labels(bundles: Path) -> dict[str, TraceLabel]:
+    """A bundles folder's grader index as trace path (relative to `bundles`, as the index
+    names it) -> its label (empty when the index keeps none or cannot be read)."""
+    return read_grader_index(bundles).labels

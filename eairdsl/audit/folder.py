@@ -326,29 +326,31 @@ class AuditFolder:
         return {k: [Path(t) for t in v] for k, v in self.grader_trace_names().items()}
 
     def grader_trace_names(self) -> dict[str, list[str]]:
-        """`grader_traces` as text. The index holds the paths relative to the resolved
-        bundles folder (`bundle._update_index`), so joining and normalising gives the
-        resolved path without a `resolve()` per trace (a third of what reading a
-        6,000-episode audit cost a repair), and text hashes where a Path would not."""
-        from eairdsl.audit.bundle import GRADER_INDEX
-
-        path = self.bundles / GRADER_INDEX
-        if not path.is_file():
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-        base = str(self.bundles.resolve())
-        return {k: [os.path.normpath(os.path.join(base, t)) for t in v]
-                for k, v in data.get("episodes", {}).items()}
+        """`grader_traces` as text (`grader_index`'s first half)."""
+        return self.grader_index()[0]
 
     def grader_labels(self) -> dict[str, TraceLabel]:
-        """Trace path, as `grader_trace_names` names it -> its label (`TraceLabel`), for
-        the traces whose label the grader index keeps (none in an audit written before
-        labels were kept)."""
-        from eairdsl.audit.bundle import grader_labels
+        """Trace path, as `grader_trace_names` names it -> its label (`grader_index`'s
+        second half)."""
+        return self.grader_index()[1]
 
+    def grader_index(self) -> tuple[dict[str, list[str]], dict[str, TraceLabel]]:
+        """The grader index read once: episode id -> its trace paths, and trace path ->
+        its label (for the traces whose label the index keeps; none in an audit written
+        before labels were kept). The index holds the paths relative to the resolved
+        bundles folder (`bundle._update_index`), so joining and normalising gives the
+        resolved path without a `resolve()` per trace (a third of what reading a
+        6,000-episode audit cost a repair), and text hashes where a Path would not.
+        An index that is not JSON raises its `ValueError`."""
+        from eairdsl.audit.bundle import read_grader_index
+
+        index = read_grader_index(self.bundles, strict=True)
         base = str(self.bundles.resolve())
-        return {os.path.normpath(os.path.join(base, rel)): label
-                for rel, label in grader_labels(self.bundles).items()}
+
+        def full(rel: str) -> str:
+            return os.path.normpath(os.path.join(base, rel))
+        return ({k: [full(t) for t in v] for k, v in index.episodes.items()},
+                {full(rel): label for rel, label in index.labels.items()})
 
     # ------------------------------------------------------------------ writes
     def write_index(self, index: AuditIndex) -> None:

@@ -39,7 +39,6 @@ follow the `realized`/`anomaly` convention.
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from typing import Literal
 
 from eairdsl.audit import query
 from eairdsl.audit.auditor import AuditError, AuditorIdentity
-from eairdsl.audit.bundle import GRADER_INDEX, SOURCE_MARK, find_world
+from eairdsl.audit.bundle import GRADER_INDEX, SOURCE_MARK, find_world, read_grader_index
 from eairdsl.audit.contract import (
     AUDIT_SCHEMA,
     EAIR_TAXONOMY_VERSION,
@@ -208,15 +207,12 @@ class GraderTraces(Mapping[str, Path]):
         self.path = Path(bundles) / GRADER_INDEX
 
     def _read(self) -> dict[str, Path]:
-        if not self.path.is_file():
-            return {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            index = read_grader_index(self.path.parent, strict=True)
         except ValueError as exc:
             raise AuditError(f"{self.path}: not a grader index ({exc})") from None
-        episodes = data.get("episodes", {}) if isinstance(data, dict) else {}
         return {k: (self.path.parent / sorted(v)[0]).resolve()
-                for k, v in sorted(episodes.items()) if isinstance(v, list) and v}
+                for k, v in sorted(index.episodes.items()) if v}
 
     def __getitem__(self, episode: str) -> Path:
         return self._read()[episode]

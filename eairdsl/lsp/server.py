@@ -34,6 +34,7 @@ from eairdsl.lsp.complete import completions
 from eairdsl.lsp.diagnose import card_diagnostics, diagnostics_for
 from eairdsl.lsp.hover import hover_markdown
 from eairdsl.lsp.index import Definition, ModuleIndex, ProgramIndex, index_program
+from eairdsl.lsp.links import document_links
 from eairdsl.lsp.outline import document_symbols
 from eairdsl.lsp.signature import signature_help
 from eairdsl.lsp.text import Word, whole_range
@@ -432,6 +433,18 @@ def build_server() -> LanguageServer:
                         container_name=d.container or d.module,
                         location=server.location(d.path, _text(index, d.path), d.word.range())))
             return out
+        return _safely([], work)
+
+    @server.feature(T.TEXT_DOCUMENT_DOCUMENT_LINK)
+    def links(ls: EairServer, params: T.DocumentLinkParams) -> list[T.DocumentLink]:
+        uri = params.text_document.uri
+
+        def work() -> list[T.DocumentLink]:
+            text = server.text_of(uri)
+            found = document_links(server.index(uri), path_of(uri))
+            for link in found:
+                link.range = server.to_client(text, link.range)
+            return found
         return _safely([], work)
 
     @server.feature(T.TEXT_DOCUMENT_SIGNATURE_HELP,

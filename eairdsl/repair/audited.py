@@ -288,8 +288,7 @@ class AuditRead:
     def episodes(self) -> list[AuditedEpisode]:
         """Every trace behind the audit's bundles, with its header and label."""
         if self._episodes is None:
-            self._episodes = _episodes(self.folder.grader_trace_names(),
-                                       self.folder.grader_labels())
+            self._episodes = _episodes(*self.folder.grader_index())
         return self._episodes
 
     def reports(self, visit: Callable[[AuditEntry, Report], None] | None = None,
