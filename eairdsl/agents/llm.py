@@ -50,7 +50,6 @@ import json
 import random
 import sys
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,9 +220,11 @@ class Usage(BaseModel):
         self.malformed += other.malformed
 
 
-#: Per event loop, the semaphore of each provider@endpoint (see `LLMClient.semaphore`).
-_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                       dict[str, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+#: The loop attribute holding that loop's semaphore of each provider@endpoint (see
+#: `LLMClient.semaphore`). Held by the loop, not by a module table keyed on it: a
+#: semaphore that has had waiters refers to its loop, so a WeakKeyDictionary entry kept
+#: every such loop (and all it held) alive for the life of the process.
+_SEMAPHORES = "_eair_llm_semaphores"
 
 
 class LLMClient:
@@ -255,7 +256,10 @@ class LLMClient:
         `max_connections` instead of each getting its own.
         """
         loop = asyncio.get_running_loop()
-        table = _SEMAPHORES.setdefault(loop, {})
+        table: dict[str, asyncio.Semaphore] | None = getattr(loop, _SEMAPHORES, None)
+        if table is None:
+            table = {}
+            setattr(loop, _SEMAPHORES, table)
         provider = model.split("/", 1)[0] if "/" in model else model
         limit = max(1, self.settings.max_connections)
         key = f"{provider}@{self.settings.api_base or ''}#{limit}"
