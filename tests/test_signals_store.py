@@ -305,6 +305,9 @@ def test_done_when_five_worlds(tmp_path: Path) -> None:
     shown = run_eairc("signals", "show", rows[0]["id"], cwd=ws)
     assert shown.returncode == 0 and "why grouped" in shown.stdout
     assert "S = max over natures" in shown.stdout
+    traces = [line.split()[1] for line in shown.stdout.splitlines()
+              if line.startswith("    trace ")]
+    assert traces and all(not Path(t).is_absolute() and (ws / t).is_file() for t in traces)
 
 
 def test_a_refused_target_creates_no_store(tmp_path: Path) -> None:

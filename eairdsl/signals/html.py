@@ -24,7 +24,7 @@ from eairdsl.errors import UsageError
 from eairdsl.signals.occurrences import Occurrence, Session
 from eairdsl.signals.remediation import Action, SignalView, signal_view
 from eairdsl.signals.store import SignalsStore
-from eairdsl.source import write_atomic
+from eairdsl.source import display_name, write_atomic
 
 __all__ = ["ranked_views", "list_rows", "signal_text", "viewer_links", "write_report",
            "LIST_COLUMNS"]
@@ -133,7 +133,7 @@ def signal_text(store: SignalsStore, sid: str, limit: int = 20) -> str:
     lines.append(f"occurrences ({len(pairs)}):")
     for o, seq in pairs[:limit]:
         s = sessions.get(o.session)
-        where = s.trace_path if s else o.session
+        where = display_name(Path(s.trace_path)) if s else o.session  # as `check` names files
         lines.append(f"  {o.short} {o.status} {o.nature or '—'} {o.auditor} {o.episode}:"
                      f"{o.finding_id} update {seq}")
         lines.append(f"    trace {where} steps {_step_ref(o)}")
