@@ -282,6 +282,13 @@ def test_an_edit_to_an_imported_module_rechecks_its_importer(client: Client,
     after = client.diagnostics(main_uri)
     assert any(d["code"] == "E301" and "colour" in d["message"] for d in after), after
     assert lib.read_text(encoding="utf-8") == "enum colour { red, green }\n"
+    # hover in the importer reads the module as it is in its (unsaved) buffer now
+    client.notify("textDocument/didChange", {
+        "textDocument": {"uri": lib_uri, "version": 3},
+        "contentChanges": [{"text": "// what a wall may be painted\nenum colour { red }\n"}]})
+    client.diagnostics(main_uri)
+    shown = client.request("textDocument/hover", _doc(main_uri, _at(text, "colour =")))
+    assert shown is not None and "what a wall may be painted" in shown["contents"]["value"]
 
 
 def _prefixes(text: str, count: int) -> Iterator[str]:

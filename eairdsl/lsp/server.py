@@ -260,6 +260,7 @@ def build_server() -> LanguageServer:
         uri = params.text_document.uri
         server.schedule(uri)
         for other in server.dependents(uri):
+            server.indexes.pop(other, None)  # what it imports from `uri` changed
             server.schedule(other)
 
     @server.feature(T.TEXT_DOCUMENT_DID_SAVE)
