@@ -104,6 +104,16 @@ class Client:
                 return found
             self.kept.append(self.receive())
 
+    def server_request(self, method: str) -> dict[str, Any]:
+        """Wait for the server's next request of `method` and answer it with null."""
+        while True:
+            for at, message in enumerate(self.kept):
+                if message.get("method") == method and "id" in message:
+                    del self.kept[at]
+                    self.send({"id": message["id"], "result": None})
+                    return message
+            self.kept.append(self.receive())
+
     def poll_diagnostics(self, uri: str, wait: float) -> dict[str, Any] | None:
         """The next publishDiagnostics for `uri` if one comes within `wait` seconds."""
         found = self._kept_diagnostics(uri)
@@ -130,14 +140,15 @@ class Client:
         return self.proc.wait(timeout=GUARD)
 
 
-def started(tmp_path: Path, options: dict[str, Any] | None = None) -> Iterator[Client]:
+def started(tmp_path: Path, options: dict[str, Any] | None = None,
+            capabilities: dict[str, Any] | None = None) -> Iterator[Client]:
     """A server started and initialized (diagnostics without debounce unless `options`
     say otherwise), shut down or killed afterwards."""
     stderr = (tmp_path / "stderr").open("wb")
     c = Client(ROOT, stderr)
     c.stderr_path = tmp_path / "stderr"
     result = c.request("initialize", {"processId": os.getpid(), "rootUri": ROOT.as_uri(),
-                                      "capabilities": {},
+                                      "capabilities": capabilities or {},
                                       "initializationOptions": options or {"diagnosticsDelay": 0}})
     caps = c.capabilities = result["capabilities"]
     assert caps["documentFormattingProvider"] and caps["hoverProvider"]

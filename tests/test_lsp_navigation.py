@@ -447,3 +447,23 @@ def test_the_files_a_world_names_are_links(client: Client) -> None:
 def _code_strings_kept(text: str) -> str:
     """`text` without its comments (strings kept: they are what is linked)."""
     return re.sub(r"//[^\n]*", "", text)
+
+
+def test_a_file_changed_on_disk_rechecks_the_open_worlds(tmp_path: Path) -> None:
+    """A client that can watch files is asked to; a watched change re-checks (here: the
+    module a world imports, edited by another program, is read again)."""
+    capabilities = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
+    for c in started(tmp_path, capabilities=capabilities):
+        asked = c.server_request("client/registerCapability")
+        (registration,) = asked["params"]["registrations"]
+        assert registration["method"] == "workspace/didChangeWatchedFiles"
+        assert "eair" in registration["registerOptions"]["watchers"][0]["globPattern"]
+        lib = tmp_path / "lib.eair"
+        lib.write_text("enum colour { red }\n", encoding="utf-8")
+        text = 'import "lib.eair"\n\nlever paint : colour = red "what is painted"\n'
+        uri = c.open(tmp_path / "w.eair", text)
+        assert not [d for d in c.diagnostics(uri) if d["code"] == "E301"]
+        lib.write_text("enum hue { red }\n", encoding="utf-8")
+        c.notify("workspace/didChangeWatchedFiles",
+                 {"changes": [{"uri": lib.as_uri(), "type": 2}]})
+        assert any(d["code"] == "E301" for d in c.diagnostics(uri))

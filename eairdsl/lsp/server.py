@@ -51,6 +51,9 @@ _log = logging.getLogger(__name__)
 #: `diagnosticsDelay` overrides it): typing does not queue one check per keystroke
 DEFAULT_DELAY = 0.25
 
+#: the files whose change on disk can change a check (modules, cards, data files)
+WATCHED = "**/*.{eair,j2,json,jsonl,csv,md}"
+
 Answer = TypeVar("Answer")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: the closest LSP symbol kind of each kind of declaration, for workspace symbols
@@ -250,6 +253,20 @@ def build_server() -> LanguageServer:
             delay = options.get("diagnosticsDelay")
             if isinstance(delay, int | float) and 0 <= delay <= 10:
                 server.delay = float(delay)
+
+    @server.feature(T.INITIALIZED)
+    def initialized(ls: EairServer, params: T.InitializedParams) -> None:
+        """Ask the client to tell of files changed on disk (a module, a data file, a card
+        edited elsewhere or by `git checkout`), when it can be asked; VS Code's extension
+        sends them unasked."""
+        capabilities = server.client_capabilities.workspace
+        watched = capabilities.did_change_watched_files if capabilities else None
+        if watched is None or not watched.dynamic_registration:
+            return
+        server.client_register_capability(T.RegistrationParams(registrations=[T.Registration(
+            id="eair-watched-files", method=T.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=T.DidChangeWatchedFilesRegistrationOptions(watchers=[
+                T.FileSystemWatcher(glob_pattern=WATCHED)]))]))
 
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: EairServer, params: T.DidOpenTextDocumentParams) -> None:
