@@ -467,3 +467,23 @@ def test_a_file_changed_on_disk_rechecks_the_open_worlds(tmp_path: Path) -> None
         c.notify("workspace/didChangeWatchedFiles",
                  {"changes": [{"uri": lib.as_uri(), "type": 2}]})
         assert any(d["code"] == "E301" for d in c.diagnostics(uri))
+
+
+def test_completion_inside_a_path_string_lists_the_files(client: Client,
+                                                          tmp_path: Path) -> None:
+    (tmp_path / "orders.json").write_text("[]", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("", encoding="utf-8")
+    (tmp_path / "cards").mkdir()
+    (tmp_path / "cards" / "clerk.md.j2").write_text("You are a clerk.", encoding="utf-8")
+    text = SHOP.replace('from "orders.json"', 'from "or').replace(
+        "role clerk {\n", 'role clerk {\n  card "\n') + 'import "\n'
+    uri = client.open(tmp_path / "shop.eair", text)
+    data = client.request("textDocument/completion", _doc(uri, _at(text, 'from "or', 8)))
+    assert _labels(data) == ["orders.json"]
+    (edit,) = [item["textEdit"] for item in data["items"]]
+    assert edit["range"]["start"] == _at(text, 'from "or', 6) and edit["newText"] == "orders.json"
+    cards = client.request("textDocument/completion", _doc(uri, _at(text, 'card "', 6)))
+    assert _labels(cards) == ["cards/clerk.md.j2"]
+    modules = _labels(client.request("textDocument/completion",
+                                     _doc(uri, _at(text, 'import "', 8))))
+    assert "stdlib/delegation.eair" in modules and "shop.eair" not in modules

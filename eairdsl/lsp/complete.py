@@ -10,17 +10,22 @@ typed and does not parse), the names from the tolerant index:
   `condition`, the fields of an `instance`;
 - after a clause keyword that names a declaration (`tools`, `roles`, `on`, `ensure`,
   `append`, `set`, `source`, `extends`, `route`): the declarations of that kind;
+- inside the string of an `import`, `from` or `card`: the modules, data files or cards
+  the world's folder holds (and the stdlib's modules);
 - anywhere else in an expression: the declared names in scope, the builtins and the
   word operators and constants.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import get_args
 
 from lsprotocol import types as T
 
+from eairdsl.check.loader import stdlib_root
 from eairdsl.check.references import INDUCER_CLAUSES, PARTY_CLAUSES
 from eairdsl.lsp.hover import describe, signature
 from eairdsl.lsp.index import Definition, ProgramIndex
@@ -62,6 +67,12 @@ _NAMES_AFTER: dict[str, tuple[str, ...]] = {
 }
 _VALUE_KINDS = ("lever", "state", "let", "parameter", "enum member", "record", "table",
                 "ledger", "document")
+_PATH_AFTER = re.compile(r'\b(import|from|card)\s+"([^"]*)$')
+#: what each string names: modules, data files (docs/language.md's formats), cards
+_PATH_SUFFIXES = {"import": (".eair",), "from": (".json", ".csv", ".md", ".txt"),
+                  "card": (".j2",)}
+#: directory entries looked at, at most, for one path completion
+_MAX_PATHS = 2000
 _AFTER_DOT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?\s*\.\s*[A-Za-z_0-9]*$")
 _LIST_AFTER = re.compile(r"^\s*(?:\w+\s+)*?(\w+)\s+(?:[A-Za-z_]\w*\s*,\s*)*[A-Za-z_0-9]*$")
 _TOP_WORD = re.compile(r"^([A-Za-z_]+)\b[^:\n]*?(?::\s*([A-Za-z_]+))?")
@@ -121,6 +132,9 @@ def completions(index: ProgramIndex, text: str, line: int, col: int) -> list[T.C
     """What may be written at the 0-based position (line, col) of the buffer `text`."""
     prefix = line_prefix(text, line, col)
     lines = text.split("\n")
+    quoted = _PATH_AFTER.search(prefix)
+    if quoted is not None:
+        return _paths(index.entry, quoted.group(1), quoted.group(2), line, col)
     dotted = _AFTER_DOT.search(prefix)
     if dotted is not None:
         return _fields(index, text, line, col, dotted.group(1))
@@ -141,6 +155,34 @@ def completions(index: ProgramIndex, text: str, line: int, col: int) -> list[T.C
         vocabulary = INDUCER_KINDS if block is not None and block[0] == "inducer" else TOOL_KINDS
         return [_item(k, T.CompletionItemKind.EnumMember) for k in sorted(vocabulary)]
     return _expression(index, line, col)
+
+
+def _paths(path: Path, keyword: str, typed: str, line: int,
+           col: int) -> list[T.CompletionItem]:
+    """The files an `import`, `from` or `card` string may name: modules next to the file
+    and in the stdlib, data files or cards under the file's folder (names only, nothing
+    read, links not followed, at most `_MAX_PATHS` looked at)."""
+    folder = path.parent
+    suffixes = _PATH_SUFFIXES[keyword]
+    found: list[str] = []
+    seen = 0
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        depth = Path(root).relative_to(folder).parts
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if len(depth) < 3 else []
+        for name in sorted(files):
+            seen += 1
+            full = Path(root) / name
+            if name.endswith(suffixes) and full != path:
+                found.append(full.relative_to(folder).as_posix())
+        if seen > _MAX_PATHS:
+            break
+    if keyword == "import":
+        found += [f"stdlib/{p.name}" for p in sorted(stdlib_root().glob("*.eair"))]
+    start = T.Position(line=line, character=col - len(typed))
+    where = T.Range(start=start, end=T.Position(line=line, character=col))
+    return [T.CompletionItem(label=name, kind=T.CompletionItemKind.File,
+                             text_edit=T.TextEdit(range=where, new_text=name))
+            for name in found if name.startswith(typed)]
 
 
 def _in_block(index: ProgramIndex, block: tuple[str, str | None]) -> list[T.CompletionItem]:
