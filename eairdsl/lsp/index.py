@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -38,15 +38,11 @@ from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS, parse_text
 from eairdsl.syntax.textmate import grammar_keywords
 
-__all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_module",
-           "imported_paths"]
+__all__ = ["Definition", "ModuleIndex", "ProgramIndex", "index_program", "tolerant_module"]
 
 _TOP = re.compile(r"^(?:{})\b".format("|".join(TOP_LEVEL_KEYWORDS)), re.M)
 
 _RULE = re.compile(r"^[-=*#~_ ]*[-=*#~_]{4}")
-
-#: containers whose fields `X.field` and `for r in X` reach
-_FIELDED = (A.RecordDecl, A.SchemaDecl)
 
 
 @dataclass(frozen=True)
@@ -126,7 +122,7 @@ class ProgramIndex:
             if word.within(span) and word.name in params:
                 return [params[word.name]]
         for kinds in (_TOPS, ("enum member",), ("field", "group"), ("measure", "metric")):
-            found = [d for d in named if d.kind in kinds and d.kind != "parameter"]
+            found = [d for d in named if d.kind in kinds]
             if found:
                 return found
         return []
@@ -409,7 +405,3 @@ def _doc(index: ModuleIndex, node: A.Node) -> str | None:
         line -= 1
     return "\n".join(lines) or None
 
-
-def imported_paths(index: ProgramIndex) -> Iterable[Path]:
-    """The files this buffer's program reads (itself included)."""
-    return [m.path for m in index.modules]
