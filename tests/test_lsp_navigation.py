@@ -487,3 +487,57 @@ def test_completion_inside_a_path_string_lists_the_files(client: Client,
     modules = _labels(client.request("textDocument/completion",
                                      _doc(uri, _at(text, 'import "', 8))))
     assert "stdlib/delegation.eair" in modules and "shop.eair" not in modules
+
+
+def _complete(client: Client, uri: str, text: str, needle: str, version: int) -> list[str]:
+    """Labels offered at the end of `needle` in `text` (sent as the buffer's new text)."""
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
+                                             "contentChanges": [{"text": text}]})
+    return _labels(client.request("textDocument/completion",
+                                  _doc(uri, _at(text, needle, len(needle)))))
+
+
+def test_completion_knows_the_language_where_it_is_being_written(client: Client,
+                                                                  tmp_path: Path) -> None:
+    """What an author types next, in the contexts of a world half written."""
+    uri = client.open(tmp_path / "shop.eair", SHOP)
+    cases: list[tuple[str, str, set[str], set[str]]] = [
+        # (buffer, cursor after, must be offered, must not be)
+        (SHOP.replace("  total: money\n", "  total: mo\n"), "total: mo",
+         {"money", "text", "duration", "list", "order"}, {"lookup", "refund"}),
+        (SHOP.replace("kind act\n", "kind act\n  model \n"), "model ",
+         {"under_test", "counterpart"}, {"refund"}),
+        (SHOP + "\ninducer push : \n", "push : ", {"prompt_clause", "deadline"}, {"cap"}),
+        (SHOP + '\ncondition strict {\n  expect compliant \n}\n', "expect compliant ",
+         {"keeps", "can_realize"}, {"cap"}),
+        (SHOP + "\nlever mood : {calm, tense} = ca\n", "tense} = ca", {"calm", "tense"},
+         {"cap"}),
+        (SHOP + "\ncondition calm_day {\n  mood = \n}\nlever mood : {calm, tense} = calm\n",
+         "mood = ", {"calm", "tense", "cap"}, set()),
+        (SHOP.replace("returns lookup(order, id).customer", "returns context."), "context.",
+         {"caller", "principal"}, {"total"}),
+        (SHOP.replace("  customer: text\n", "  customer: text\n  group shown = id, \n"),
+         "group shown = id, ", {"id", "total", "customer"}, {"cap"}),
+        (SHOP.replace("  require amount <= cap", "  require amount <= cap and am"), "and am",
+         {"amount", "id", "cap", "lookup", "instance"}, set()),
+        (SHOP + "\nlet big() = all o in order: o.total > $5 and \n", "$5 and ",
+         {"o", "cap"}, set()),
+        (SHOP + "\nmeasure {\n  \n}\n", "measure {\n  ", {"realized", "metric"}, {"cap"}),
+        (SHOP + "\nauthorization deny {\n  \n}\n", "authorization deny {\n  ",
+         {"allow", "deny"}, {"cap"}),
+    ]
+    for version, (text, needle, wanted, unwanted) in enumerate(cases, start=2):
+        labels = set(_complete(client, uri, text, needle, version))
+        assert wanted <= labels, (needle, wanted - labels)
+        assert not unwanted & labels, (needle, unwanted & labels)
+    # a tool whose block does not parse yet still offers its parameters
+    half = SHOP.replace('require amount <= cap else reject "over the cap"', "require amo")
+    assert {"amount", "id"} <= set(_complete(client, uri, half, "require amo", 99))
+
+
+def test_an_inline_enum_member_is_a_definition(client: Client, tmp_path: Path) -> None:
+    text = SHOP + "\nlever mood : {calm, tense} = calm \"how the shop feels\"\n" \
+        "condition rush {\n  mood = tense\n}\n"
+    uri = client.open(tmp_path / "shop.eair", text)
+    found = client.request("textDocument/definition", _doc(uri, _at(text, "= tense", 2)))
+    assert [f["range"]["start"] for f in found] == [_at(text, "tense}")]

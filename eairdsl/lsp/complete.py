@@ -25,8 +25,10 @@ from typing import get_args
 
 from lsprotocol import types as T
 
+from eairdsl.check.builtins import BUILTIN_FIELDS
 from eairdsl.check.loader import stdlib_root
 from eairdsl.check.references import INDUCER_CLAUSES, PARTY_CLAUSES
+from eairdsl.check.types import SCALARS
 from eairdsl.lsp.hover import describe, signature
 from eairdsl.lsp.index import Definition, ProgramIndex
 from eairdsl.lsp.text import Word, line_prefix
@@ -34,7 +36,16 @@ from eairdsl.runtime.builtins import BUILTINS
 from eairdsl.syntax import ast as A
 from eairdsl.syntax.parser import TOP_LEVEL_KEYWORDS
 from eairdsl.syntax.textmate import grammar_keywords
-from eairdsl.vocabulary import INDUCER_KINDS, TOOL_KINDS
+from eairdsl.vocabulary import (
+    CLOCK_UNITS,
+    EXPECTATIONS,
+    INDUCER_KINDS,
+    MEASUREMENTS,
+    MODEL_BINDINGS,
+    RISKS,
+    TOOL_KINDS,
+    TRAITS,
+)
 
 __all__ = ["completions"]
 
@@ -64,9 +75,37 @@ _NAMES_AFTER: dict[str, tuple[str, ...]] = {
     "tools": ("tool",), "on": ("tool",), "roles": _PARTIES, "from": _PARTIES,
     "delegates": _PARTIES, "ensure": ("policy",), "append": ("ledger",), "set": ("state",),
     "source": ("document",), "extends": ("condition",), "route": ("tool", *_PARTIES),
+    "allow": _PARTIES, "deny": _PARTIES,
 }
 _VALUE_KINDS = ("lever", "state", "let", "parameter", "enum member", "record", "table",
                 "ledger", "document")
+#: the scalar types a declaration may name (the checker's), and `list[...]`
+_TYPE_NAMES = (*sorted(k for k in SCALARS if k not in ("row", "fields", "any")), "list")
+#: after a name and `:` in a field list, parameter list, lever or state, or after `->`
+_TYPE_AT = re.compile(
+    r"(?:^\s*(?:(?:lever|state)\s+)?|[(,]\s*)[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*\s*:\s*"
+    r"(?:list\[)?[A-Za-z_]*$|->\s*(?:list\[)?[A-Za-z_]*$")
+#: clause keywords followed by a word of a closed vocabulary
+_VOCABULARY_AFTER: dict[str, tuple[str, ...]] = {
+    "model": MODEL_BINDINGS, "risk": tuple(RISKS), "clock": CLOCK_UNITS, "shift": TRAITS,
+    "trait": TRAITS,
+}
+_VOCABULARY_AT = re.compile(r"^\s*(model|risk|clock|shift|trait)\s+[A-Za-z_0-9]*$")
+#: names every expression may read that no declaration declares
+_PROVIDED = {"instance": "the task instance (its fields: `instance.`)",
+             "context": "a tool call's context (`context.caller`, `.principal`, ...)"}
+#: the keywords a line of these blocks starts with (their other lines declare names)
+_LINE_WORDS: dict[str, tuple[str, ...]] = {
+    "record": ("group",), "table": ("group",), "ledger": ("group",),
+    "authorization": ("allow", "deny"),
+}
+_GROUP_AT = re.compile(r"^\s+group\s+[A-Za-z_]\w*\s*=\s*(?:[A-Za-z_]\w*\s*,\s*)*[A-Za-z_]*$")
+_FIELD_LINE = re.compile(r"^\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*:")
+_INDUCER_KIND_AT = re.compile(r"^inducer\s+[A-Za-z_]\w*\s*:\s*[a-z_]*$")
+_EXPECT_AT = re.compile(r"^\s*expect\s+(?:([a-z_]+)\s+)?[a-z_]*$")
+#: a value after a declaration's own closed set: `lever l : {a, b} = a`
+_INLINE_ENUM_AT = re.compile(r":\s*\{([^{}]*)\}\s*=\s*[A-Za-z_]*$")
+_HEADER = re.compile(r"^(?:tool|let)\s+[A-Za-z_]\w*\s*\(([^)]*)")
 _PATH_AFTER = re.compile(r'\b(import|from|card)\s+"([^"]*)$')
 #: what each string names: modules, data files (docs/language.md's formats), cards
 _PATH_SUFFIXES = {"import": (".eair",), "from": (".json", ".csv", ".md", ".txt"),
@@ -154,7 +193,36 @@ def completions(index: ProgramIndex, text: str, line: int, col: int) -> list[T.C
         block = _block(lines, line)
         vocabulary = INDUCER_KINDS if block is not None and block[0] == "inducer" else TOOL_KINDS
         return [_item(k, T.CompletionItemKind.EnumMember) for k in sorted(vocabulary)]
-    return _expression(index, line, col)
+    if _INDUCER_KIND_AT.search(prefix):
+        return [_item(k, T.CompletionItemKind.EnumMember) for k in sorted(INDUCER_KINDS)]
+    expecting = _EXPECT_AT.search(prefix)
+    if expecting is not None:
+        subject = expecting.group(1)
+        words = EXPECTATIONS.get(subject, ()) if subject else tuple(EXPECTATIONS)
+        return [_item(k, T.CompletionItemKind.EnumMember) for k in words]
+    if _GROUP_AT.search(prefix):
+        return [_item(name, T.CompletionItemKind.Field) for name in _block_fields(lines, line)]
+    inline = _INLINE_ENUM_AT.search(prefix)
+    if inline is not None:
+        return [_item(m.strip(), T.CompletionItemKind.EnumMember)
+                for m in inline.group(1).split(",") if m.strip()]
+    said = _VOCABULARY_AT.search(prefix)
+    if said is not None:
+        return [_item(k, T.CompletionItemKind.EnumMember)
+                for k in sorted(_VOCABULARY_AFTER[said.group(1)])]
+    if _TYPE_AT.search(prefix):
+        return _types(index)
+    return _expression(index, lines, line, col)
+
+
+def _types(index: ProgramIndex) -> list[T.CompletionItem]:
+    """What a field, parameter, lever or state may be declared as: the scalar types,
+    `list[...]`, and the world's records, schemas and enums."""
+    items = [_item(name, T.CompletionItemKind.TypeParameter) for name in _TYPE_NAMES]
+    items.extend(_of(d) for d in index.definitions()
+                 if d.kind in ("record", "table", "ledger", "schema", "enum")
+                 and d.container is None)
+    return _unique(items)
 
 
 def _paths(path: Path, keyword: str, typed: str, line: int,
@@ -187,8 +255,14 @@ def _paths(path: Path, keyword: str, typed: str, line: int,
 
 def _in_block(index: ProgramIndex, block: tuple[str, str | None]) -> list[T.CompletionItem]:
     first = block[0]
+    if first in _LINE_WORDS:
+        return [_item(k, T.CompletionItemKind.Keyword) for k in _LINE_WORDS[first]]
+    if first == "measure":
+        return [_item(k, T.CompletionItemKind.Property) for k in MEASUREMENTS] + [
+            _item("metric", T.CompletionItemKind.Keyword)]
     if first == "condition":
-        return _unique([_of(d) for d in index.definitions() if d.kind == "lever"])
+        return _unique([_of(d) for d in index.definitions() if d.kind == "lever"]
+                       + [_item("expect", T.CompletionItemKind.Keyword)])
     if first == "instance":
         return _unique([_of(d) for d in index.definitions()
                         if d.kind == "field" and d.container == "instances"])
@@ -198,6 +272,13 @@ def _in_block(index: ProgramIndex, block: tuple[str, str | None]) -> list[T.Comp
 def _fields(index: ProgramIndex, text: str, line: int, col: int,
             obj: str | None) -> list[T.CompletionItem]:
     fields = [d for d in index.definitions() if d.kind in ("field", "group")]
+    if obj in BUILTIN_FIELDS:  # `context.` and the other records the language provides
+        return [_item(name, T.CompletionItemKind.Field, str(kind))
+                for name, kind in BUILTIN_FIELDS[obj].items()]
+    if obj == "instance":
+        mine = [d for d in fields if d.container == "instances"]
+        if mine:
+            return _unique([_of(d) for d in mine])
     if obj is not None:
         main = index.main
         probe = Word(name="_", line=line, col=col, dotted=True, obj=obj)
@@ -212,18 +293,73 @@ def _fields(index: ProgramIndex, text: str, line: int, col: int,
     return _unique([_of(d) for d in fields])
 
 
-def _expression(index: ProgramIndex, line: int, col: int) -> list[T.CompletionItem]:
+def _expression(index: ProgramIndex, lines: list[str], line: int,
+                col: int) -> list[T.CompletionItem]:
+    """Names an expression may use, nearest first: the parameters of the tool or `let`
+    the cursor is in (read from its first line when the block does not parse yet), the
+    variables bound before the cursor, the declarations that are values, the
+    participants, the builtin names and functions, then the language's words."""
     items: list[T.CompletionItem] = []
     main = index.main
+    scoped = False
     if main is not None:
         for span, params in main.scopes:
             if span.line - 1 <= line < span.end_line:
                 items.extend(_of(d) for d in params.values())
+                scoped = True
+    if not scoped:
+        items.extend(_item(name, T.CompletionItemKind.Variable, "parameter")
+                     for name in _header_params(lines, line))
+    items.extend(_item(name, T.CompletionItemKind.Variable, "bound variable")
+                 for name in _bound_names(lines, line, col))
     items.extend(_of(d) for d in index.definitions()
                  if d.kind in _VALUE_KINDS and d.kind != "parameter")
+    items.extend(_of(d) for d in index.definitions() if d.kind in _PARTIES)
+    items.extend(_item(name, T.CompletionItemKind.Variable, doc)
+                 for name, doc in _PROVIDED.items())
     items.extend(_item(b.name, T.CompletionItemKind.Function, signature(b), b.doc)
                  for b in BUILTINS.values())
     words = grammar_keywords()
     items.extend(_item(w, T.CompletionItemKind.Keyword)
-                 for w in (*words["operators"], *words["constants"]))
-    return _unique(items)
+                 for w in (*words["operators"], *words["constants"], *words["keywords"]))
+    kept = _unique(items)
+    for rank, item in enumerate(kept):  # the editor keeps this order among equal matches
+        item.sort_text = f"{rank:05d}"
+    return kept
+
+
+def _block_fields(lines: list[str], line: int) -> list[str]:
+    """The fields declared so far in the record block the cursor's line is in (`name:`
+    and `a, b:` lines), for a `group` being written before the block parses."""
+    found: list[str] = []
+    for row in reversed(lines[:line]):
+        if not row[:1].isspace():
+            break
+        match = _FIELD_LINE.match(row)
+        if match is not None:
+            found[:0] = [n.strip() for n in match.group(1).split(",")]
+    return list(dict.fromkeys(found))
+
+
+def _header_params(lines: list[str], line: int) -> list[str]:
+    """The parameter names on the first line of the tool or `let` block the cursor's line
+    is in (`tool refund(id: text, amount: money)`), for a block still being typed."""
+    for row in reversed(lines[:line + 1]):
+        if row[:1].isspace() or not row.strip():
+            continue
+        match = _HEADER.match(row)
+        if match is None:
+            return []
+        return re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*:", match.group(1))
+    return []
+
+
+def _bound_names(lines: list[str], line: int, col: int) -> list[str]:
+    """Variables bound before the cursor in its block (`for r in`, `all p in`, `exists
+    e in`), nearest first."""
+    start = line
+    while start > 0 and lines[start][:1].isspace():
+        start -= 1
+    before = "\n".join([*lines[start:line], lines[line][:col] if line < len(lines) else ""])
+    found = re.findall(r"\b(?:for|all|any|exists)\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b", before)
+    return list(dict.fromkeys(reversed(found)))

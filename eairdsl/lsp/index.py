@@ -304,14 +304,15 @@ def _module_index(path: Path, ref: str, text: str, module: A.Module) -> ModuleIn
                 items = decl.items if isinstance(decl, A.RecordDecl) else decl.fields
                 for item in items:
                     kind = "group" if isinstance(item, A.GroupDecl) else "field"
-                    found.declare(item, kind, container=decl.name, after=owner)
+                    found.inline(item, found.declare(item, kind, container=decl.name,
+                                                     after=owner))
             case A.InstancesDecl():
                 for item in decl.fields:
-                    found.declare(item, "field", container="instances")
+                    found.inline(item, found.declare(item, "field", container="instances"))
             case A.EnumDecl():
                 owner = found.declare(decl, "enum")
                 for member in decl.members:
-                    found.member(decl, member, owner)
+                    found.member(decl, decl.name, member, owner)
             case A.ToolDecl() | A.LetDecl():
                 owner = found.declare(decl, _kind(decl))
                 params = {}
@@ -320,10 +321,13 @@ def _module_index(path: Path, ref: str, text: str, module: A.Module) -> ModuleIn
                                          keep=False)
                     if made is not None:
                         params[param.name] = made
+                        found.inline(param, made)
                 index.scopes.append((decl.span, params))
             case A.MeasureDecl():
                 for measured in decl.items:
                     found.declare(measured, "metric" if measured.metric else "measure")
+            case A.LeverDecl() | A.StateDecl():
+                found.inline(decl, found.declare(decl, _kind(decl)))
             case _:
                 if isinstance(getattr(decl, "name", None), str):
                     found.declare(decl, _kind(decl))
@@ -370,14 +374,25 @@ class _Finder:
             self.index.definitions.append(definition)
         return definition
 
-    def member(self, decl: A.EnumDecl, member: str, owner: Definition | None) -> None:
-        word = self._word(decl.span, member, owner.word if owner is not None else None)
+    def member(self, node: A.Node, container: str, member: str,
+               owner: Definition | None) -> None:
+        """An enum member: of an `enum` declaration, or of a closed set written as a
+        lever's, state's, field's or parameter's type (`{peer, untrusted_client}`)."""
+        word = self._word(node.span, member, owner.word if owner is not None else None)
         if word is None:
             return
         self.index.definitions.append(Definition(
-            name=member, kind="enum member", path=self.index.path, word=word, span=decl.span,
-            header=_header(self.index.text, decl.span), container=decl.name,
+            name=member, kind="enum member", path=self.index.path, word=word, span=node.span,
+            header=_header(self.index.text, node.span), container=container,
             module=self.index.ref))
+
+    def inline(self, node: A.Node, owner: Definition | None) -> None:
+        """The members of the closed set `node` is declared with, if it is one."""
+        written = getattr(node, "type", None)
+        name = getattr(node, "name", None)
+        if isinstance(written, A.TypeRef) and written.kind == "enum" and isinstance(name, str):
+            for member in written.members:
+                self.member(node, name, member, owner)
 
 
 def _header(text: str, span: Span) -> str:
