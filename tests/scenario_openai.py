@@ -124,6 +124,17 @@ SCENARIOS: dict[str, Any] = {
     "not-an-object": lambda b: [1, 2, 3],
     "chunked": lambda b: _completion(b, _message("Sent in chunks.", [("lookup", "{}")])),
     "until-close": lambda b: _completion(b, _message("Read to the end.")),
+    # a server that refuses a parameter it does not know, naming it as FastAPI does, in
+    # the error's message; without it the request goes through. litellm's drop_params
+    # would resend without it on its OpenAI-SDK path, but `openai/` models with an
+    # api_base fail at once (checked: one request reaches the server), and so does the
+    # native client
+    "422-seed": lambda b: (422, {}, {"error": {"message": json.dumps({"detail": [
+        {"loc": ["body", "seed"], "msg": "extra fields not permitted",
+         "type": "value_error.extra"}]})}}) if "seed" in b
+    else _completion(b, _message("Answered without a seed.")),
+    "422-always": lambda b: (422, {}, {"error": {"message": json.dumps({"detail": [
+        {"loc": ["body", "seed"], "msg": "extra fields not permitted"}]})}}),
 }
 
 
@@ -169,8 +180,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if name.startswith("flaky"):  # every other request fails: 503, then an answer
             name = "503" if count % 2 else "text"
         scenario = SCENARIOS.get(name, SCENARIOS["text"])
-        status, headers, payload = (scenario if isinstance(scenario, tuple)
-                                    else (200, {}, scenario(body)))
+        answer = scenario if isinstance(scenario, tuple) else scenario(body)
+        status, headers, payload = answer if isinstance(answer, tuple) else (200, {}, answer)
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
