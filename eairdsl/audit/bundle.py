@@ -1098,9 +1098,10 @@ _V = TypeVar("_V")
 def read_grader_index(bundles: Path, strict: bool = False) -> GraderIndex:
     """A bundles folder's grader index. A missing file is an empty index; one that cannot
     be read or is not JSON is empty too, or with `strict` raises that error (an `OSError`
-    or `ValueError`: the audit's own readers want to know). An entry that is not one (an id without a list of paths, a label that
-    is not a `TraceLabel`) is left out: labels of an index written before they were kept
-    are read from the traces instead (`read_trace_label`)."""
+    or `ValueError`: the audit's own readers want to know). An entry that is not one (an
+    id without a list of paths, a label that is not a `TraceLabel`) is left out: labels
+    of an index written before they were kept are read from the traces instead
+    (`read_trace_label`)."""
     path = Path(bundles) / GRADER_INDEX
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
