@@ -176,7 +176,7 @@ def completions(index: ProgramIndex, text: str, line: int, col: int) -> list[T.C
         return _paths(index.entry, quoted.group(1), quoted.group(2), line, col)
     dotted = _AFTER_DOT.search(prefix)
     if dotted is not None:
-        return _fields(index, text, line, col, dotted.group(1))
+        return _fields(index, line, col, dotted.group(1))
     if re.fullmatch(r"\s*[A-Za-z_]*", prefix):
         block = _block(lines, line) if prefix[:1].isspace() else None
         if block is None:
@@ -269,7 +269,7 @@ def _in_block(index: ProgramIndex, block: tuple[str, str | None]) -> list[T.Comp
     return [_item(k, T.CompletionItemKind.Keyword) for k in _keywords(block)]
 
 
-def _fields(index: ProgramIndex, text: str, line: int, col: int,
+def _fields(index: ProgramIndex, line: int, col: int,
             obj: str | None) -> list[T.CompletionItem]:
     fields = [d for d in index.definitions() if d.kind in ("field", "group")]
     if obj in BUILTIN_FIELDS:  # `context.` and the other records the language provides

@@ -17,7 +17,7 @@ from eairdsl.lsp.index import Definition, ProgramIndex
 from eairdsl.runtime.builtins import BUILTINS, BuiltinDef
 from eairdsl.syntax import ast as A
 
-__all__ = ["hover_markdown", "signature", "keyword_docs", "describe"]
+__all__ = ["hover_markdown", "signature", "parameters", "keyword_docs", "describe"]
 
 #: keywords that are written differently from their declaration's `decl` tag
 _DECL_WORDS = {"party": ("role", "actor", "simulator"), "record": ("record", "table", "ledger"),
@@ -25,10 +25,14 @@ _DECL_WORDS = {"party": ("role", "actor", "simulator"), "record": ("record", "ta
                "study_measure": ("study",)}
 
 
+def parameters(builtin: BuiltinDef) -> list[str]:
+    """A builtin's parameters as written in its signature (`name: type`, `optional?: type`)."""
+    return [f"{p.name}{'?' if p.optional else ''}: {p.type}" for p in builtin.params]
+
+
 def signature(builtin: BuiltinDef) -> str:
     """`name(param: type, optional?: type) -> result`, as the hover shows a builtin."""
-    params = ", ".join(f"{p.name}{'?' if p.optional else ''}: {p.type}" for p in builtin.params)
-    return f"{builtin.name}({params}) -> {builtin.result}"
+    return f"{builtin.name}({', '.join(parameters(builtin))}) -> {builtin.result}"
 
 
 def _first_line(doc: str | None) -> str:

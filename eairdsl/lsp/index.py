@@ -17,6 +17,7 @@ Bound variables (`for x in ...`) are not declarations and resolve to nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -352,7 +353,13 @@ class _Finder:
     index: ModuleIndex
 
     def _word(self, span: Span, name: str, after: Word | None = None) -> Word | None:
-        for word in self.index.words:
+        """The first `name` written inside `span` (after `after`): the words are in
+        order, so the search starts at the span's first line, not the file's."""
+        words = self.index.words
+        at = bisect.bisect_left(words, span.line - 1, key=lambda w: w.line)
+        for word in words[at:]:
+            if word.line > span.end_line - 1:
+                break
             if word.name == name and word.within(span) and (
                     after is None or (word.line, word.col) > (after.line, after.col)):
                 return word
@@ -368,7 +375,7 @@ class _Finder:
             return None
         definition = Definition(
             name=name, kind=kind, path=self.index.path, word=word, span=node.span,
-            header=_header(self.index.text, node.span), doc=_doc(self.index, node),
+            header=_header(self.index.lines, node.span), doc=_doc(self.index, node),
             container=container, module=self.index.ref)
         if keep:
             self.index.definitions.append(definition)
@@ -383,7 +390,7 @@ class _Finder:
             return
         self.index.definitions.append(Definition(
             name=member, kind="enum member", path=self.index.path, word=word, span=node.span,
-            header=_header(self.index.text, node.span), container=container,
+            header=_header(self.index.lines, node.span), container=container,
             module=self.index.ref))
 
     def inline(self, node: A.Node, owner: Definition | None) -> None:
@@ -395,9 +402,8 @@ class _Finder:
                 self.member(node, name, member, owner)
 
 
-def _header(text: str, span: Span) -> str:
+def _header(lines: list[str], span: Span) -> str:
     """The first line of a declaration as written (what hover shows as its signature)."""
-    lines = text.split("\n")
     if not 0 < span.line <= len(lines):
         return ""
     line = lines[span.line - 1][span.col - 1:] if span.col > 0 else lines[span.line - 1]

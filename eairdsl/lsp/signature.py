@@ -12,6 +12,7 @@ import re
 
 from lsprotocol import types as T
 
+from eairdsl.lsp.hover import parameters, signature
 from eairdsl.lsp.index import ProgramIndex
 from eairdsl.runtime.builtins import BUILTINS
 
@@ -63,9 +64,7 @@ def signature_help(index: ProgramIndex, text: str, line: int, col: int
     name, active = found
     builtin = BUILTINS.get(name)
     if builtin is not None:
-        params = [f"{p.name}{'?' if p.optional else ''}: {p.type}" for p in builtin.params]
-        label = f"{name}({', '.join(params)}) -> {builtin.result}"
-        doc = builtin.doc
+        params, label, doc = parameters(builtin), signature(builtin), builtin.doc
     else:
         declared = [d for d in index.top_level(name) if d.kind in ("let", "tool")]
         if not declared:
